@@ -1,0 +1,33 @@
+// swift-tools-version:6.0
+// netlife: iOS multitasking discipline for Linux network services, on libevent.
+import PackageDescription
+
+let package = Package(
+    name: "netlife",
+    products: [
+        .library(name: "NetLife", targets: ["NetLife"]),
+        .library(name: "NetLifeDaemon", targets: ["NetLifeDaemon"]),
+        .executable(name: "netlifed", targets: ["netlifed"]),
+        .executable(name: "netlifectl", targets: ["netlifectl"]),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CLibevent",
+            pkgConfig: "libevent",
+            providers: [.apt(["libevent-dev"])]
+        ),
+        .target(name: "NetLifeEvent", dependencies: ["CLibevent"]),
+        .target(name: "NetLife", dependencies: ["NetLifeEvent"]),
+        .target(name: "NetLifeServices", dependencies: ["NetLife"]),
+        .target(name: "NetLifeDaemon", dependencies: ["NetLife", "NetLifeServices"]),
+        .executableTarget(name: "netlifed", dependencies: ["NetLifeDaemon"]),
+        .executableTarget(name: "netlifectl", dependencies: ["NetLifeDaemon"]),
+
+        .testTarget(name: "NetLifeEventTests", dependencies: ["NetLifeEvent"]),
+        .testTarget(name: "NetLifeTests", dependencies: ["NetLife"]),
+        .testTarget(name: "NetLifeServicesTests", dependencies: ["NetLifeServices"]),
+        .testTarget(name: "NetLifeDaemonTests", dependencies: ["NetLifeDaemon"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["netlifed", "netlifectl"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,146 @@
+// Background tasks of an app (SPEC section 5): begin and end, the shared background time, the expiration
+// handlers run once each in begin order, and the watchdog for a task left open past the grace period.
+
+import NetLifeEvent
+
+extension App {
+    /// Whether the app may run in the background at all (UIDevice.multitaskingSupported, per app here:
+    /// `multitasking = no` makes it false).
+    public var isMultitaskingSupported: Bool { configuration.multitasking }
+
+    /// The background time left: nil (unlimited) in the foreground, counting down from `task-time` in the
+    /// background, shared by all tasks; zero when spent.
+    public var backgroundTimeRemaining: Duration? {
+        state.isRunning ? tasks.remaining(now: .now()) : nil
+    }
+
+    /// Begins a background task: while one is open the app is not suspended. Every begin must be matched by
+    /// `endBackgroundTask(_:)`.
+    ///
+    /// - Parameters:
+    ///   - name: shown by `netlifectl task list`.
+    ///   - expirationHandler: runs once, `expiration-lead` before the background time is spent; it should
+    ///     end the task. It runs under `expiration-budget`.
+    /// - Returns: a unique, increasing identifier, or 0 when the app is suspended, not running, has
+    ///   `multitasking = no`, or its background time is spent.
+    public func beginBackgroundTask(name: String? = nil, expirationHandler: (() -> Void)? = nil) -> BackgroundTaskIdentifier {
+        loop.assertInLoop()
+        let id = beginTask(name: name, origin: .api)
+        if id != BackgroundTaskRegistry.invalid, let expirationHandler { expirationHandlers[id] = expirationHandler }
+        return id
+    }
+
+    /// Begins a task for a control-socket client; its expiration handler is the `on-expiration` hook.
+    public func beginControlTask(name: String?) -> BackgroundTaskIdentifier {
+        beginTask(name: name, origin: .control)
+    }
+
+    private func beginTask(name: String?, origin: BackgroundTaskRegistry.Origin) -> BackgroundTaskIdentifier {
+        let allowed = state != .notRunning && state != .suspended && configuration.multitasking
+        let id = tasks.begin(name: name, origin: origin, now: .now(), allowed: allowed)
+        if id == BackgroundTaskRegistry.invalid {
+            logger.info("background task\(name.map { " '\($0)'" } ?? "") refused (state \(state)\(configuration.multitasking ? "" : ", multitasking = no"))")
+        } else {
+            logger.debug("background task \(id) begun\(name.map { " ('\($0)')" } ?? "")")
+            evaluateSuspension()
+            rearmTaskTimers()
+        }
+        return id
+    }
+
+    /// Ends a background task. Ending 0, an unknown or an already ended id does nothing but log a warning.
+    @discardableResult
+    public func endBackgroundTask(_ id: BackgroundTaskIdentifier) -> BackgroundTaskRegistry.EndResult {
+        loop.assertInLoop()
+        let result = tasks.end(id)
+        switch result {
+        case .ended:
+            expirationHandlers[id] = nil
+            expirationQueue.removeAll { $0.id == id }
+            logger.debug("background task \(id) ended")
+            rearmTaskTimers()
+            evaluateSuspension()
+        case .invalidIdentifier:
+            logger.warning("endBackgroundTask(0): the invalid task id; nothing to end")
+        case .unknown:
+            logger.warning("endBackgroundTask(\(id)): no such task")
+        case .alreadyEnded:
+            logger.warning("endBackgroundTask(\(id)): the task has already ended")
+        }
+        return result
+    }
+
+    /// Arms the expiration and grace timers from the registry's deadlines.
+    func rearmTaskTimers() {
+        let now = MonotonicTime.now()
+        if let deadline = tasks.expirationDeadline {
+            if expirationTimer == nil { expirationTimer = EventTimer(loop: loop) { [unowned self] in expirationDue() } }
+            expirationTimer!.arm(after: max(.zero, deadline - now))
+        } else {
+            expirationTimer?.close()
+            expirationTimer = nil
+        }
+        if let deadline = tasks.graceDeadline {
+            if graceTimer == nil { graceTimer = EventTimer(loop: loop) { [unowned self] in graceDue() } }
+            graceTimer!.arm(after: max(.zero, deadline - now))
+        } else {
+            graceTimer?.close()
+            graceTimer = nil
+        }
+    }
+
+    private func expirationDue() {
+        let due = tasks.takeExpiringTasks(now: .now())
+        guard !due.isEmpty else { return }
+        logger.info("background time nearly spent: expiring task(s) \(due.map { String($0.id) }.joined(separator: ", "))")
+        expirationQueue.append(contentsOf: due)
+        runNextExpiration()
+    }
+
+    /// Runs the queued expiration handlers one after another, in begin order.
+    private func runNextExpiration() {
+        while !expirationRunning, !expirationQueue.isEmpty {
+            let task = expirationQueue.removeFirst()
+            let budget = configuration.budgets.expiration
+            switch task.origin {
+            case .api:
+                guard let handler = expirationHandlers.removeValue(forKey: task.id) else { continue }
+                let started = MonotonicTime.now()
+                handler()
+                let elapsed = MonotonicTime.now() - started
+                if elapsed > budget {
+                    watchdogKill(WatchdogTimeout(stage: "expiration", budget: budget, elapsed: elapsed))
+                    return
+                }
+            case .control:
+                guard let hook = configuration.expirationHook else {
+                    logger.warning("task \(task.id) is expiring and the app has no on-expiration hook")
+                    continue
+                }
+                let runGeneration = generation
+                let started = MonotonicTime.now()
+                let watchdog = loop.schedule(after: budget) { [unowned self] in
+                    guard generation == runGeneration else { return }
+                    watchdogKill(WatchdogTimeout(stage: "expiration", budget: budget, elapsed: MonotonicTime.now() - started))
+                }
+                let spawned = runHook(hook, event: "expiration", task: task.id) { [unowned self] _ in
+                    watchdog.cancel()
+                    guard generation == runGeneration else { return }
+                    expirationRunning = false
+                    runNextExpiration()
+                }
+                if spawned { expirationRunning = true } else { watchdog.cancel() }
+            }
+        }
+    }
+
+    private func graceDue() {
+        guard let since = tasks.backgroundSince, !tasks.tasks.isEmpty else { return }
+        let now = MonotonicTime.now()
+        guard let deadline = tasks.graceDeadline, now >= deadline else { rearmTaskTimers(); return }
+        let open = tasks.tasks.map { String($0.id) }.joined(separator: ", ")
+        logger.error("background task(s) \(open) still open \(format(tasks.expirationGrace)) after the background time was spent")
+        watchdogKill(WatchdogTimeout(stage: "background-task", budget: tasks.taskTime + tasks.expirationGrace,
+                                     elapsed: now - since))
+    }
+}

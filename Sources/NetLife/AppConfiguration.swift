@@ -1,0 +1,92 @@
+// What an app is, as configured: its listeners, its policies, its budgets and its hooks. Plain values,
+// built by the daemon's config parser (or by an app author's code) and read by `App`.
+
+import NetLifeEvent
+
+/// How a listener's accepted connections fare when the app goes to the background.
+public enum ConnectionPolicy: String, Sendable, CaseIterable {
+    /// Left open (not serviced while the app is suspended). The default.
+    case keep
+    /// Flushed and closed: the peer sees FIN.
+    case close
+}
+
+/// Whether an app runs in a continuous background mode (TN2277 "background execution").
+public enum BackgroundMode: String, Sendable, CaseIterable {
+    /// Normal: the app becomes suspend-eligible in background once its tasks end.
+    case idle
+    /// Like an iOS audio app while it plays: never suspend-eligible while in this mode.
+    case continuous
+}
+
+/// A service's own settings from a `[listener]` section (`root = ...` for http, for example).
+public struct ServiceOptions: Sendable, Equatable {
+    /// Key to value, as written in the config.
+    public var values: [String: String]
+    public init(_ values: [String: String] = [:]) { self.values = values }
+    public subscript(key: String) -> String? { values[key] }
+}
+
+/// A listening socket of an app.
+public struct ListenerConfiguration: Sendable, Equatable {
+    /// The name after the dot in `[listener APP.NAME]`.
+    public var name: String
+    /// Where it listens. Port 0 takes a port from the kernel at the first open and keeps it afterwards.
+    public var address: SocketAddress
+    /// The built-in or registered service behind the listener, for example `echo`.
+    public var service: String
+    /// The service's own settings.
+    public var serviceOptions = ServiceOptions()
+    /// What happens to accepted connections on did-enter-background.
+    public var connections: ConnectionPolicy = .keep
+    /// The most connections served at once; beyond it the listener stops accepting (as HAProxy's maxconn),
+    /// and new connections wait in the kernel's queue.
+    public var maxConnections: Int? = nil
+    /// The kernel's accept queue length.
+    public var backlog: Int32 = 511
+
+    public init(name: String, address: SocketAddress, service: String) {
+        self.name = name
+        self.address = address
+        self.service = service
+    }
+}
+
+/// A hook command, split into words as a shell would (quotes and backslashes respected, no expansion).
+public struct HookCommand: Sendable, Equatable, CustomStringConvertible {
+    /// The program and its arguments.
+    public var arguments: [String]
+    public init(arguments: [String]) { self.arguments = arguments }
+    public var description: String { arguments.joined(separator: " ") }
+}
+
+/// Everything configured about an app.
+public struct AppConfiguration: Sendable, Equatable {
+    public var name: String
+    /// Whether and how the app is launched when the daemon starts.
+    public var launch: LaunchMode = .foreground
+    /// The time limits of its code.
+    public var budgets = Budgets.Profile.ios13.budgets
+    /// Hooks per lifecycle callback.
+    public var hooks: [LifecycleEvent: HookCommand] = [:]
+    /// The hook run when background tasks begun over the control socket expire (`on-expiration`).
+    public var expirationHook: HookCommand? = nil
+    /// How long after becoming suspend-eligible the app is suspended; nil never (`auto-suspend = never`).
+    public var autoSuspend: Duration? = .seconds(1)
+    /// UIApplicationExitsOnSuspend: leaving the foreground terminates the app.
+    public var exitsOnSuspend = false
+    /// `multitasking = no`: like exits-on-suspend, and background tasks are refused (id 0).
+    public var multitasking = true
+    /// The background mode the app starts in.
+    public var backgroundMode: BackgroundMode = .idle
+    /// The app's listeners, in config order.
+    public var listeners: [ListenerConfiguration] = []
+
+    public init(name: String) { self.name = name }
+
+    /// The rules' view of the app.
+    public func traits(hasDelegate: Bool) -> LifecycleTraits {
+        LifecycleTraits(exitsOnSuspend: exitsOnSuspend || !multitasking, hasDelegate: hasDelegate,
+                        hooks: Set(hooks.keys))
+    }
+}

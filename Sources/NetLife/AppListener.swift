@@ -1,0 +1,185 @@
+// One listening socket of an app with its policy (TN2277 "Listening Socket"): opened when the app comes to
+// the foreground, closed when it goes to the background so that the kernel refuses connections at once,
+// the accepted connections kept or closed as configured, accept paused on descriptor exhaustion (as nginx
+// does) or at `max-connections` (as HAProxy does), and a reopen that failed retried with back-off.
+
+@preconcurrency import Glibc
+import NetLifeEvent
+
+/// A listener of an app and the connections accepted on it.
+final class AppListener {
+    let configuration: ListenerConfiguration
+    private unowned let loop: EventLoop
+    private let service: any Service
+    private let logger: Logger
+
+    /// The configured address; after the first successful open, with the port the kernel gave.
+    private(set) var address: SocketAddress
+    private var listener: Listener?
+    /// The connections accepted and not yet closed, by identity.
+    private(set) var connections: [ObjectIdentifier: Connection] = [:]
+    /// Why the last open failed, while the listener is not open.
+    private(set) var openError: String?
+    /// Whether the app wants the listener open; retries stop when it no longer does.
+    private var wantsOpen = false
+    private var retryTimer: EventTimer?
+    private var retryDelay: Duration = .milliseconds(100)
+    private var acceptPause: AcceptPause = .none
+    private var resumeTimer: EventTimer?
+    private var connectionsPaused = false
+
+    private enum AcceptPause { case none, descriptors, maxConnections }
+
+    init(configuration: ListenerConfiguration, service: any Service, loop: EventLoop, logger: Logger) {
+        self.configuration = configuration
+        self.service = service
+        self.loop = loop
+        self.logger = logger.labeled("\(logger.label) listener \(configuration.name)")
+        self.address = configuration.address
+    }
+
+    /// Whether the socket is bound and listening.
+    var isOpen: Bool { listener != nil }
+
+    // MARK: Opening and closing
+
+    /// Binds and listens on the listener's address (the same port as before, if it was open before). On
+    /// failure the error is kept for `status` and the open is retried with back-off until it succeeds or
+    /// `close()` is called. Returns whether the listener is open now.
+    @discardableResult
+    func open() -> Bool {
+        wantsOpen = true
+        guard listener == nil else { return true }
+        do {
+            let listener = try Listener(loop: loop, address: address, backlog: configuration.backlog,
+                                        onAccept: { [unowned self] in accepted($0) },
+                                        onError: { [unowned self] in acceptFailed($0) })
+            self.listener = listener
+            address = listener.address
+            openError = nil
+            retryDelay = .milliseconds(100)
+            if atConnectionLimit { pauseAccepting(.maxConnections) }
+            logger.debug("listening on \(address)")
+            return true
+        } catch {
+            openError = "\(error)"
+            logger.warning("cannot listen on \(address): \(error); retrying in \(retryDelay)")
+            scheduleRetry()
+            return false
+        }
+    }
+
+    private func scheduleRetry() {
+        retryTimer?.cancel()
+        retryTimer = loop.schedule(after: retryDelay) { [unowned self] in
+            retryTimer = nil
+            if wantsOpen { open() }
+        }
+        retryDelay = min(retryDelay * 2, .seconds(5))
+    }
+
+    /// Closes the listening socket: connect() to its port is refused from now on, and the connections still
+    /// in the kernel's accept queue are reset. Accepted connections are left alone.
+    func close() {
+        wantsOpen = false
+        retryTimer?.cancel()
+        retryTimer = nil
+        resumeTimer?.cancel()
+        resumeTimer = nil
+        acceptPause = .none
+        listener?.close()
+        listener = nil
+        openError = nil
+    }
+
+    /// Closes the accepted connections if the listener's policy is `close` (on did-enter-background).
+    func applyConnectionPolicy() {
+        guard configuration.connections == .close else { return }
+        closeConnections(.afterFlush)
+    }
+
+    /// Closes every accepted connection.
+    func closeConnections(_ mode: Connection.CloseMode) {
+        for connection in Array(connections.values) { connection.close(mode) }
+    }
+
+    /// Stops (or restarts) reading on every accepted connection: while the app is suspended none of its
+    /// code runs, and the kernel buffers what peers send.
+    func setConnectionsPaused(_ paused: Bool) {
+        connectionsPaused = paused
+        for connection in connections.values {
+            if paused { connection.pauseReading() } else { connection.resumeReading() }
+        }
+    }
+
+    // MARK: Accepting
+
+    private var atConnectionLimit: Bool {
+        if let limit = configuration.maxConnections { return connections.count >= limit }
+        return false
+    }
+
+    private func accepted(_ socket: AcceptedSocket) {
+        let connection: Connection
+        do {
+            connection = try Connection(loop: loop, fd: socket.fd)
+        } catch {
+            SocketCalls.close(socket.fd)
+            logger.warning("dropped a connection from \(socket.peer): \(error)")
+            return
+        }
+        if case .unix = address {} else { SocketCalls.setNoDelay(socket.fd) }
+        connections[ObjectIdentifier(connection)] = connection
+        connection.onClose = { [unowned self] connection, _ in connectionClosed(connection) }
+        if connectionsPaused { connection.pauseReading() }
+        service.serve(connection)
+        if atConnectionLimit { pauseAccepting(.maxConnections) }
+    }
+
+    private func connectionClosed(_ connection: Connection) {
+        connections[ObjectIdentifier(connection)] = nil
+        switch acceptPause {
+        case .descriptors:
+            resumeAccepting()   // a descriptor is free again
+        case .maxConnections where !atConnectionLimit:
+            resumeAccepting()
+        case .none, .maxConnections:
+            break
+        }
+    }
+
+    private func acceptFailed(_ error: SystemError) {
+        // EMFILE and ENFILE are not retriable: the connection stays in the queue and the socket stays
+        // readable, so accepting again at once would spin. Pause until a descriptor frees or a short timer
+        // runs out, as nginx does.
+        logger.warning("\(error); pausing accept on \(address)")
+        pauseAccepting(.descriptors)
+        resumeTimer?.cancel()
+        resumeTimer = loop.schedule(after: .milliseconds(250)) { [unowned self] in
+            resumeTimer = nil
+            if acceptPause == .descriptors { resumeAccepting() }
+        }
+    }
+
+    private func pauseAccepting(_ reason: AcceptPause) {
+        acceptPause = reason
+        listener?.pause()
+    }
+
+    private func resumeAccepting() {
+        resumeTimer?.cancel()
+        resumeTimer = nil
+        if atConnectionLimit {
+            acceptPause = .maxConnections
+            return
+        }
+        acceptPause = .none
+        listener?.resume()
+    }
+
+    /// What `status` shows.
+    var status: ListenerStatus {
+        ListenerStatus(name: configuration.name, address: address.description, service: configuration.service,
+                       open: isOpen, error: openError, connections: connections.count)
+    }
+}

@@ -1,0 +1,65 @@
+// The vocabulary of the iOS lifecycle as netlife names it: states, the callbacks of each transition, and
+// the commands that ask for a transition.
+
+/// The state of an app (iOS: Not Running, Inactive, Active, Background, Suspended).
+public enum AppState: String, Sendable, CaseIterable, CustomStringConvertible {
+    case notRunning = "not-running"
+    case inactive
+    case active
+    case background
+    case suspended
+
+    public var description: String { rawValue }
+
+    /// Whether the app has been launched and not yet terminated.
+    public var isRunning: Bool { self != .notRunning }
+}
+
+/// A delegate callback of a transition; each is one stage of a transition's pipeline.
+public enum LifecycleEvent: String, Sendable, CaseIterable, CustomStringConvertible {
+    case didFinishLaunching = "did-finish-launching"
+    case willResignActive = "will-resign-active"
+    case didEnterBackground = "did-enter-background"
+    case willEnterForeground = "will-enter-foreground"
+    case didBecomeActive = "did-become-active"
+    case willTerminate = "will-terminate"
+
+    public var description: String { rawValue }
+
+    /// The config key of this callback's hook, for example `on-did-enter-background`.
+    public var hookKey: String { "on-" + rawValue }
+}
+
+/// A request to move an app to another state, as `netlifectl` sends it.
+public enum LifecycleCommand: Equatable, Sendable, CustomStringConvertible {
+    /// Start a not-running app, into the foreground or straight into the background.
+    case launch(background: Bool)
+    /// Bring a background or suspended app to the foreground.
+    case foreground
+    /// Send an active app to the background.
+    case background
+    /// Suspend a background app (at once, or when its last background task ends).
+    case suspend
+    /// Terminate a running app.
+    case terminate
+
+    public var description: String {
+        switch self {
+        case .launch(let background): return background ? "launch --background" : "launch"
+        case .foreground: return "foreground"
+        case .background: return "background"
+        case .suspend: return "suspend"
+        case .terminate: return "terminate"
+        }
+    }
+}
+
+/// What `launch` in the config does at start-up.
+public enum LaunchMode: String, Sendable, CaseIterable {
+    /// Launch into the foreground (active): listeners open. The default.
+    case foreground
+    /// Launch straight into the background (iOS background launch): listeners stay closed.
+    case background
+    /// Leave the app not-running until `netlifectl launch`.
+    case no
+}

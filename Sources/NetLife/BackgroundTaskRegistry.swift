@@ -1,0 +1,138 @@
+// Background tasks (beginBackgroundTaskWithExpirationHandler / endBackgroundTask / backgroundTimeRemaining)
+// as a pure value driven by explicit instants, so that a fake clock can test it. `App` owns one, arms its
+// timers from the deadlines below, and runs the expiration handlers it hands out.
+
+import NetLifeEvent
+
+/// A background task's identifier; 0 (`BackgroundTaskRegistry.invalid`) means the task was refused.
+public typealias BackgroundTaskIdentifier = UInt64
+
+/// The open background tasks of one app and its background time.
+public struct BackgroundTaskRegistry: Sendable {
+    /// The identifier that means "no task" (UIBackgroundTaskInvalid).
+    public static let invalid: BackgroundTaskIdentifier = 0
+
+    /// Who began a task; it decides what its expiration handler is.
+    public enum Origin: Equatable, Sendable {
+        /// The Swift API; the handler is a closure kept by the app.
+        case api
+        /// The control socket (`task begin`); the handler is the app's `on-expiration` hook.
+        case control
+    }
+
+    /// An open task.
+    public struct Task: Equatable, Sendable {
+        public var id: BackgroundTaskIdentifier
+        public var name: String?
+        public var origin: Origin
+        public var begunAt: MonotonicTime
+        /// Whether its expiration handler has been handed out to run.
+        public var expirationStarted = false
+    }
+
+    /// What ending a task did.
+    public enum EndResult: Equatable, Sendable {
+        case ended(Task)
+        /// The id was 0.
+        case invalidIdentifier
+        /// The id was never issued.
+        case unknown
+        /// The id was issued and has already ended (or its app was terminated).
+        case alreadyEnded
+    }
+
+    /// The background time shared by all tasks.
+    public var taskTime: Duration
+    /// How long before the time is spent expiration handlers run.
+    public var expirationLead: Duration
+    /// How long after the time is spent an open task is tolerated.
+    public var expirationGrace: Duration
+
+    /// The open tasks, in begin order.
+    public private(set) var tasks: [Task] = []
+    /// When the app entered the background (or was woken); nil in the foreground.
+    public private(set) var backgroundSince: MonotonicTime?
+    private var nextIdentifier: BackgroundTaskIdentifier = 1
+
+    public init(budgets: Budgets) {
+        taskTime = budgets.taskTime
+        expirationLead = budgets.expirationLead
+        expirationGrace = budgets.expirationGrace
+    }
+
+    // MARK: The background time
+
+    /// The app entered the background (or was woken from suspension): its background time starts.
+    public mutating func enterBackground(now: MonotonicTime) {
+        backgroundSince = now
+        for index in tasks.indices { tasks[index].expirationStarted = false }
+    }
+
+    /// The app came to the foreground: the background time is unlimited again.
+    public mutating func enterForeground() {
+        backgroundSince = nil
+        for index in tasks.indices { tasks[index].expirationStarted = false }
+    }
+
+    /// The background time left: nil (unlimited) in the foreground, else counting down to 0.
+    public func remaining(now: MonotonicTime) -> Duration? {
+        guard let backgroundSince else { return nil }
+        let left = (backgroundSince + taskTime) - now
+        return left > .zero ? left : .zero
+    }
+
+    /// Whether the background time is spent.
+    public func isTimeSpent(now: MonotonicTime) -> Bool {
+        remaining(now: now) == .zero
+    }
+
+    // MARK: Tasks
+
+    /// Begins a task and returns its id, or 0 when `allowed` is false or the background time is spent.
+    public mutating func begin(name: String?, origin: Origin, now: MonotonicTime, allowed: Bool) -> BackgroundTaskIdentifier {
+        guard allowed, !isTimeSpent(now: now) else { return Self.invalid }
+        let id = nextIdentifier
+        nextIdentifier += 1
+        tasks.append(Task(id: id, name: name, origin: origin, begunAt: now))
+        return id
+    }
+
+    /// Ends a task.
+    public mutating func end(_ id: BackgroundTaskIdentifier) -> EndResult {
+        if id == Self.invalid { return .invalidIdentifier }
+        if let index = tasks.firstIndex(where: { $0.id == id }) { return .ended(tasks.remove(at: index)) }
+        return id < nextIdentifier ? .alreadyEnded : .unknown
+    }
+
+    /// Drops every task (the app was terminated or killed). Ids stay unique afterwards.
+    public mutating func removeAll() {
+        tasks.removeAll()
+        backgroundSince = nil
+    }
+
+    // MARK: Expiration
+
+    /// When the expiration handlers of the open tasks are due: `expiration-lead` before the background time
+    /// is spent. Nil in the foreground or when every open task's handler has been handed out.
+    public var expirationDeadline: MonotonicTime? {
+        guard let backgroundSince, tasks.contains(where: { !$0.expirationStarted }) else { return nil }
+        return backgroundSince + (taskTime - expirationLead)
+    }
+
+    /// When a task still open gets the app killed: `expiration-grace` after the time is spent.
+    public var graceDeadline: MonotonicTime? {
+        guard let backgroundSince, !tasks.isEmpty else { return nil }
+        return backgroundSince + taskTime + expirationGrace
+    }
+
+    /// The tasks whose expiration handler is due at `now`, in begin order; each is handed out once.
+    public mutating func takeExpiringTasks(now: MonotonicTime) -> [Task] {
+        guard let deadline = expirationDeadline, now >= deadline else { return [] }
+        var due: [Task] = []
+        for index in tasks.indices where !tasks[index].expirationStarted {
+            tasks[index].expirationStarted = true
+            due.append(tasks[index])
+        }
+        return due
+    }
+}

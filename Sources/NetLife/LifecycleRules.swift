@@ -1,0 +1,159 @@
+// The lifecycle rules of SPEC section 2 as pure functions: given an app's state and a command, which
+// transition runs (its stages, their order, the state entered for each, the built-in steps), or why
+// nothing runs. No side effects here; `App` performs what these functions decide.
+
+/// A built-in step of a stage, run before the app's own code (delegate, then hook).
+public enum PolicyStep: String, Sendable, Equatable, CaseIterable {
+    /// Bind every listener of the app (at launch into the foreground, and on will-enter-foreground).
+    case openListeners = "open-listeners"
+    /// Close every listener: from now on the kernel refuses connections.
+    case closeListeners = "close-listeners"
+    /// Flush and close the accepted connections of listeners with `connections = close`.
+    case closeConnections = "close-connections"
+    /// Leave suspension: deliver reads and timers again.
+    case resumeApp = "resume-app"
+}
+
+/// One step of a stage.
+public enum TransitionStep: Equatable, Sendable {
+    /// A built-in policy step.
+    case policy(PolicyStep)
+    /// The app's Swift delegate callback.
+    case delegate
+    /// The app's hook command (`on-...` key).
+    case hook
+}
+
+/// One stage of a transition: the state the app is in while it runs, and its ordered steps.
+public struct TransitionStage: Equatable, Sendable {
+    public var event: LifecycleEvent
+    public var state: AppState
+    public var steps: [TransitionStep]
+}
+
+/// Which budget bounds a transition.
+public enum BudgetKind: String, Sendable, CaseIterable {
+    case launch, background, foreground, terminate
+}
+
+/// A transition to run: its stages in order, the budget that bounds them all, and the state at the end.
+public struct TransitionPlan: Equatable, Sendable {
+    public var command: LifecycleCommand
+    public var stages: [TransitionStage]
+    public var budget: BudgetKind
+    public var finalState: AppState
+}
+
+/// What the rules decide for a command.
+public enum LifecycleDecision: Equatable, Sendable {
+    /// The app is already in the asked-for state: nothing runs.
+    case already(AppState)
+    /// The command is impossible in this state: nothing changes.
+    case refused(String)
+    /// Run this transition.
+    case run(TransitionPlan)
+    /// Suspend now (no app code runs in the move).
+    case suspendNow
+    /// Mark the app suspend-pending: it suspends once eligible.
+    case suspendWhenEligible
+}
+
+/// The facts about an app that the rules depend on.
+public struct LifecycleTraits: Equatable, Sendable {
+    /// `exits-on-suspend = yes` or `multitasking = no`: leaving the foreground terminates the app.
+    public var exitsOnSuspend = false
+    /// The app has a Swift delegate.
+    public var hasDelegate = false
+    /// The events for which the app has a hook.
+    public var hooks: Set<LifecycleEvent> = []
+
+    public init(exitsOnSuspend: Bool = false, hasDelegate: Bool = false, hooks: Set<LifecycleEvent> = []) {
+        self.exitsOnSuspend = exitsOnSuspend
+        self.hasDelegate = hasDelegate
+        self.hooks = hooks
+    }
+}
+
+/// The transition rules, as pure functions.
+public enum LifecycleRules {
+    /// Decides what `command` does to an app in `state`.
+    ///
+    /// - Parameter suspendEligible: for `suspend`: whether the app holds no background task and runs in no
+    ///   continuous background mode.
+    public static func decide(_ command: LifecycleCommand, in state: AppState, traits: LifecycleTraits,
+                              suspendEligible: Bool = true) -> LifecycleDecision {
+        func stage(_ event: LifecycleEvent, _ state: AppState, _ policy: [PolicyStep] = []) -> TransitionStage {
+            var steps = policy.map(TransitionStep.policy)
+            if traits.hasDelegate { steps.append(.delegate) }
+            if traits.hooks.contains(event) { steps.append(.hook) }
+            return TransitionStage(event: event, state: state, steps: steps)
+        }
+        func plan(_ budget: BudgetKind, _ final: AppState, _ stages: [TransitionStage]) -> LifecycleDecision {
+            .run(TransitionPlan(command: command, stages: stages, budget: budget, finalState: final))
+        }
+        let leaveBackground = [stage(.willResignActive, .inactive),
+                               stage(.didEnterBackground, .background, [.closeListeners, .closeConnections])]
+
+        switch (command, state) {
+        case (.launch(background: false), .notRunning):
+            return plan(.launch, .active, [stage(.didFinishLaunching, .inactive, [.openListeners]),
+                                          stage(.didBecomeActive, .active)])
+        case (.launch(background: true), .notRunning):
+            // A background launch never opens the listeners; did-enter-background still runs its policy
+            // so that the same steps hold whatever the path into the background.
+            let launched = [stage(.didFinishLaunching, .background),
+                            stage(.didEnterBackground, .background, [.closeListeners, .closeConnections])]
+            if traits.exitsOnSuspend {
+                return plan(.launch, .notRunning, launched + [stage(.willTerminate, .background, [.closeListeners])])
+            }
+            return plan(.launch, .background, launched)
+        case (.launch, _):
+            return .already(state)
+
+        case (.foreground, .notRunning):
+            return .refused("is not running; launch it first (netlifectl launch APP)")
+        case (.foreground, .active):
+            return .already(.active)
+        case (.foreground, .inactive):
+            return .refused("is in a transition (inactive); try again when it ends")
+        case (.foreground, .background), (.foreground, .suspended):
+            let resume: [PolicyStep] = state == .suspended ? [.resumeApp, .openListeners] : [.openListeners]
+            return plan(.foreground, .active, [stage(.willEnterForeground, .inactive, resume),
+                                              stage(.didBecomeActive, .active)])
+
+        case (.background, .notRunning):
+            return .refused("is not running")
+        case (.background, .background), (.background, .suspended):
+            return .already(state)
+        case (.background, .inactive):
+            return .refused("is in a transition (inactive); try again when it ends")
+        case (.background, .active):
+            if traits.exitsOnSuspend {
+                return plan(.background, .notRunning, leaveBackground + [stage(.willTerminate, .background, [.closeListeners])])
+            }
+            return plan(.background, .background, leaveBackground)
+
+        case (.suspend, .suspended):
+            return .already(.suspended)
+        case (.suspend, .background):
+            return suspendEligible ? .suspendNow : .suspendWhenEligible
+        case (.suspend, _):
+            return .refused("cannot be suspended: it is \(state), not in background")
+
+        case (.terminate, .notRunning):
+            return .already(.notRunning)
+        case (.terminate, .suspended):
+            // iOS terminates a suspended app without running any of its code (jetsam).
+            return plan(.terminate, .notRunning, [])
+        case (.terminate, _):
+            return plan(.terminate, .notRunning, [stage(.willTerminate, state, [.closeListeners])])
+        }
+    }
+
+    /// Whether an app is suspend-eligible (SPEC section 2): in background, no transition running, no open
+    /// background task, no continuous background mode.
+    public static func isSuspendEligible(state: AppState, transitionRunning: Bool, openTasks: Int,
+                                         continuousMode: Bool) -> Bool {
+        state == .background && !transitionRunning && openTasks == 0 && !continuousMode
+    }
+}

@@ -1,0 +1,72 @@
+// Logging as journald reads it from a service's stderr: one line per record, prefixed with the syslog
+// priority in angle brackets (`<4>` for a warning). A value type, like swift-log's Logger.
+
+@preconcurrency import Glibc
+
+/// A logger with a label (for example `app echo`) and a minimum level.
+public struct Logger: Sendable {
+    /// Syslog priorities, as sd-daemon(3) prefixes them.
+    public enum Level: Int32, Sendable, Comparable, CaseIterable {
+        case critical = 2, error = 3, warning = 4, notice = 5, info = 6, debug = 7
+
+        public static func < (a: Level, b: Level) -> Bool { a.rawValue > b.rawValue }
+
+        /// Parses `debug`, `info`, `notice`, `warning`, `error` or `critical`.
+        public init?(name: String) {
+            switch name {
+            case "debug": self = .debug
+            case "info": self = .info
+            case "notice": self = .notice
+            case "warning": self = .warning
+            case "error": self = .error
+            case "critical": self = .critical
+            default: return nil
+            }
+        }
+    }
+
+    /// Where log lines go: a file descriptor, stderr by default.
+    public var fd: Int32 = 2
+    public var label: String
+    public var minimumLevel: Level
+
+    public init(label: String, minimumLevel: Level = .info) {
+        self.label = label
+        self.minimumLevel = minimumLevel
+    }
+
+    /// The same logger with another label.
+    public func labeled(_ label: String) -> Logger {
+        var copy = self
+        copy.label = label
+        return copy
+    }
+
+    /// Writes one record. Newlines in `message` become spaces, so a record is always one line.
+    public func log(_ level: Level, _ message: @autoclosure () -> String) {
+        guard level >= minimumLevel else { return }
+        var line = "<\(level.rawValue)>\(label): \(message())"
+        if line.contains("\n") { line = line.replacingNewlines() }
+        line.append("\n")
+        line.withUTF8 { bytes in
+            var offset = 0
+            while offset < bytes.count {
+                let written = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+                if written > 0 { offset += written } else if errno != EINTR { return }
+            }
+        }
+    }
+
+    public func debug(_ message: @autoclosure () -> String) { log(.debug, message()) }
+    public func info(_ message: @autoclosure () -> String) { log(.info, message()) }
+    public func notice(_ message: @autoclosure () -> String) { log(.notice, message()) }
+    public func warning(_ message: @autoclosure () -> String) { log(.warning, message()) }
+    public func error(_ message: @autoclosure () -> String) { log(.error, message()) }
+    public func critical(_ message: @autoclosure () -> String) { log(.critical, message()) }
+}
+
+extension String {
+    fileprivate func replacingNewlines() -> String {
+        String(map { $0 == "\n" || $0 == "\r\n" ? " " : $0 })
+    }
+}

@@ -1,0 +1,62 @@
+// Services: what serves the connections of a listener. Built-in ones (echo, http) and an app author's own
+// are registered under a name that `service = NAME` in a `[listener]` section refers to.
+
+import NetLifeEvent
+
+/// A network service behind a listener. One instance serves every connection of its listener, on the loop
+/// thread.
+public protocol Service: AnyObject {
+    /// A connection was accepted. The service typically becomes its `delegate`; it must not close the
+    /// connection's descriptor behind its back (use `connection.close(_:)`).
+    func serve(_ connection: Connection)
+}
+
+/// Why a service cannot be made from its options.
+public struct ServiceOptionError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The option at fault, if one is.
+    public var key: String?
+    public var message: String
+    public init(key: String? = nil, _ message: String) {
+        self.key = key
+        self.message = message
+    }
+    public var description: String { message }
+}
+
+/// How to make a service: its name, the listener keys it accepts, and a factory.
+public struct ServiceDescriptor: Sendable {
+    /// The value of `service =` that selects it.
+    public var name: String
+    /// The `[listener]` keys of its own (for example `root` for http); any other unknown key is an error.
+    public var optionKeys: Set<String>
+    /// Makes an instance for one listener. Also called when the config is checked, so it must be cheap and
+    /// free of side effects; it throws for bad options.
+    public var make: @Sendable (ServiceOptions) throws(ServiceOptionError) -> any Service
+
+    public init(name: String, optionKeys: Set<String> = [],
+                make: @escaping @Sendable (ServiceOptions) throws(ServiceOptionError) -> any Service) {
+        self.name = name
+        self.optionKeys = optionKeys
+        self.make = make
+    }
+}
+
+/// The services a daemon knows by name.
+public struct ServiceRegistry: Sendable {
+    private var descriptors: [String: ServiceDescriptor] = [:]
+
+    public init(_ descriptors: [ServiceDescriptor] = []) {
+        for descriptor in descriptors { register(descriptor) }
+    }
+
+    /// Adds (or replaces) a service.
+    public mutating func register(_ descriptor: ServiceDescriptor) {
+        descriptors[descriptor.name] = descriptor
+    }
+
+    /// The service called `name`.
+    public subscript(name: String) -> ServiceDescriptor? { descriptors[name] }
+
+    /// The registered names, sorted.
+    public var names: [String] { descriptors.keys.sorted() }
+}

@@ -1,0 +1,90 @@
+// The handler pipeline of one transition, as a pure value: it walks the plan's stages and steps, times each
+// stage, and decides when the watchdog kills the app. `App` asks it for the next action, performs it (a
+// policy step or a delegate call at once, a hook asynchronously), and asks again.
+
+import NetLifeEvent
+
+/// How long one stage of a transition took.
+public struct StageReport: Equatable, Sendable {
+    public var event: LifecycleEvent
+    public var duration: Duration
+}
+
+/// Why the watchdog killed an app: the stage that overran, its budget, and the time it had taken.
+public struct WatchdogTimeout: Equatable, Sendable {
+    public var stage: String
+    public var budget: Duration
+    public var elapsed: Duration
+}
+
+/// Walks one `TransitionPlan`.
+public struct TransitionPipeline: Sendable {
+    /// The next thing the app must do.
+    public enum Action: Equatable, Sendable {
+        /// Enter this state before the stage's steps run.
+        case enterState(AppState, LifecycleEvent)
+        /// Perform this step of the stage; ask for the next action once it has completed.
+        case perform(TransitionStep, LifecycleEvent)
+        /// The transition is over: the app is now in `state`.
+        case finished(state: AppState, stages: [StageReport])
+        /// The budget is spent: the watchdog kills the app.
+        case kill(WatchdogTimeout)
+    }
+
+    public let plan: TransitionPlan
+    public let budget: Duration
+    public let startedAt: MonotonicTime
+    /// The stages completed so far, with their durations.
+    public private(set) var reports: [StageReport] = []
+    private var stageIndex = 0
+    private var stepIndex = -1   // -1: the stage's state has not been entered yet
+    private var stageStartedAt: MonotonicTime
+    private var isOver = false
+
+    public init(plan: TransitionPlan, budget: Duration, now: MonotonicTime) {
+        self.plan = plan
+        self.budget = budget
+        self.startedAt = now
+        self.stageStartedAt = now
+    }
+
+    /// The stage running now, if any.
+    public var currentStage: LifecycleEvent? {
+        stageIndex < plan.stages.count && !isOver ? plan.stages[stageIndex].event : nil
+    }
+
+    /// When the budget runs out; the app arms its watchdog timer for this instant.
+    public var deadline: MonotonicTime { startedAt + budget }
+
+    /// The next action, given that everything asked for before has completed.
+    public mutating func next(now: MonotonicTime) -> Action {
+        precondition(!isOver, "TransitionPipeline used after it finished")
+        if now > deadline { return budgetExpired(now: now) }
+        while stageIndex < plan.stages.count {
+            let stage = plan.stages[stageIndex]
+            if stepIndex == -1 {
+                stepIndex = 0
+                stageStartedAt = now
+                return .enterState(stage.state, stage.event)
+            }
+            if stepIndex < stage.steps.count {
+                let step = stage.steps[stepIndex]
+                stepIndex += 1
+                return .perform(step, stage.event)
+            }
+            reports.append(StageReport(event: stage.event, duration: now - stageStartedAt))
+            stageIndex += 1
+            stepIndex = -1
+        }
+        isOver = true
+        return .finished(state: plan.finalState, stages: reports)
+    }
+
+    /// The watchdog's timer fired (or a step returned after the deadline): the app is killed, and the
+    /// stage running at that moment is blamed.
+    public mutating func budgetExpired(now: MonotonicTime) -> Action {
+        isOver = true
+        let stage = stageIndex < plan.stages.count ? plan.stages[stageIndex].event.rawValue : plan.command.description
+        return .kill(WatchdogTimeout(stage: stage, budget: budget, elapsed: now - startedAt))
+    }
+}

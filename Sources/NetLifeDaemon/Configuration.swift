@@ -1,0 +1,338 @@
+// The meaning of the config (SPEC section 9): the [daemon] settings and each [app], [listener] and [socket]
+// section turned into typed values, with every error reported as FILE:LINE: message. Unknown sections and
+// keys are errors; keys that the spec names but this version does not implement yet say so.
+
+@preconcurrency import Glibc
+import NetLife
+import NetLifeEvent
+
+/// The whole configuration of a daemon.
+public struct DaemonConfiguration: Sendable, Equatable {
+    /// The file it was read from.
+    public var file: String
+    /// `control`: the control socket path (nil: the default for the user).
+    public var control: String?
+    /// `control-group`: a group whose members may use the control socket.
+    public var controlGroup: String?
+    /// `loop-stall`: how long the event loop may stall before the daemon aborts.
+    public var loopStall: Duration = .seconds(2)
+    /// `keepalive-min`: the shortest VoIP keep-alive interval allowed.
+    public var keepaliveMinimum: Duration = .seconds(600)
+    /// `debug-commands`: enables `netlifectl debug ...` (off by default).
+    public var debugCommands = false
+    /// `log-level`: the least important log records written.
+    public var logLevel: Logger.Level = .info
+    /// The apps, in config order.
+    public var apps: [AppConfiguration] = []
+
+    public init(file: String) { self.file = file }
+}
+
+/// Every error found in a config, in line order.
+public struct ConfigErrors: Error, Equatable, Sendable, CustomStringConvertible {
+    public var errors: [ConfigError]
+    public var description: String { errors.map(\.description).joined(separator: "\n") }
+}
+
+/// Reads config files.
+public enum ConfigLoader {
+    /// Keys the spec defines for later versions: using one is an error that says so, not "unknown key".
+    static let notYetSupported: [String: Set<String>] = [
+        "app": ["reclaim-on-suspend", "on-voip-data"],
+        "listener": ["mdns"],
+    ]
+
+    /// Reads and checks the config at `path`.
+    public static func load(path: String, services: ServiceRegistry) throws(ConfigErrors) -> DaemonConfiguration {
+        guard let text = readTextFile(path) else {
+            throw ConfigErrors(errors: [ConfigError(file: path, line: 0, "cannot read: \(Errno.current)")])
+        }
+        return try parse(text, file: path, services: services)
+    }
+
+    /// Checks a config text; every error is returned, in line order.
+    public static func parse(_ text: String, file: String, services: ServiceRegistry) throws(ConfigErrors) -> DaemonConfiguration {
+        var reader = ConfigReader(file: file, services: services)
+        reader.read(text)
+        guard reader.errors.isEmpty else { throw ConfigErrors(errors: reader.errors.sorted { $0.line < $1.line }) }
+        return reader.configuration
+    }
+
+    /// The contents of a file, or nil (errno says why).
+    static func readTextFile(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = read(fd, &chunk, chunk.count)
+            if count < 0 { if errno == EINTR { continue }; return nil }
+            if count == 0 { break }
+            bytes.append(contentsOf: chunk[0..<count])
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}
+
+/// One pass over a config text.
+private struct ConfigReader {
+    let file: String
+    let services: ServiceRegistry
+    var configuration: DaemonConfiguration
+    var errors: [ConfigError] = []
+
+    init(file: String, services: ServiceRegistry) {
+        self.file = file
+        self.services = services
+        self.configuration = DaemonConfiguration(file: file)
+    }
+
+    mutating func error(_ line: Int, _ message: String) {
+        errors.append(ConfigError(file: file, line: line, message))
+    }
+
+    mutating func read(_ text: String) {
+        let (sections, syntaxErrors) = INIFile.parse(text, file: file)
+        errors += syntaxErrors
+        var seen: [String: Int] = [:]
+        var listenerSections: [INISection] = []
+        for section in sections {
+            let identity = section.kind + " " + (section.name ?? "")
+            if let first = seen[identity] {
+                error(section.line, "duplicate section [\(identity.trimmingWhitespace())] (first at line \(first))")
+                continue
+            }
+            seen[identity] = section.line
+            switch section.kind {
+            case "daemon":
+                if section.name != nil { error(section.line, "[daemon] takes no name") }
+                readDaemon(section)
+            case "app":
+                readApp(section)
+            case "listener":
+                listenerSections.append(section)
+            case "socket":
+                error(section.line, "[socket] sections (data sockets, SPEC section 4) are not supported by this version of netlifed yet")
+            default:
+                error(section.line, "unknown section [\(section.kind)]; expected [daemon], [app NAME], [listener APP.NAME] or [socket APP.NAME]")
+            }
+        }
+        for section in listenerSections { readListener(section) }
+        checkAddressesAreDistinct(listenerSections)
+    }
+
+    // MARK: [daemon]
+
+    mutating func readDaemon(_ section: INISection) {
+        for entry in uniqueEntries(section) {
+            switch entry.key {
+            case "control":
+                if case .unix = (try? SocketAddress(parsing: entry.value)) {
+                    configuration.control = entry.value.hasPrefix("unix:") ? String(entry.value.dropFirst(5)) : entry.value
+                } else {
+                    error(entry.line, "control must be an absolute path of at most 107 bytes, got '\(entry.value)'")
+                }
+            case "control-group":
+                if getgrnam(entry.value) == nil {
+                    error(entry.line, "control-group: no group named '\(entry.value)'")
+                } else {
+                    configuration.controlGroup = entry.value
+                }
+            case "loop-stall":
+                if let value = duration(entry), value > .zero { configuration.loopStall = value }
+                else if duration(entry) == .zero { error(entry.line, "loop-stall must be more than 0") }
+            case "keepalive-min":
+                if let value = duration(entry) { configuration.keepaliveMinimum = value }
+            case "debug-commands":
+                if let value = boolean(entry) { configuration.debugCommands = value }
+            case "log-level":
+                if let level = Logger.Level(name: entry.value) { configuration.logLevel = level }
+                else { error(entry.line, "log-level must be debug, info, notice, warning, error or critical, got '\(entry.value)'") }
+            default:
+                unknownKey(entry, in: "daemon")
+            }
+        }
+    }
+
+    // MARK: [app NAME]
+
+    mutating func readApp(_ section: INISection) {
+        guard let name = section.name, ConfigValues.isValidName(name) else {
+            error(section.line, "[app NAME] needs a name of letters, digits, '-' and '_'")
+            return
+        }
+        var app = AppConfiguration(name: name)
+        let entries = uniqueEntries(section)
+        // The profile first, so that budget keys override it wherever they are written.
+        if let entry = entries.first(where: { $0.key == "profile" }) {
+            if let profile = Budgets.Profile(rawValue: entry.value) {
+                app.budgets = profile.budgets
+            } else {
+                error(entry.line, "profile must be one of \(Budgets.Profile.allCases.map(\.rawValue).joined(separator: ", ")), got '\(entry.value)'")
+            }
+        }
+        let hookEvents = Dictionary(uniqueKeysWithValues: LifecycleEvent.allCases.map { ($0.hookKey, $0) })
+        for entry in entries {
+            switch entry.key {
+            case "profile":
+                break
+            case "launch":
+                if let mode = LaunchMode(rawValue: entry.value) { app.launch = mode }
+                else { error(entry.line, "launch must be foreground, background or no, got '\(entry.value)'") }
+            case _ where Budgets.keys.contains(entry.key):
+                if let value = duration(entry) { _ = app.budgets.set(entry.key, to: value) }
+            case _ where hookEvents[entry.key] != nil:
+                if let command = hook(entry) { app.hooks[hookEvents[entry.key]!] = command }
+            case "on-expiration":
+                app.expirationHook = hook(entry)
+            case "auto-suspend":
+                if entry.value == "never" { app.autoSuspend = nil }
+                else if let value = duration(entry) { app.autoSuspend = value }
+            case "exits-on-suspend":
+                if let value = boolean(entry) { app.exitsOnSuspend = value }
+            case "multitasking":
+                if let value = boolean(entry) { app.multitasking = value }
+            case "background-mode":
+                if let mode = BackgroundMode(rawValue: entry.value) { app.backgroundMode = mode }
+                else { error(entry.line, "background-mode must be idle or continuous, got '\(entry.value)'") }
+            default:
+                unknownKey(entry, in: "app")
+            }
+        }
+        if app.budgets.expirationLead >= app.budgets.taskTime {
+            let line = entries.first(where: { $0.key == "expiration-lead" || $0.key == "task-time" })?.line ?? section.line
+            error(line, "expiration-lead (\(app.budgets.expirationLead)) must be shorter than task-time (\(app.budgets.taskTime))")
+        }
+        configuration.apps.append(app)
+    }
+
+    // MARK: [listener APP.NAME]
+
+    mutating func readListener(_ section: INISection) {
+        guard let fullName = section.name, let dot = fullName.firstIndex(of: "."),
+              ConfigValues.isValidName(String(fullName[..<dot])),
+              ConfigValues.isValidName(String(fullName[fullName.index(after: dot)...])) else {
+            error(section.line, "[listener APP.NAME] needs an app name and a listener name, like [listener echo.main]")
+            return
+        }
+        let appName = String(fullName[..<dot])
+        let name = String(fullName[fullName.index(after: dot)...])
+        guard let appIndex = configuration.apps.firstIndex(where: { $0.name == appName }) else {
+            error(section.line, "listener \(fullName) belongs to app '\(appName)', which has no [app \(appName)] section")
+            return
+        }
+        if configuration.apps[appIndex].listeners.contains(where: { $0.name == name }) { return }
+        let entries = uniqueEntries(section)
+        var address: SocketAddress?
+        var serviceName: String?
+        for required in ["address", "service"] where !entries.contains(where: { $0.key == required }) {
+            error(section.line, "listener \(fullName) needs '\(required) = ...'")
+        }
+        if let entry = entries.first(where: { $0.key == "service" }) {
+            if services[entry.value] != nil { serviceName = entry.value }
+            else { error(entry.line, "unknown service '\(entry.value)'; known: \(services.names.joined(separator: ", "))") }
+        }
+        let serviceKeys = serviceName.flatMap { services[$0]?.optionKeys } ?? []
+        var listener = ListenerConfiguration(name: name, address: .ipv4("127.0.0.1", port: 0), service: serviceName ?? "")
+        for entry in entries {
+            switch entry.key {
+            case "service":
+                break
+            case "address":
+                do { address = try SocketAddress(parsing: entry.value) }
+                catch { self.error(entry.line, "address: \(error)") }
+            case "connections":
+                if let policy = ConnectionPolicy(rawValue: entry.value) { listener.connections = policy }
+                else { error(entry.line, "connections must be keep or close, got '\(entry.value)'") }
+            case "max-connections":
+                if let value = Int(entry.value), value > 0 { listener.maxConnections = value }
+                else { error(entry.line, "max-connections must be a positive whole number, got '\(entry.value)'") }
+            case "backlog":
+                if let value = Int32(entry.value), value > 0 { listener.backlog = value }
+                else { error(entry.line, "backlog must be a positive whole number, got '\(entry.value)'") }
+            case _ where serviceKeys.contains(entry.key):
+                listener.serviceOptions.values[entry.key] = entry.value
+            default:
+                unknownKey(entry, in: "listener", service: serviceName)
+            }
+        }
+        guard let address, let serviceName, let descriptor = services[serviceName] else { return }
+        listener.address = address
+        do {
+            _ = try descriptor.make(listener.serviceOptions)
+        } catch {
+            let line = error.key.flatMap { key in entries.first(where: { $0.key == key })?.line } ?? section.line
+            self.error(line, "service \(serviceName): \(error.message)")
+        }
+        configuration.apps[appIndex].listeners.append(listener)
+    }
+
+    mutating func checkAddressesAreDistinct(_ sections: [INISection]) {
+        var owners: [SocketAddress: String] = [:]
+        for app in configuration.apps {
+            for listener in app.listeners where listener.address.port != 0 {
+                let fullName = "\(app.name).\(listener.name)"
+                if let other = owners[listener.address] {
+                    let line = sections.first(where: { $0.name == fullName })?.line ?? 0
+                    error(line, "listener \(fullName) uses \(listener.address), as listener \(other) does")
+                } else {
+                    owners[listener.address] = fullName
+                }
+            }
+        }
+    }
+
+    // MARK: Values
+
+    /// The entries of a section, reporting repeated keys.
+    mutating func uniqueEntries(_ section: INISection) -> [INIEntry] {
+        var first: [String: Int] = [:]
+        var entries: [INIEntry] = []
+        for entry in section.entries {
+            if let line = first[entry.key] {
+                error(entry.line, "duplicate key '\(entry.key)' (first at line \(line))")
+                continue
+            }
+            first[entry.key] = entry.line
+            entries.append(entry)
+        }
+        return entries
+    }
+
+    mutating func unknownKey(_ entry: INIEntry, in kind: String, service: String? = nil) {
+        if ConfigLoader.notYetSupported[kind, default: []].contains(entry.key) {
+            error(entry.line, "'\(entry.key)' is not supported by this version of netlifed yet")
+        } else if let service {
+            error(entry.line, "unknown key '\(entry.key)' in [\(kind)] (service \(service))")
+        } else {
+            error(entry.line, "unknown key '\(entry.key)' in [\(kind)]")
+        }
+    }
+
+    mutating func duration(_ entry: INIEntry) -> Duration? {
+        if let value = ConfigValues.duration(entry.value) { return value }
+        error(entry.line, "\(entry.key): '\(entry.value)' is not a duration (write e.g. 250ms, 5s, 10m or 1h)")
+        return nil
+    }
+
+    mutating func boolean(_ entry: INIEntry) -> Bool? {
+        if let value = ConfigValues.boolean(entry.value) { return value }
+        error(entry.line, "\(entry.key) must be yes or no, got '\(entry.value)'")
+        return nil
+    }
+
+    mutating func hook(_ entry: INIEntry) -> HookCommand? {
+        do {
+            let words = try ConfigValues.splitCommandLine(entry.value)
+            guard !words.isEmpty else {
+                error(entry.line, "\(entry.key) needs a command")
+                return nil
+            }
+            return HookCommand(arguments: words)
+        } catch {
+            self.error(entry.line, "\(entry.key): \(error.message)")
+            return nil
+        }
+    }
+}

@@ -1,0 +1,239 @@
+// The control socket (SPEC section 8): a Unix stream socket, mode 0600 in a 0700 directory created under a
+// tight umask before bind, peers checked with SO_PEERCRED, at most 32 connections, requests of at most
+// 64 KiB, idle connections closed after 60 s. Each connection is a ControlSession that reads JSON lines and
+// answers them in order.
+
+@preconcurrency import Glibc
+import NetLife
+import NetLifeEvent
+
+/// Why the control socket could not be set up.
+struct ControlSocketError: Error, CustomStringConvertible {
+    var description: String
+}
+
+/// Accepts control connections and hands their requests to `dispatch`.
+final class ControlServer {
+    /// Handles one request; calls `reply` exactly once, possibly later.
+    typealias Dispatch = (_ request: JSON, _ session: ControlSession, _ reply: @escaping (JSON) -> Void) -> Void
+
+    let path: String
+    private unowned let loop: EventLoop
+    private let logger: Logger
+    private let group: gid_t?
+    private let dispatch: Dispatch
+    private var listener: Listener?
+    private var sessions: [ObjectIdentifier: ControlSession] = [:]
+    var idleTimeout = ControlProtocol.idleTimeout
+
+    init(path: String, group: gid_t?, loop: EventLoop, logger: Logger, dispatch: @escaping Dispatch) {
+        self.path = path
+        self.group = group
+        self.loop = loop
+        self.logger = logger.labeled("control")
+        self.dispatch = dispatch
+    }
+
+    /// Creates the directory and binds the socket. Fails if another daemon answers on the path.
+    func start() throws(ControlSocketError) {
+        let directory = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+        try prepareDirectory(directory.isEmpty ? "/" : directory)
+        try removeStaleSocket()
+        do {
+            listener = try Listener(loop: loop, address: .unix(path), backlog: 64, unixMode: group == nil ? 0o600 : 0o660,
+                                    onAccept: { [unowned self] in accepted($0) },
+                                    onError: { [unowned self] error in
+                                        logger.warning("\(error) on the control socket; pausing accept for 250ms")
+                                        listener?.pause()
+                                        loop.schedule(after: .milliseconds(250)) { [weak self] in self?.listener?.resume() }
+                                    })
+        } catch {
+            throw ControlSocketError(description: "cannot listen on the control socket \(path): \(error)")
+        }
+        if let group {
+            // The directory is still 0700, so nobody else can reach the socket while it changes group.
+            chown(path, uid_t.max, group)
+            chown(directory, uid_t.max, group)
+            chmod(directory, 0o750)
+        }
+        logger.info("listening on \(path)")
+    }
+
+    private func prepareDirectory(_ directory: String) throws(ControlSocketError) {
+        let previous = umask(0o077)
+        let made = mkdir(directory, 0o700)
+        let error = Errno.current
+        umask(previous)
+        if made == 0 { return }
+        guard error.rawValue == EEXIST else {
+            throw ControlSocketError(description: "cannot create the control socket directory \(directory): \(error)")
+        }
+        var info = stat()
+        guard stat(directory, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
+            throw ControlSocketError(description: "\(directory) exists and is not a directory")
+        }
+        guard info.st_uid == geteuid() || geteuid() == 0 && info.st_uid == 0 else {
+            throw ControlSocketError(description: "the control socket directory \(directory) belongs to uid \(info.st_uid), not to this daemon (uid \(geteuid()))")
+        }
+        guard info.st_mode & 0o022 == 0 || info.st_mode & S_ISVTX != 0 else {
+            throw ControlSocketError(description: "the control socket directory \(directory) is writable by others (mode \(String(info.st_mode & 0o7777, radix: 8)))")
+        }
+    }
+
+    private func removeStaleSocket() throws(ControlSocketError) {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return }
+        guard (info.st_mode & S_IFMT) == S_IFSOCK else {
+            throw ControlSocketError(description: "\(path) exists and is not a socket")
+        }
+        if let fd = try? SocketCalls.connectUnixBlocking(path: path) {
+            SocketCalls.close(fd)
+            throw ControlSocketError(description: "another netlifed is already listening on \(path)")
+        }
+        unlink(path)
+    }
+
+    /// Closes the socket and every session.
+    func close() {
+        listener?.close()
+        listener = nil
+        for session in Array(sessions.values) { session.connection.close(.afterFlush) }
+    }
+
+    // MARK: Sessions
+
+    private func accepted(_ socket: AcceptedSocket) {
+        let connection: Connection
+        do {
+            connection = try Connection(loop: loop, fd: socket.fd)
+        } catch {
+            SocketCalls.close(socket.fd)
+            logger.warning("dropped a control connection: \(error)")
+            return
+        }
+        connection.outputHighWaterMark = 1 << 20
+        let credentials = try? SocketCalls.peerCredentials(of: connection.fd)
+        if let refusal = refusal(for: credentials) {
+            logger.warning(refusal)
+            reject(connection, .permissionDenied, refusal)
+            return
+        }
+        guard sessions.count < ControlProtocol.maxConnections else {
+            logger.warning("refused a control connection: \(ControlProtocol.maxConnections) already open")
+            reject(connection, .tooManyConnections, "too many control connections (at most \(ControlProtocol.maxConnections))")
+            return
+        }
+        let session = ControlSession(connection: connection, server: self, loop: loop, idleTimeout: idleTimeout)
+        sessions[ObjectIdentifier(session)] = session
+    }
+
+    private func reject(_ connection: Connection, _ code: ControlErrorCode, _ message: String) {
+        connection.output.append(Reply.error(code, message).serialized + "\n")
+        connection.close(.afterFlush)
+    }
+
+    /// Why a peer may not use the socket, or nil when it may: root, the daemon's own uid, and members of
+    /// `control-group` are allowed.
+    private func refusal(for credentials: PeerCredentials?) -> String? {
+        guard let credentials else { return "refused a control connection: SO_PEERCRED failed" }
+        if credentials.uid == 0 || credentials.uid == geteuid() { return nil }
+        if let group, credentials.gid == group || Self.supplementaryGroups(of: credentials.pid).contains(group) {
+            return nil
+        }
+        return "refused a control connection from uid \(credentials.uid) (pid \(credentials.pid)): only root, uid \(geteuid())\(group.map { " and group \($0)" } ?? "") may use it"
+    }
+
+    /// The supplementary groups of a process, from /proc/PID/status.
+    private static func supplementaryGroups(of pid: pid_t) -> [gid_t] {
+        guard let text = ConfigLoader.readTextFile("/proc/\(pid)/status"),
+              let line = text.split(separator: "\n").first(where: { $0.hasPrefix("Groups:") }) else { return [] }
+        return line.dropFirst("Groups:".count).split(separator: " ").compactMap { gid_t($0.trimmingWhitespace()) }
+    }
+
+    fileprivate func sessionClosed(_ session: ControlSession) {
+        sessions[ObjectIdentifier(session)] = nil
+    }
+
+    fileprivate func handle(_ request: JSON, from session: ControlSession, reply: @escaping (JSON) -> Void) {
+        dispatch(request, session, reply)
+    }
+}
+
+/// One control connection: reads request lines, answers each in order.
+final class ControlSession: ConnectionDelegate {
+    let connection: Connection
+    private unowned let server: ControlServer
+    private var busy = false
+    private let idleTimer: EventTimer
+    private let idleTimeout: Duration
+
+    fileprivate init(connection: Connection, server: ControlServer, loop: EventLoop, idleTimeout: Duration) {
+        self.connection = connection
+        self.server = server
+        self.idleTimeout = idleTimeout
+        idleTimer = EventTimer(loop: loop) { [unowned connection] in connection.close(.afterFlush) }
+        connection.delegate = self
+        idleTimer.arm(after: idleTimeout)
+    }
+
+    func connectionDidRead(_ connection: Connection) {
+        processLines()
+    }
+
+    func connectionDidReachEnd(_ connection: Connection) {
+        // The client may half-close after its request (`printf ... | socat`): answer what is buffered first.
+        processLines()
+    }
+
+    func connectionDidClose(_ connection: Connection, error: SystemError?) {
+        idleTimer.close()
+        server.sessionClosed(self)
+    }
+
+    private func processLines() {
+        while !busy && connection.state == .open {
+            switch connection.input.readLine(maxLength: ControlProtocol.maxRequestBytes) {
+            case .line(let bytes):
+                if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
+                handleLine(bytes)
+            case .tooLong:
+                send(Reply.error(.requestTooLarge, "request line longer than \(ControlProtocol.maxRequestBytes) bytes"))
+                connection.close(.afterFlush)
+                return
+            case .incomplete:
+                if connection.inputEnded {
+                    if !connection.input.isEmpty { handleLine(connection.input.peekBytes()); connection.input.removeAll(); continue }
+                    connection.close(.afterFlush)
+                }
+                return
+            }
+        }
+    }
+
+    private func handleLine(_ bytes: [UInt8]) {
+        idleTimer.cancel()
+        let request: JSON
+        do {
+            request = try JSON.parse(bytes)
+        } catch {
+            send(Reply.error(.badRequest, "request is not valid JSON: \(error)"))
+            idleTimer.arm(after: idleTimeout)
+            return
+        }
+        busy = true
+        server.handle(request, from: self) { [weak self] reply in
+            guard let self, connection.state == .open else { return }
+            send(reply)
+            busy = false
+            idleTimer.arm(after: idleTimeout)
+            processLines()
+        }
+    }
+
+    /// Writes one reply line.
+    func send(_ reply: JSON) {
+        guard connection.state == .open else { return }
+        connection.output.append(reply.serialized + "\n")
+        connection.flush()
+    }
+}

@@ -1,0 +1,160 @@
+// netlifed's main program: command-line options, the config, the event loop with its signal watchers, the
+// apps, the control socket, and the orderly shutdown on SIGTERM. A custom daemon (see Examples/) calls
+// `Daemon.main(arguments:services:delegates:)` with its own services and app delegates.
+
+@preconcurrency import Glibc
+import NetLife
+import NetLifeEvent
+import NetLifeServices
+
+/// netlifed's entry point.
+public enum Daemon {
+    /// Runs the daemon and returns its exit status.
+    ///
+    /// - Parameters:
+    ///   - services: the services `service =` can name (the built-in ones by default).
+    ///   - delegates: Swift app delegates by app name; each app of the config with a delegate here gets one.
+    public static func main(arguments: [String] = CommandLine.arguments,
+                            services: ServiceRegistry = .builtin,
+                            delegates: [String: () -> AppDelegate] = [:]) -> Int32 {
+        let options: DaemonOptions
+        do {
+            options = try DaemonOptions(arguments: Array(arguments.dropFirst()))
+        } catch {
+            printError("netlifed: \(error.message)\nSee 'netlifed --help'.")
+            return 2
+        }
+        switch options.action {
+        case .help:
+            print(DaemonOptions.help)
+            return 0
+        case .version:
+            print("netlifed \(ControlProtocol.daemonVersion) (control protocol \(ControlProtocol.version))")
+            return 0
+        case .checkConfig(let path):
+            do {
+                _ = try ConfigLoader.load(path: path, services: services)
+                print("\(path): ok")
+                return 0
+            } catch {
+                printError(error.description)
+                return 1
+            }
+        case .run:
+            break
+        }
+
+        prepareProcessSignals()
+        let configPath = options.configPath ?? DaemonOptions.defaultConfigPath()
+        var configuration: DaemonConfiguration
+        do {
+            configuration = try ConfigLoader.load(path: configPath, services: services)
+        } catch {
+            printError(error.description)
+            return 1
+        }
+        if let control = options.controlPath { configuration.control = control }
+        if let level = options.logLevel { configuration.logLevel = level }
+        let runtime: DaemonRuntime
+        do {
+            runtime = try DaemonRuntime(configuration: configuration, services: services, delegates: delegates)
+        } catch {
+            printError("netlifed: \(error)")
+            return 1
+        }
+        return runtime.run()
+    }
+
+    static func printError(_ text: String) {
+        var line = text
+        if !line.hasSuffix("\n") { line += "\n" }
+        fputs(line, stderr)
+    }
+}
+
+/// The command line of netlifed.
+struct DaemonOptions {
+    enum Action: Equatable { case run, help, version, checkConfig(String) }
+
+    struct UsageError: Error { var message: String }
+
+    var action: Action = .run
+    var configPath: String?
+    var controlPath: String?
+    var logLevel: Logger.Level?
+
+    static let help = """
+        OVERVIEW: netlifed - the iOS application lifecycle for Linux network services
+
+        USAGE: netlifed [--config FILE] [--control PATH] [--log-level LEVEL]
+               netlifed --check-config FILE
+
+        OPTIONS:
+          --config FILE         The config to run (default: ./Config/netlifed.conf if it exists,
+                                else /etc/netlifed/netlifed.conf).
+          --control PATH        The control socket (overrides [daemon] control).
+          --log-level LEVEL     debug, info, notice, warning, error or critical.
+          --check-config FILE   Check FILE, print every error as FILE:LINE: message, exit 1 if any.
+          --version             Print the version.
+          -h, --help            Show this help.
+        """
+
+    init(arguments: [String]) throws(UsageError) {
+        var iterator = arguments.makeIterator()
+        func value(_ option: String) throws(UsageError) -> String {
+            guard let value = iterator.next() else { throw UsageError(message: "\(option) needs a value") }
+            return value
+        }
+        while let argument = iterator.next() {
+            var argument = argument
+            var inlineValue: String?
+            if argument.hasPrefix("--"), let equals = argument.firstIndex(of: "=") {
+                inlineValue = String(argument[argument.index(after: equals)...])
+                argument = String(argument[..<equals])
+            }
+            func take() throws(UsageError) -> String {
+                if let inlineValue { return inlineValue }
+                return try value(argument)
+            }
+            switch argument {
+            case "--config": configPath = try take()
+            case "--control": controlPath = try take()
+            case "--check-config": action = .checkConfig(try take())
+            case "--log-level":
+                let name = try take()
+                guard let level = Logger.Level(name: name) else { throw UsageError(message: "unknown log level '\(name)'") }
+                logLevel = level
+            case "--version": action = .version
+            case "-h", "--help": action = .help
+            default: throw UsageError(message: "unknown argument '\(argument)'")
+            }
+        }
+    }
+
+    /// ./Config/netlifed.conf when run from the repository, else /etc/netlifed/netlifed.conf.
+    static func defaultConfigPath() -> String {
+        access("Config/netlifed.conf", R_OK) == 0 ? "Config/netlifed.conf" : "/etc/netlifed/netlifed.conf"
+    }
+
+    /// The control socket path when the config names none: /run/netlifed/control.sock for root,
+    /// $XDG_RUNTIME_DIR/netlifed/control.sock otherwise (/tmp/netlifed-UID/control.sock without it).
+    static func defaultControlPath(environment: [String: String]) -> String {
+        if geteuid() == 0 { return "/run/netlifed/control.sock" }
+        if let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty { return runtime + "/netlifed/control.sock" }
+        return "/tmp/netlifed-\(geteuid())/control.sock"
+    }
+}
+
+/// The environment of this process as a dictionary.
+func processEnvironment() -> [String: String] {
+    var result: [String: String] = [:]
+    var pointer = environ
+    while let entry = pointer.pointee {
+        let text = String(cString: entry)
+        if let equals = text.firstIndex(of: "=") {
+            result[String(text[..<equals])] = String(text[text.index(after: equals)...])
+        }
+        pointer += 1
+    }
+    return result
+}

@@ -1,0 +1,73 @@
+// The supervisor owns the apps of a daemon: it makes them from the configuration, launches those that
+// `launch` says to at start-up, routes control commands to them, and terminates them all at shutdown.
+
+import NetLife
+import NetLifeEvent
+
+/// The apps of one daemon.
+final class Supervisor {
+    private(set) var apps: [App] = []
+    private unowned let loop: EventLoop
+    private let logger: Logger
+    /// Called whenever an app changes state.
+    var onAppStateChange: ((App) -> Void)?
+
+    init(loop: EventLoop, logger: Logger) {
+        self.loop = loop
+        self.logger = logger
+    }
+
+    /// Makes the apps of `configuration`. A service that cannot be made fails the whole start.
+    func makeApps(_ configuration: DaemonConfiguration, services: ServiceRegistry,
+                  delegates: [String: () -> AppDelegate], hookEnvironment: [String: String]) throws(ServiceOptionError) {
+        for appConfiguration in configuration.apps {
+            var logger = self.logger
+            logger.minimumLevel = configuration.logLevel
+            let app = try App(configuration: appConfiguration, services: services, loop: loop, logger: logger,
+                              hookEnvironment: hookEnvironment)
+            app.delegate = delegates[app.name]?()
+            app.onStateChange = { [unowned self] in onAppStateChange?($0) }
+            apps.append(app)
+        }
+        for name in delegates.keys where !apps.contains(where: { $0.name == name }) {
+            logger.warning("a delegate is registered for app '\(name)', which the config does not define")
+        }
+    }
+
+    /// The app called `name`.
+    func app(named name: String) -> App? {
+        apps.first { $0.name == name }
+    }
+
+    /// Launches every app whose `launch` is not `no`; `completion` runs when every launch has finished.
+    func launchApps(completion: @escaping () -> Void) {
+        let launching = apps.filter { $0.configuration.launch != .no }
+        var remaining = launching.count
+        guard remaining > 0 else { completion(); return }
+        for app in launching {
+            app.perform(.launch(background: app.configuration.launch == .background)) { [logger] outcome in
+                if case .killed = outcome { logger.error("app \(app.name) was killed by the watchdog while launching") }
+                remaining -= 1
+                if remaining == 0 { completion() }
+            }
+        }
+    }
+
+    /// Terminates every running app (will-terminate, under each app's terminate budget); `completion` runs
+    /// when all are not-running.
+    func terminateAll(completion: @escaping () -> Void) {
+        var remaining = apps.count
+        guard remaining > 0 else { completion(); return }
+        for app in apps {
+            app.perform(.terminate) { _ in
+                remaining -= 1
+                if remaining == 0 { completion() }
+            }
+        }
+    }
+
+    /// One line for systemd's STATUS=: each app and its state.
+    var statusLine: String {
+        apps.map { "\($0.name) \($0.state)" }.joined(separator: ", ")
+    }
+}

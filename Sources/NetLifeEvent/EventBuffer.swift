@@ -1,0 +1,90 @@
+// A view of a libevent evbuffer: a chain of byte blocks that can be moved between buffers without copying
+// and written to a socket with writev (or sendfile, for file segments).
+
+internal import CLibevent
+
+/// A non-owning handle on an evbuffer. The `Connection` that owns a buffer frees it when it closes;
+/// buffers from `allocate()` are freed with `free()`.
+public struct EventBuffer {
+    let pointer: OpaquePointer
+
+    init(_ pointer: OpaquePointer) { self.pointer = pointer }
+
+    /// A new, empty buffer that the caller frees with `free()`. The corresponding C function is `evbuffer_new`.
+    public static func allocate() -> EventBuffer {
+        EventBuffer(try! libevent("evbuffer_new") { evbuffer_new() })
+    }
+
+    /// Frees a buffer made with `allocate()`.
+    public func free() { evbuffer_free(pointer) }
+
+    /// The number of bytes in the buffer.
+    public var count: Int { evbuffer_get_length(pointer) }
+
+    /// Whether the buffer holds no bytes.
+    public var isEmpty: Bool { count == 0 }
+
+    /// Appends a copy of `bytes`. The corresponding C function is `evbuffer_add`.
+    public func append(_ bytes: UnsafeRawBufferPointer) {
+        guard let base = bytes.baseAddress, !bytes.isEmpty else { return }
+        libeventMustSucceed("evbuffer_add") { evbuffer_add(pointer, base, bytes.count) }
+    }
+
+    /// Appends the bytes of `bytes`.
+    public func append(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { append($0) }
+    }
+
+    /// Appends the UTF-8 bytes of `text`.
+    public func append(_ text: String) {
+        var text = text
+        text.withUTF8 { append(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// Moves every byte of `source` to the end of this buffer without copying (the blocks change hands).
+    /// The corresponding C function is `evbuffer_add_buffer`.
+    public func moveAll(from source: EventBuffer) {
+        libeventMustSucceed("evbuffer_add_buffer") { evbuffer_add_buffer(pointer, source.pointer) }
+    }
+
+    /// Removes the first `count` bytes (all of them if fewer). The corresponding C function is `evbuffer_drain`.
+    public func drain(_ count: Int) {
+        libeventMustSucceed("evbuffer_drain") { evbuffer_drain(pointer, count) }
+    }
+
+    /// Removes every byte.
+    public func removeAll() { drain(count) }
+
+    /// A copy of the first `limit` bytes (all by default), leaving the buffer as it is.
+    /// The corresponding C function is `evbuffer_copyout`.
+    public func peekBytes(limit: Int = .max) -> [UInt8] {
+        let length = min(limit, count)
+        guard length > 0 else { return [] }
+        return [UInt8](unsafeUninitializedCapacity: length) { storage, initialized in
+            initialized = max(0, evbuffer_copyout(pointer, storage.baseAddress, length))
+        }
+    }
+
+    /// What `readLine(maxLength:)` found.
+    public enum Line: Equatable {
+        /// A complete line, without its LF or CRLF ending; it has been removed from the buffer.
+        case line([UInt8])
+        /// No line ending yet, and the bytes so far are within the limit.
+        case incomplete
+        /// The line (ended or not) is longer than the limit; nothing was removed.
+        case tooLong
+    }
+
+    /// Removes one LF- or CRLF-terminated line of at most `maxLength` bytes from the front of the buffer.
+    /// The corresponding C function is `evbuffer_search_eol`.
+    public func readLine(maxLength: Int) -> Line {
+        var eolLength = 0
+        let position = evbuffer_search_eol(pointer, nil, &eolLength, EVBUFFER_EOL_CRLF)
+        guard position.pos >= 0 else { return count > maxLength ? .tooLong : .incomplete }
+        let length = Int(position.pos)
+        guard length <= maxLength else { return .tooLong }
+        let line = peekBytes(limit: length)
+        drain(length + eolLength)
+        return .line(line)
+    }
+}

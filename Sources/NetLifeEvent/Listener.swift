@@ -1,0 +1,103 @@
+// A listening socket served by libevent's evconnlistener: accepts in a loop until EAGAIN, hands each new
+// non-blocking, close-on-exec descriptor to the owner, and reports accept errors it cannot retry.
+
+@preconcurrency import Glibc
+internal import CLibevent
+
+/// A socket accepted by a `Listener`: the owner takes the descriptor.
+public struct AcceptedSocket {
+    /// The connected, non-blocking descriptor. Its owner must close it.
+    public var fd: CInt
+    /// The peer's address (an empty Unix path for unnamed Unix clients).
+    public var peer: SocketAddress
+}
+
+/// A TCP or Unix-stream listening socket on the loop.
+public final class Listener {
+    private unowned let loop: EventLoop
+    private var listener: OpaquePointer?
+    private let onAccept: (AcceptedSocket) -> Void
+    private let onError: (SystemError) -> Void
+    /// The address the socket is bound to, with the real port.
+    public let address: SocketAddress
+    /// Whether accepting is paused (`pause()`), for example while descriptors are exhausted.
+    public private(set) var isPaused = false
+
+    /// Binds and listens on `address`, and starts accepting.
+    ///
+    /// - Parameters:
+    ///   - backlog: the kernel's accept queue length.
+    ///   - unixMode: the permissions a Unix socket is created with.
+    ///   - onAccept: called on the loop thread for each accepted connection.
+    ///   - onError: called when `accept` fails with an error that retrying cannot fix (EMFILE, ENFILE,
+    ///     ENOBUFS, ENOMEM). The listener stays enabled; the owner decides whether to pause it.
+    /// The corresponding C function is `evconnlistener_new`.
+    public init(loop: EventLoop, address: SocketAddress, backlog: CInt = 511, unixMode: Glibc.mode_t = 0o600,
+                onAccept: @escaping (AcceptedSocket) -> Void,
+                onError: @escaping (SystemError) -> Void) throws(SystemError) {
+        loop.assertInLoop()
+        self.loop = loop
+        self.onAccept = onAccept
+        self.onError = onError
+        let (fd, bound) = try SocketCalls.listen(on: address, backlog: backlog, unixMode: unixMode)
+        self.address = bound
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        // Backlog 0: the socket is already listening. CLOSE_ON_FREE: evconnlistener_free closes it.
+        let flags = UInt32(LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC)
+        do {
+            let listener = try libevent("evconnlistener_new") { evconnlistener_new(loop.base, connectionArrived, context, flags, 0, fd) }
+            evconnlistener_set_error_cb(listener, acceptFailed)
+            self.listener = listener
+        } catch {
+            SocketCalls.close(fd)
+            throw error
+        }
+        loop.retain(self)
+    }
+
+    /// Stops accepting; connections wait in the kernel's queue. The corresponding C function is
+    /// `evconnlistener_disable`.
+    public func pause() {
+        guard let listener, !isPaused else { return }
+        evconnlistener_disable(listener)
+        isPaused = true
+    }
+
+    /// Accepts again after `pause()`. The corresponding C function is `evconnlistener_enable`.
+    public func resume() {
+        guard let listener, isPaused else { return }
+        evconnlistener_enable(listener)
+        isPaused = false
+    }
+
+    /// Whether the listener is still open.
+    public var isOpen: Bool { listener != nil }
+
+    /// Closes the listening socket: from now on the kernel refuses new connections (ECONNREFUSED), and the
+    /// connections still in its accept queue are reset. A Unix socket's file is removed.
+    public func close() {
+        guard let listener else { return }
+        evconnlistener_free(listener)
+        self.listener = nil
+        if case .unix(let path) = address { unlink(path) }
+        loop.release(self)
+    }
+
+    fileprivate func accepted(fd: CInt, peer: UnsafeMutablePointer<sockaddr>?) {
+        let address = peer.flatMap { SocketAddress($0) } ?? .unix("")
+        onAccept(AcceptedSocket(fd: fd, peer: address))
+    }
+
+    fileprivate func failed(_ error: Errno) {
+        onError(SystemError("accept", error))
+    }
+}
+
+private func connectionArrived(_: OpaquePointer?, _ fd: CInt, _ peer: UnsafeMutablePointer<sockaddr>?, _: CInt, _ context: UnsafeMutableRawPointer?) {
+    Unmanaged<Listener>.fromOpaque(context!).takeUnretainedValue().accepted(fd: fd, peer: peer)
+}
+
+private func acceptFailed(_ listener: OpaquePointer?, _ context: UnsafeMutableRawPointer?) {
+    let error = Errno.current
+    Unmanaged<Listener>.fromOpaque(context!).takeUnretainedValue().failed(error)
+}

@@ -1,0 +1,127 @@
+// Socket helpers in the manner of redis' anet.c: each one does one job and reports which syscall failed.
+
+@preconcurrency import Glibc
+internal import CLibevent
+
+/// The credentials of the process at the other end of a Unix socket, as the kernel recorded them at
+/// `connect()` time (SO_PEERCRED).
+public struct PeerCredentials: Equatable, Sendable {
+    public var pid: Glibc.pid_t
+    public var uid: Glibc.uid_t
+    public var gid: Glibc.gid_t
+}
+
+/// Socket system calls used by netlife.
+public enum SocketCalls {
+    /// Creates a bound, listening, non-blocking stream socket and returns it with the address the kernel
+    /// bound (the real port when the requested port was 0).
+    ///
+    /// TCP sockets get SO_REUSEADDR so that a listener reopened after `background` binds its old port while
+    /// closed connections still sit in TIME_WAIT. A Unix socket is bound under a umask that leaves exactly
+    /// `unixMode`, so it never exists with wider permissions (no chmod after bind).
+    /// The corresponding C functions are `socket`, `setsockopt`, `bind`, `listen` and `getsockname`.
+    public static func listen(on address: SocketAddress, backlog: CInt, unixMode: Glibc.mode_t = 0o600) throws(SystemError) -> (fd: CInt, bound: SocketAddress) {
+        let fd = try sys("socket") { socket(address.family, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_NONBLOCK.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0) }
+        do {
+            if case .unix = address {
+                let previous = umask(~unixMode & 0o777)
+                defer { umask(previous) }
+                _ = try address.withSockAddr { pointer, length throws(SystemError) in
+                    try sys("bind") { bind(fd, pointer, length) }
+                }
+            } else {
+                var one: CInt = 1
+                try sys("setsockopt(SO_REUSEADDR)") { setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<CInt>.size)) }
+                _ = try address.withSockAddr { pointer, length throws(SystemError) in
+                    try sys("bind") { bind(fd, pointer, length) }
+                }
+            }
+            try sys("listen") { Glibc.listen(fd, backlog) }
+            let bound = try localAddress(of: fd)
+            return (fd, bound)
+        } catch {
+            Glibc.close(fd)
+            throw error
+        }
+    }
+
+    /// The local address of a socket. The corresponding C function is `getsockname`.
+    public static func localAddress(of fd: CInt) throws(SystemError) -> SocketAddress {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        try withUnsafeMutablePointer(to: &storage) { pointer throws(SystemError) in
+            try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address throws(SystemError) in
+                _ = try sys("getsockname") { getsockname(fd, address, &length) }
+            }
+        }
+        return withUnsafePointer(to: &storage) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { SocketAddress($0) ?? .unix("") }
+        }
+    }
+
+    /// The credentials of the peer of a connected Unix socket. The corresponding C call is
+    /// `getsockopt(SO_PEERCRED)`.
+    public static func peerCredentials(of fd: CInt) throws(SystemError) -> PeerCredentials {
+        var credentials = netlife_peer_credentials()
+        try sys("getsockopt(SO_PEERCRED)") { netlife_get_peer_credentials(fd, &credentials) }
+        return PeerCredentials(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid)
+    }
+
+    /// Turns off Nagle's algorithm, so that small request/response exchanges are not delayed.
+    public static func setNoDelay(_ fd: CInt) {
+        var one: CInt = 1
+        _ = try? sys("setsockopt(TCP_NODELAY)") { setsockopt(fd, CInt(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<CInt>.size)) }
+    }
+
+    /// Dissolves a TCP connection without closing the descriptor: the peer gets RST, and the next read on
+    /// `fd` fails. This emulates iOS socket resource reclaim. The corresponding C call is
+    /// `connect(fd, AF_UNSPEC)`.
+    public static func disconnect(_ fd: CInt) throws(SystemError) {
+        try sys("connect(AF_UNSPEC)") { netlife_disconnect(fd) }
+    }
+
+    /// Connects a blocking Unix stream socket to `path`, for command-line clients such as netlifectl.
+    /// The corresponding C functions are `socket` and `connect`.
+    public static func connectUnixBlocking(path: String) throws(SystemError) -> CInt {
+        let fd = try sys("socket") { socket(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0) }
+        do {
+            _ = try SocketAddress.unix(path).withSockAddr { pointer, length throws(SystemError) in
+                try sys("connect") { Glibc.connect(fd, pointer, length) }
+            }
+            return fd
+        } catch {
+            Glibc.close(fd)
+            throw error
+        }
+    }
+
+    /// Closes a descriptor. EINTR is not retried: on Linux the descriptor is released even then.
+    public static func close(_ fd: CInt) {
+        _ = Glibc.close(fd)
+    }
+}
+
+extension SocketCalls {
+    /// Sends one datagram to the Unix datagram socket at `path` (a leading `@` names an abstract socket),
+    /// as sd_notify does. The corresponding C functions are `socket` and `sendto`.
+    public static func sendUnixDatagram(to path: String, _ message: String) throws(SystemError) {
+        let fd = try sys("socket") { socket(AF_UNIX, CInt(SOCK_DGRAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0) }
+        defer { Glibc.close(fd) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let pathBytes = Array(path.utf8)
+        let capacity = MemoryLayout.size(ofValue: address.sun_path)
+        guard pathBytes.count < capacity else { throw SystemError("sendto(\(path))", Errno(rawValue: ENAMETOOLONG)) }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: pathBytes)
+            if pathBytes.first == UInt8(ascii: "@") { raw[0] = 0 }
+        }
+        let length = socklen_t(MemoryLayout<sa_family_t>.size + pathBytes.count + (pathBytes.first == UInt8(ascii: "@") ? 0 : 1))
+        var bytes = Array(message.utf8)
+        _ = try withUnsafePointer(to: &address) { pointer throws(SystemError) in
+            try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sockaddrPointer throws(SystemError) in
+                try sys("sendto") { sendto(fd, &bytes, bytes.count, CInt(MSG_NOSIGNAL), sockaddrPointer, length) }
+            }
+        }
+    }
+}

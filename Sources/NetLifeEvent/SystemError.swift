@@ -1,0 +1,95 @@
+// Errors of C calls, and the helpers every C call of netlife goes through.
+//
+// As in swift-nio and swift-system: a failing call throws an error that names the function and carries
+// errno; errnos that can only mean a bug in netlife (EBADF, EFAULT) trap instead of being thrown.
+
+@preconcurrency import Glibc
+
+/// A POSIX error number, printed as `strerror` prints it.
+public struct Errno: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public var rawValue: CInt
+    public init(rawValue: CInt) { self.rawValue = rawValue }
+
+    /// The calling thread's current `errno`.
+    public static var current: Errno { Errno(rawValue: errno) }
+
+    public var description: String { String(cString: strerror(rawValue)) }
+
+    public static let interrupted = Errno(rawValue: EINTR)
+    public static let wouldBlock = Errno(rawValue: EAGAIN)
+    public static let inProgress = Errno(rawValue: EINPROGRESS)
+    public static let tooManyOpenFiles = Errno(rawValue: EMFILE)
+    public static let systemTooManyOpenFiles = Errno(rawValue: ENFILE)
+    public static let addressInUse = Errno(rawValue: EADDRINUSE)
+    public static let connectionRefused = Errno(rawValue: ECONNREFUSED)
+    public static let connectionReset = Errno(rawValue: ECONNRESET)
+    public static let notConnected = Errno(rawValue: ENOTCONN)
+    public static let brokenPipe = Errno(rawValue: EPIPE)
+    public static let noSuchFile = Errno(rawValue: ENOENT)
+    public static let permissionDenied = Errno(rawValue: EACCES)
+    public static let noSuchProcess = Errno(rawValue: ESRCH)
+}
+
+/// A C call that failed: which function, and the errno it left.
+public struct SystemError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The C function that failed, for example `bind`.
+    public var function: String
+    /// The error number it reported.
+    public var errno: Errno
+
+    public init(_ function: String, _ errno: Errno) {
+        self.function = function
+        self.errno = errno
+    }
+
+    public var description: String { "\(function): \(errno)" }
+}
+
+/// Calls a system call that returns -1 and sets `errno` on failure; retries on EINTR.
+///
+/// - Parameter function: the C function's name, carried by the error.
+/// - Throws: `SystemError` naming `function` and the errno.
+@discardableResult
+public func sys<Result: FixedWidthInteger>(_ function: String, _ call: () -> Result) throws(SystemError) -> Result {
+    while true {
+        errno = 0
+        let result = call()
+        if result != -1 { return result }
+        let error = Errno.current
+        if error == .interrupted { continue }
+        trapIfBug(function, error)
+        throw SystemError(function, error)
+    }
+}
+
+/// Calls a libevent function that returns a pointer, NULL on failure.
+///
+/// libevent does not always set errno, so it is cleared first; an unset errno is reported as EINVAL.
+func libevent<Pointer>(_ function: String, _ call: () -> Pointer?) throws(SystemError) -> Pointer {
+    errno = 0
+    if let pointer = call() { return pointer }
+    let error = errno == 0 ? Errno(rawValue: EINVAL) : Errno.current
+    trapIfBug(function, error)
+    throw SystemError(function, error)
+}
+
+/// Calls a libevent function that returns a negative number on failure.
+func libevent(_ function: String, _ call: () -> CInt) throws(SystemError) {
+    errno = 0
+    if call() >= 0 { return }
+    let error = errno == 0 ? Errno(rawValue: EINVAL) : Errno.current
+    trapIfBug(function, error)
+    throw SystemError(function, error)
+}
+
+/// Calls a libevent function that can fail only when memory is exhausted or netlife misuses it.
+func libeventMustSucceed(_ function: String, _ call: () -> CInt) {
+    errno = 0
+    let result = call()
+    precondition(result >= 0, "\(function) failed: \(Errno.current)")
+}
+
+private func trapIfBug(_ function: String, _ error: Errno) {
+    precondition(error.rawValue != EBADF && error.rawValue != EFAULT,
+                 "\(function) failed with \(error): a bug in netlife (bad descriptor or address)")
+}

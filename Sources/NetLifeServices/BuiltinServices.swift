@@ -1,0 +1,10 @@
+// The services netlifed knows without any code from an app author.
+
+import NetLife
+
+extension ServiceRegistry {
+    /// Every built-in service: `echo`.
+    public static var builtin: ServiceRegistry {
+        ServiceRegistry([EchoService.descriptor])
+    }
+}
