@@ -244,7 +244,7 @@ public final class App {
     /// Spawns a hook without a shell in its own process group; `completion` runs when it exits. Returns
     /// false (and logs) when it cannot be spawned; then `completion` is never called.
     func runHook(_ command: HookCommand, event: String, task: BackgroundTaskIdentifier?,
-                 completion: @escaping (ExitStatus) -> Void) -> Bool {
+                 completion: @escaping (ChildExitStatus) -> Void) -> Bool {
         var environment = hookEnvironment
         environment["NETLIFE_APP"] = name
         environment["NETLIFE_EVENT"] = event

@@ -8,6 +8,11 @@ import NetLifeEvent
 public struct StageReport: Equatable, Sendable {
     public var event: LifecycleEvent
     public var duration: Duration
+
+    public init(event: LifecycleEvent, duration: Duration) {
+        self.event = event
+        self.duration = duration
+    }
 }
 
 /// Why the watchdog killed an app: the stage that overran, its budget, and the time it had taken.
@@ -15,6 +20,12 @@ public struct WatchdogTimeout: Equatable, Sendable {
     public var stage: String
     public var budget: Duration
     public var elapsed: Duration
+
+    public init(stage: String, budget: Duration, elapsed: Duration) {
+        self.stage = stage
+        self.budget = budget
+        self.elapsed = elapsed
+    }
 }
 
 /// Walks one `TransitionPlan`.

@@ -58,9 +58,18 @@ public enum ControlTool {
         }
         let path = controlPath ?? processEnvironment()["NETLIFE_CONTROL"].flatMap { $0.isEmpty ? nil : $0 }
             ?? DaemonOptions.defaultControlPath(environment: processEnvironment())
-        do {
+        do throws(ControlClient.Failure) {
             let client = try ControlClient(path: path)
-            try client.send(request)
+            do throws(ControlClient.Failure) {
+                try client.send(request)
+            } catch {
+                // The daemon may have refused the connection at once (permissions, too many connections)
+                // and closed it: its reason is waiting to be read.
+                guard case .broken = error, let reply = try? client.receive(), reply["ok"]?.boolValue == false else { throw error }
+                if json { print(reply.serialized) }
+                printError("netlifectl: \(reply["error"]?["message"]?.stringValue ?? reply.serialized)")
+                return Exit.refused
+            }
             guard let reply = try client.receive() else {
                 printError("netlifectl: netlifed closed the connection without a reply")
                 return Exit.unreachable

@@ -6,7 +6,7 @@
 internal import CLibevent
 
 /// How a child process ended.
-public enum ExitStatus: Equatable, Sendable, CustomStringConvertible {
+public enum ChildExitStatus: Equatable, Sendable, CustomStringConvertible {
     case exited(Int32)
     case signaled(Int32)
 
@@ -29,9 +29,9 @@ public final class ChildProcess {
     private let pidfd: CInt
     private var exitEvent: OpaquePointer?
     private var outputs: [OutputPipe] = []
-    private let onExit: (ExitStatus) -> Void
+    private let onExit: (ChildExitStatus) -> Void
     /// The exit status, once the process has ended.
-    public private(set) var exitStatus: ExitStatus?
+    public private(set) var exitStatus: ChildExitStatus?
 
     /// Spawns `arguments[0]` (looked up in PATH) with `arguments` and exactly `environment`, stdin from
     /// /dev/null, in a new process group, with an empty signal mask and default signal dispositions.
@@ -42,7 +42,7 @@ public final class ChildProcess {
     /// The corresponding C functions are `posix_spawnp` and `pidfd_open`.
     public init(loop: EventLoop, arguments: [String], environment: [String: String],
                 onOutputLine: @escaping (String) -> Void,
-                onExit: @escaping (ExitStatus) -> Void) throws(SystemError) {
+                onExit: @escaping (ChildExitStatus) -> Void) throws(SystemError) {
         precondition(!arguments.isEmpty, "ChildProcess needs a program")
         loop.assertInLoop()
         self.loop = loop

@@ -1,0 +1,78 @@
+// SPEC section 9 from the command line: --check-config prints every error as FILE:LINE: message and exits
+// 1, a valid file exits 0, netlifed refuses to start on a bad config, and the shipped default is valid.
+
+import Foundation
+import Testing
+
+@Suite(.timeLimit(.minutes(1)))
+struct ConfigTests {
+    @Test func checkConfigPrintsEveryErrorWithFileAndLine() {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        directory.write("bad.conf", """
+            [daemon]
+            colour = blue
+            [app a]
+            launch = sometimes
+            background-budget = fast
+            [listener a.main]
+            address = 127.0.0.1:99999
+            service = echo
+            connections = maybe
+            [listener b.main]
+            address = 127.0.0.1:1
+            service = echo
+            [gadget]
+            """)
+        let path = directory.file("bad.conf")
+        let result = run([product("netlifed"), "--check-config", path])
+        #expect(result.status == 1)
+        let expected = [
+            "\(path):2: unknown key 'colour' in [daemon]",
+            "\(path):4: launch must be foreground, background or no, got 'sometimes'",
+            "\(path):5: background-budget: 'fast' is not a duration",
+            "\(path):7: address: bad port '99999'",
+            "\(path):9: connections must be keep or close, got 'maybe'",
+            "\(path):10: listener b.main belongs to app 'b', which has no [app b] section",
+            "\(path):13: unknown section [gadget]",
+        ]
+        let lines = result.stderr.split(separator: "\n").map(String.init)
+        #expect(lines.count == expected.count, "\(result.stderr)")
+        for (line, prefix) in zip(lines, expected) {
+            #expect(line.hasPrefix(prefix), "\(line) should start with \(prefix)")
+        }
+    }
+
+    @Test func validConfigsPassAndTheShippedDefaultIsValid() {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        directory.write("good.conf", echoConfig(port: 7070, appLines: "profile = ios4\ntask-time = 90s\non-did-enter-background = /bin/echo 'in background'"))
+        let good = run([product("netlifed"), "--check-config", directory.file("good.conf")])
+        #expect(good.status == 0, "\(good)")
+        let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let shipped = run([product("netlifed"), "--check-config", repository.appendingPathComponent("Config/netlifed.conf").path])
+        #expect(shipped.status == 0, "\(shipped)")
+    }
+
+    @Test func netlifedRefusesToStartOnABadConfig() {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        directory.write("bad.conf", "[app x]\nauto-suspend = soon\n")
+        let result = run([product("netlifed"), "--config", directory.file("bad.conf"), "--control", directory.file("c/s.sock")], timeout: 10)
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("\(directory.file("bad.conf")):2: auto-suspend: 'soon' is not a duration"))
+        let usage = run([product("netlifed"), "--frobnicate"])
+        #expect(usage.status == 2)
+        #expect(usage.stderr.contains("See 'netlifed --help'."))
+    }
+
+    @Test func aSecondDaemonOnTheSameControlSocketRefusesToStart() throws {
+        let daemon = try TestDaemon(config: echoConfig(port: freePort()))
+        defer { daemon.stop() }
+        daemon.directory.write("other.conf", "[app other]\nlaunch = no\n")
+        let second = run([product("netlifed"), "--config", daemon.directory.file("other.conf"), "--control", daemon.controlPath], timeout: 10)
+        #expect(second.status == 1)
+        #expect(second.stderr.contains("another netlifed is already listening on \(daemon.controlPath)"))
+        #expect(daemon.ctl("status").status == 0)
+    }
+}

@@ -1,0 +1,174 @@
+// SPEC section 8, the control socket itself: permissions, bad and oversized requests answered with errors
+// while the daemon keeps serving, the connection limit, peers of another uid refused, and netlifectl's exit
+// statuses and help.
+
+import Foundation
+import Testing
+
+/// A raw client of the control socket, for requests netlifectl would never send.
+final class ControlConnection {
+    let fd: Int32
+    private var buffer: [UInt8] = []
+
+    init?(path: String) {
+        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: path.utf8) }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        if connected != 0 { Foundation.close(fd); return nil }
+    }
+
+    func send(_ text: String) {
+        let bytes = Array(text.utf8)
+        var offset = 0
+        while offset < bytes.count {
+            let sent = bytes[offset...].withUnsafeBytes { Foundation.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if sent <= 0 { return }
+            offset += sent
+        }
+    }
+
+    /// The next reply line as a dictionary, or nil at EOF or after `timeout`.
+    func reply(timeout: TimeInterval = 5) -> [String: Any]? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if let newline = buffer.firstIndex(of: 10) {
+                let line = Data(buffer[..<newline])
+                buffer.removeSubrange(...newline)
+                return try? JSONSerialization.jsonObject(with: line) as? [String: Any]
+            }
+            var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&poller, 1, 50) > 0 else { continue }
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            let count = recv(fd, &chunk, chunk.count, 0)
+            if count <= 0 { return nil }
+            buffer += chunk[0..<count]
+        }
+        return nil
+    }
+
+    func close() { Foundation.close(fd) }
+}
+
+private func errorCode(_ reply: [String: Any]?) -> String? {
+    (reply?["error"] as? [String: Any])?["code"] as? String
+}
+
+@Suite(.timeLimit(.minutes(1)))
+struct ControlSocketTests {
+    @Test func socketIsMode0600InADirectoryOfMode0700() throws {
+        let daemon = try TestDaemon(config: echoConfig(port: freePort()))
+        defer { daemon.stop() }
+        let socketMode = try FileManager.default.attributesOfItem(atPath: daemon.controlPath)[.posixPermissions] as? Int
+        let directory = (daemon.controlPath as NSString).deletingLastPathComponent
+        let directoryMode = try FileManager.default.attributesOfItem(atPath: directory)[.posixPermissions] as? Int
+        #expect(socketMode == 0o600)
+        #expect(directoryMode == 0o700)
+    }
+
+    @Test func malformedUnknownAndOversizedRequestsGetErrorsAndTheDaemonKeepsServing() throws {
+        let daemon = try TestDaemon(config: echoConfig(port: freePort()))
+        defer { daemon.stop() }
+        let connection = try #require(ControlConnection(path: daemon.controlPath))
+        defer { connection.close() }
+        connection.send("{not json\n")
+        #expect(errorCode(connection.reply()) == "bad-request")
+        connection.send("[1, 2]\n")
+        #expect(errorCode(connection.reply()) == "bad-request")
+        connection.send("{\"cmd\": \"fly\"}\n")
+        #expect(errorCode(connection.reply()) == "unknown-command")
+        connection.send("{\"cmd\": \"status\", \"protocol\": 99}\n")
+        #expect(errorCode(connection.reply()) == "protocol-version")
+        connection.send("{\"cmd\": \"background\"}\n")
+        #expect(errorCode(connection.reply()) == "bad-request")
+        connection.send("{\"cmd\": \"lock\"}\n")
+        #expect(errorCode(connection.reply()) == "unsupported")
+        // The same connection still works after errors.
+        connection.send("{\"cmd\": \"status\"}\n")
+        #expect(connection.reply()?["ok"] as? Bool == true)
+
+        let oversized = try #require(ControlConnection(path: daemon.controlPath))
+        defer { oversized.close() }
+        oversized.send("{\"cmd\": \"status\", \"pad\": \"" + String(repeating: "x", count: 70 * 1024) + "\"}\n")
+        #expect(errorCode(oversized.reply()) == "request-too-large")
+        #expect(oversized.reply(timeout: 1) == nil, "the connection is closed after an oversized request")
+        #expect(daemon.ctl("status").status == 0, "the daemon keeps serving")
+    }
+
+    @Test func aRequestFromAClientThatHalfClosesIsStillAnswered() throws {
+        let daemon = try TestDaemon(config: echoConfig(port: freePort()))
+        defer { daemon.stop() }
+        let connection = try #require(ControlConnection(path: daemon.controlPath))
+        defer { connection.close() }
+        connection.send("{\"cmd\": \"version\"}")
+        shutdown(connection.fd, Int32(SHUT_WR))
+        let reply = connection.reply()
+        #expect(reply?["ok"] as? Bool == true)
+        #expect(reply?["protocol"] as? Int == 1)
+    }
+
+    @Test func atMost32ControlConnections() throws {
+        let daemon = try TestDaemon(config: echoConfig(port: freePort()))
+        defer { daemon.stop() }
+        var connections: [ControlConnection] = []
+        defer { connections.forEach { $0.close() } }
+        for _ in 0..<32 {
+            let connection = try #require(ControlConnection(path: daemon.controlPath))
+            connection.send("{\"cmd\": \"version\"}\n")
+            #expect(connection.reply()?["ok"] as? Bool == true)
+            connections.append(connection)
+        }
+        let extra = try #require(ControlConnection(path: daemon.controlPath))
+        defer { extra.close() }
+        #expect(errorCode(extra.reply()) == "too-many-connections")
+        connections.removeLast().close()
+        #expect(waitUntil { daemon.ctl("version").status == 0 })
+    }
+
+    @Test(.enabled(if: getuid() == 0, "connecting as another uid needs root"))
+    func aPeerWithAnotherUidIsRefused() throws {
+        let daemon = try TestDaemon(config: echoConfig(port: freePort()))
+        defer { daemon.stop() }
+        // Open the path up, as a careless administrator might: SO_PEERCRED must still refuse the peer.
+        let directory = (daemon.controlPath as NSString).deletingLastPathComponent
+        chmod(directory, 0o755)
+        chmod(daemon.controlPath, 0o666)
+        chmod(daemon.directory.path, 0o755)
+        let result = run(["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                          product("netlifectl"), "--control", daemon.controlPath, "status"])
+        #expect(result.status == 1, "\(result)")
+        #expect(result.stderr.contains("refused a control connection from uid 65534"), "\(result)")
+        #expect(daemon.log.contains("refused a control connection from uid 65534"))
+        #expect(daemon.ctl("status").status == 0)
+    }
+
+    @Test func netlifectlExitStatusesAndHelp() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let missing = directory.file("nothing.sock")
+        let unreachable = run([product("netlifectl"), "--control", missing, "status"])
+        #expect(unreachable.status == 3)
+        #expect(unreachable.stderr == "netlifectl: netlifed is not running (socket \(missing))\n")
+
+        let unknown = run([product("netlifectl"), "--control", missing, "fly"])
+        #expect(unknown.status == 2)
+        #expect(unknown.stderr.contains("unknown command 'fly'"))
+        #expect(unknown.stderr.contains("See 'netlifectl --help'."))
+        let missingArgument = run([product("netlifectl"), "--control", missing, "background"])
+        #expect(missingArgument.status == 2)
+        #expect(missingArgument.stderr.contains("USAGE: netlifectl background APP"))
+
+        let help = run([product("netlifectl"), "--help"])
+        #expect(help.status == 0)
+        let sections = ["OVERVIEW:", "USAGE:", "OPTIONS:", "SUBCOMMANDS:"].map { help.stdout.range(of: $0)?.lowerBound }
+        #expect(sections.allSatisfy { $0 != nil })
+        #expect(sections.compactMap { $0 } == sections.compactMap { $0 }.sorted(), "sections in OVERVIEW/USAGE/OPTIONS/SUBCOMMANDS order")
+        for command in ["status [APP]", "launch APP [--background]", "task begin APP [--name N]", "mode APP idle|continuous"] {
+            #expect(help.stdout.contains(command))
+        }
+        #expect(run([product("netlifectl"), "help"]).stdout == help.stdout)
+    }
+}

@@ -1,0 +1,151 @@
+// SPEC section 3 seen from a peer: echo bytes, ECONNREFUSED once `background` returns, the same port again
+// after `foreground`, FIN for `connections = close`, an open but unserviced socket for `keep`, RST for
+// connections left in the accept queue, max-connections, and accept paused on EMFILE without spinning.
+
+import Foundation
+import Testing
+
+@Suite(.timeLimit(.minutes(1)))
+struct ListenerPolicyTests {
+    @Test func echoesBytes() throws {
+        let port = freePort()
+        let daemon = try TestDaemon(config: echoConfig(port: port))
+        defer { daemon.stop() }
+        let peer = try #require(Peer.connect(port: port))
+        defer { peer.close() }
+        #expect(peer.roundTrip("hello, netlife\n") == "hello, netlife\n")
+        let big = String(repeating: "0123456789abcdef", count: 64 * 1024)   // 1 MiB
+        #expect(peer.roundTrip(big, timeout: 10) == big)
+    }
+
+    @Test func backgroundRefusesConnectionsAndForegroundReopensTheSamePort() throws {
+        let port = freePort()
+        let daemon = try TestDaemon(config: echoConfig(port: port))
+        defer { daemon.stop() }
+        #expect(connectTCP(port: port) != .failed(ECONNREFUSED))
+
+        let background = daemon.ctl("background", "echo")
+        let returned = Date()
+        #expect(background.status == 0, "\(background)")
+        let refused = connectTCP(port: port)
+        let refusedAfter = Date().timeIntervalSince(returned)
+        #expect(refused == .failed(ECONNREFUSED))
+        print("first connect after `netlifectl background` returned: ECONNREFUSED after \(String(format: "%.3f", refusedAfter * 1000)) ms")
+        #expect(background.stdout.contains("echo: background"))
+        let listener = (daemon.status("echo")["listeners"] as? [[String: Any]])?.first
+        #expect(listener?["open"] as? Bool == false)
+
+        let foreground = daemon.ctl("foreground", "echo")
+        #expect(foreground.status == 0, "\(foreground)")
+        #expect(foreground.stdout.contains("echo: active"))
+        let peer = try #require(Peer.connect(port: port))
+        defer { peer.close() }
+        #expect(peer.roundTrip("again\n") == "again\n")
+        let reopened = (daemon.status("echo")["listeners"] as? [[String: Any]])?.first
+        #expect(reopened?["open"] as? Bool == true)
+        #expect(reopened?["address"] as? String == "127.0.0.1:\(port)")
+    }
+
+    @Test func closePolicySendsFINOnBackground() throws {
+        let port = freePort()
+        let daemon = try TestDaemon(config: echoConfig(port: port, listenerLines: "connections = close"))
+        defer { daemon.stop() }
+        let peer = try #require(Peer.connect(port: port))
+        defer { peer.close() }
+        #expect(peer.roundTrip("before\n") == "before\n")
+        #expect(daemon.ctl("background", "echo").status == 0)
+        let started = Date()
+        let result = peer.read(timeout: 2)
+        let elapsed = Date().timeIntervalSince(started)
+        #expect(result == .endOfStream, "expected FIN, got \(result)")
+        #expect(elapsed < 0.05, "FIN arrived \(elapsed * 1000) ms after background returned")
+    }
+
+    @Test func keepPolicyLeavesConnectionsOpenAndUnservicedWhileSuspended() throws {
+        let port = freePort()
+        let daemon = try TestDaemon(config: echoConfig(port: port, appLines: "auto-suspend = 200ms"))
+        defer { daemon.stop() }
+        let peer = try #require(Peer.connect(port: port))
+        defer { peer.close() }
+        #expect(peer.roundTrip("one\n") == "one\n")
+        #expect(daemon.ctl("background", "echo").status == 0)
+        // Background, not yet suspended: the app still runs and serves its kept connection.
+        #expect(peer.roundTrip("two\n") == "two\n")
+        #expect(waitUntil { daemon.state("echo") == "suspended" })
+        peer.send("three\n")
+        #expect(peer.read(timeout: 0.5) == .timedOut, "a suspended app must not serve (nor close) its connections")
+        #expect(daemon.ctl("foreground", "echo").status == 0)
+        #expect(peer.readText(count: 6) == "three\n", "the kernel kept what the peer sent while the app was suspended")
+    }
+
+    @Test func connectionsStillInTheAcceptQueueAreResetWhenTheListenerCloses() throws {
+        let port = freePort()
+        let daemon = try TestDaemon(config: echoConfig(port: port, listenerLines: "max-connections = 1"))
+        defer { daemon.stop() }
+        let served = try #require(Peer.connect(port: port))
+        defer { served.close() }
+        #expect(served.roundTrip("a\n") == "a\n")
+        // Accepting is paused at max-connections: this one completes its handshake in the kernel's queue.
+        let queued = try #require(Peer.connect(port: port))
+        defer { queued.close() }
+        queued.send("b\n")
+        #expect(queued.read(timeout: 0.3) == .timedOut)
+        #expect(daemon.ctl("background", "echo").status == 0)
+        #expect(queued.read(timeout: 1) == .error(ECONNRESET))
+    }
+
+    @Test func maxConnectionsResumesAcceptingWhenAConnectionCloses() throws {
+        let port = freePort()
+        let daemon = try TestDaemon(config: echoConfig(port: port, listenerLines: "max-connections = 2"))
+        defer { daemon.stop() }
+        let first = try #require(Peer.connect(port: port))
+        let second = try #require(Peer.connect(port: port))
+        defer { second.close() }
+        #expect(first.roundTrip("1\n") == "1\n")
+        #expect(second.roundTrip("2\n") == "2\n")
+        let third = try #require(Peer.connect(port: port))
+        defer { third.close() }
+        third.send("3\n")
+        #expect(third.read(timeout: 0.3) == .timedOut, "a third connection must wait at max-connections = 2")
+        first.close()
+        #expect(third.readText(count: 2) == "3\n")
+        let connections = (daemon.status("echo")["listeners"] as? [[String: Any]])?.first?["connections"] as? Int
+        #expect(connections == 2)
+    }
+
+    @Test func descriptorExhaustionPausesAcceptWithoutSpinning() throws {
+        let port = freePort()
+        // A tiny descriptor limit: the daemon itself needs about a dozen descriptors.
+        let daemon = try TestDaemon(config: echoConfig(port: port), launcher: ["/usr/bin/prlimit", "--nofile=24:24", "--"])
+        defer { daemon.stop() }
+        var peers: [Peer] = []
+        defer { peers.forEach { $0.close() } }
+        for _ in 0..<30 {
+            guard case .connected(let fd) = connectTCP(port: port) else { break }
+            peers.append(Peer(fd: fd))
+        }
+        #expect(peers.count == 30, "connections beyond the limit wait in the kernel's queue")
+        #expect(waitUntil { daemon.log.contains("Too many open files") })
+        let cpuBefore = cpuSeconds(pid: daemon.pid)
+        usleep(1_000_000)
+        let cpu = cpuSeconds(pid: daemon.pid) - cpuBefore
+        #expect(cpu < 0.05, "netlifed used \(cpu * 100)% CPU while descriptors were exhausted")
+        // Free descriptors: the last peer, still queued, is accepted and served.
+        let last = peers.removeLast()
+        defer { last.close() }
+        for peer in peers { peer.close() }
+        peers.removeAll()
+        #expect(last.roundTrip("served\n", timeout: 3) == "served\n")
+        #expect(daemon.ctl("status").status == 0)
+    }
+}
+
+/// User plus system CPU time of a process, from /proc/PID/stat.
+func cpuSeconds(pid: Int32) -> Double {
+    guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+          let close = text.lastIndex(of: ")") else { return 0 }
+    let fields = text[text.index(after: close)...].split(separator: " ")
+    // Fields after the command: state is 0, utime is 11, stime is 12.
+    guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+    return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+}

@@ -1,0 +1,119 @@
+// A network peer for integration tests: blocking TCP sockets with timeouts that report exactly what the
+// kernel said (ECONNREFUSED, FIN, RST, bytes).
+
+import Foundation
+import Testing
+
+/// What a connect() attempt got.
+enum ConnectResult: Equatable {
+    case connected(Int32)
+    case failed(Int32)
+}
+
+/// Connects to 127.0.0.1:`port` and returns the socket or the errno.
+func connectTCP(port: UInt16, timeout: TimeInterval = 2) -> ConnectResult {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    precondition(fd >= 0)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = port.bigEndian
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var tv = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - floor(timeout)) * 1_000_000))
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+    let result = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    if result == 0 { return .connected(fd) }
+    let error = errno
+    close(fd)
+    return .failed(error)
+}
+
+/// A connected test peer.
+final class Peer {
+    let fd: Int32
+
+    init(fd: Int32) { self.fd = fd }
+
+    /// Connects or records an issue and returns nil.
+    static func connect(port: UInt16, sourceLocation: SourceLocation = #_sourceLocation) -> Peer? {
+        switch connectTCP(port: port) {
+        case .connected(let fd): return Peer(fd: fd)
+        case .failed(let error):
+            Issue.record("connect to port \(port) failed: \(String(cString: strerror(error)))", sourceLocation: sourceLocation)
+            return nil
+        }
+    }
+
+    func send(_ text: String) {
+        var bytes = Array(text.utf8)
+        _ = Foundation.send(fd, &bytes, bytes.count, Int32(MSG_NOSIGNAL))
+    }
+
+    func send(bytes: [UInt8]) -> Int {
+        var bytes = bytes
+        return Foundation.send(fd, &bytes, bytes.count, Int32(MSG_NOSIGNAL))
+    }
+
+    /// What one read saw.
+    enum ReadResult: Equatable {
+        case bytes([UInt8])
+        /// The peer sent FIN.
+        case endOfStream
+        /// The read failed; ECONNRESET means RST.
+        case error(Int32)
+        /// Nothing arrived within the timeout.
+        case timedOut
+    }
+
+    /// Waits up to `timeout` for data, FIN or an error.
+    func read(timeout: TimeInterval = 2, max: Int = 65536) -> ReadResult {
+        var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        let ready = poll(&poller, 1, Int32(timeout * 1000))
+        if ready == 0 { return .timedOut }
+        var buffer = [UInt8](repeating: 0, count: max)
+        let count = recv(fd, &buffer, max, Int32(MSG_DONTWAIT))
+        if count > 0 { return .bytes(Array(buffer[0..<count])) }
+        if count == 0 { return .endOfStream }
+        return .error(errno)
+    }
+
+    /// Reads until `count` bytes arrived (or something else happened) and returns them as text.
+    func readText(count: Int, timeout: TimeInterval = 2) -> String {
+        var received: [UInt8] = []
+        let deadline = Date().addingTimeInterval(timeout)
+        while received.count < count && Date() < deadline {
+            guard case .bytes(let bytes) = read(timeout: max(0.01, deadline.timeIntervalSinceNow)) else { break }
+            received += bytes
+        }
+        return String(decoding: received, as: UTF8.self)
+    }
+
+    /// Sends `text` and returns what comes back (the echo).
+    func roundTrip(_ text: String, timeout: TimeInterval = 2) -> String {
+        send(text)
+        return readText(count: text.utf8.count, timeout: timeout)
+    }
+
+    func close() { Foundation.close(fd) }
+}
+
+/// A port below the ephemeral range that nothing listens on right now (see RECIPES: a closed port in the
+/// ephemeral range can self-connect).
+func freePort() -> UInt16 {
+    for _ in 0..<200 {
+        let port = UInt16.random(in: 20000...32000)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        close(fd)
+        if bound == 0 { return port }
+    }
+    fatalError("no free port found")
+}

@@ -1,0 +1,150 @@
+// A real netlifed started for one test: its own directory, config, control socket and notify socket; ready
+// when it sends READY=1; driven with the real netlifectl; always stopped (and its directory removed).
+
+import Foundation
+import Testing
+
+/// Receives sd_notify datagrams, as systemd would.
+final class NotifyReceiver {
+    let path: String
+    private let fd: Int32
+    private(set) var messages: [String] = []
+
+    init(path: String) {
+        self.path = path
+        fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: path.utf8) }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        precondition(bound == 0, "cannot bind the notify socket \(path)")
+    }
+
+    /// Reads datagrams until one contains `text` or `timeout` passes.
+    @discardableResult
+    func wait(for text: String, timeout: TimeInterval = 10) -> Bool {
+        if messages.contains(where: { $0.contains(text) }) { return true }
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&poller, 1, Int32(max(1, deadline.timeIntervalSinceNow * 1000))) > 0 else { continue }
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            let count = recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+            guard count > 0 else { continue }
+            let message = String(decoding: buffer[0..<count], as: UTF8.self)
+            messages.append(message)
+            if message.contains(text) { return true }
+        }
+        return false
+    }
+
+    func close() { Foundation.close(fd) }
+}
+
+/// A netlifed under test.
+final class TestDaemon {
+    let directory = TemporaryDirectory()
+    let controlPath: String
+    let configPath: String
+    let notify: NotifyReceiver
+    private let process = Process()
+    private var stopped = false
+
+    /// Starts netlifed with `config` (a full config text) and waits for READY=1.
+    init(config: String, environment extra: [String: String] = [:], waitForReady: Bool = true,
+         launcher: [String] = [], sourceLocation: SourceLocation = #_sourceLocation) throws {
+        controlPath = directory.file("control/control.sock")
+        configPath = directory.file("netlifed.conf")
+        directory.write("netlifed.conf", config)
+        notify = NotifyReceiver(path: directory.file("notify.sock"))
+        var environment = ProcessInfo.processInfo.environment
+        environment["NOTIFY_SOCKET"] = notify.path
+        environment["SWIFT_BACKTRACE"] = "enable=no"
+        for (key, value) in extra { environment[key] = value }
+        let arguments = [product("netlifed"), "--config", configPath, "--control", controlPath, "--log-level", "debug"]
+        process.executableURL = URL(fileURLWithPath: launcher.first ?? arguments[0])
+        process.arguments = Array((launcher + arguments).dropFirst())
+        process.environment = environment
+        _ = FileManager.default.createFile(atPath: directory.file("netlifed.log"), contents: nil)
+        let log = FileHandle(forWritingAtPath: directory.file("netlifed.log"))
+        process.standardOutput = log
+        process.standardError = log
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        if waitForReady && !notify.wait(for: "READY=1", timeout: 15) {
+            Issue.record("netlifed did not send READY=1; log:\n\(self.log)", sourceLocation: sourceLocation)
+        }
+    }
+
+    var pid: Int32 { process.processIdentifier }
+    var isRunning: Bool { process.isRunning }
+    var log: String { directory.read("netlifed.log") }
+    var exitStatus: Int32 { process.terminationStatus }
+
+    /// Runs netlifectl against this daemon.
+    func ctl(_ arguments: String..., timeout: TimeInterval = 20) -> ProcessResult {
+        ctl(arguments, timeout: timeout)
+    }
+
+    func ctl(_ arguments: [String], timeout: TimeInterval = 20) -> ProcessResult {
+        run([product("netlifectl"), "--control", controlPath] + arguments, timeout: timeout)
+    }
+
+    /// The JSON status of one app, parsed with Foundation (independently of the daemon's own JSON code).
+    func status(_ app: String, sourceLocation: SourceLocation = #_sourceLocation) -> [String: Any] {
+        let result = ctl("--json", "status", app)
+        guard result.status == 0,
+              let object = try? JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any],
+              let apps = object["apps"] as? [[String: Any]], let first = apps.first else {
+            Issue.record("status \(app) failed: \(result)", sourceLocation: sourceLocation)
+            return [:]
+        }
+        return first
+    }
+
+    /// The state of an app.
+    func state(_ app: String) -> String? { status(app)["state"] as? String }
+
+    /// Sends a signal to the daemon.
+    func signal(_ signal: Int32) { kill(process.processIdentifier, signal) }
+
+    /// Waits for the daemon to exit; returns whether it did within `timeout`.
+    @discardableResult
+    func waitForExit(timeout: TimeInterval = 10) -> Bool {
+        waitUntil(timeout: timeout) { !process.isRunning }
+    }
+
+    /// Stops the daemon (SIGTERM, then SIGKILL after 10 s) and removes its directory.
+    func stop() {
+        guard !stopped else { return }
+        stopped = true
+        if process.isRunning {
+            signal(SIGTERM)
+            if !waitForExit(timeout: 10) {
+                kill(process.processIdentifier, SIGKILL)
+                process.waitUntilExit()
+            }
+        }
+        notify.close()
+        directory.remove()
+    }
+}
+
+/// A config with one app `app` and one echo listener `main` on `port`, plus extra lines for the app and
+/// the listener.
+func echoConfig(app: String = "echo", port: UInt16, appLines: String = "", listenerLines: String = "", daemonLines: String = "") -> String {
+    """
+    [daemon]
+    \(daemonLines)
+
+    [app \(app)]
+    \(appLines)
+
+    [listener \(app).main]
+    address = 127.0.0.1:\(port)
+    service = echo
+    \(listenerLines)
+    """
+}

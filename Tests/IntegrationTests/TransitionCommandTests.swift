@@ -1,0 +1,139 @@
+// SPEC section 2 through netlifectl: replies of transitions, `already <state>`, impossible commands,
+// unknown apps, launch modes, and SIGTERM running will-terminate before a clean exit.
+
+import Foundation
+import Testing
+
+@Suite(.timeLimit(.minutes(1)))
+struct TransitionCommandTests {
+    @Test func repeatedCommandsSayAlready() throws {
+        let port = freePort()
+        let daemon = try TestDaemon(config: echoConfig(port: port, appLines: "auto-suspend = never"))
+        defer { daemon.stop() }
+        let foreground = daemon.ctl("foreground", "echo")
+        #expect(foreground.status == 0)
+        #expect(foreground.stdout == "echo: already active\n")
+        #expect(daemon.ctl("background", "echo").status == 0)
+        let again = daemon.ctl("background", "echo")
+        #expect(again.status == 0)
+        #expect(again.stdout == "echo: already background\n")
+        let json = daemon.ctl("--json", "background", "echo")
+        let reply = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
+        #expect(reply?["ok"] as? Bool == true)
+        #expect(reply?["already"] as? Bool == true)
+        #expect(reply?["state"] as? String == "background")
+        #expect((reply?["stages"] as? [Any])?.isEmpty == true)
+    }
+
+    @Test func transitionRepliesCarryTheStagesAndTheirDurations() throws {
+        let port = freePort()
+        let daemon = try TestDaemon(config: echoConfig(port: port))
+        defer { daemon.stop() }
+        let json = daemon.ctl("--json", "background", "echo")
+        #expect(json.status == 0)
+        let reply = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+        #expect(reply["app"] as? String == "echo")
+        #expect(reply["state"] as? String == "background")
+        #expect(reply["already"] as? Bool == false)
+        let stages = try #require(reply["stages"] as? [[String: Any]])
+        #expect(stages.map { $0["name"] as? String } == ["will-resign-active", "did-enter-background"])
+        #expect(stages.allSatisfy { ($0["ms"] as? Double).map { $0 >= 0 } == true })
+    }
+
+    @Test func impossibleTransitionsAndUnknownAppsAreErrors() throws {
+        let port = freePort()
+        let config = echoConfig(port: port) + """
+
+            [app idle]
+            launch = no
+            """
+        let daemon = try TestDaemon(config: config)
+        defer { daemon.stop() }
+        let foreground = daemon.ctl("foreground", "idle")
+        #expect(foreground.status == 1)
+        #expect(foreground.stderr.contains("app idle is not running"), "\(foreground)")
+        let suspend = daemon.ctl("suspend", "echo")
+        #expect(suspend.status == 1)
+        #expect(suspend.stderr.contains("not in background"), "\(suspend)")
+        #expect(daemon.state("echo") == "active", "a refused command changes nothing")
+        let unknown = daemon.ctl("background", "nosuchapp")
+        #expect(unknown.status == 1)
+        #expect(unknown.stderr.contains("no app named 'nosuchapp'"), "\(unknown)")
+        let json = daemon.ctl("--json", "foreground", "idle")
+        let reply = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
+        #expect((reply?["error"] as? [String: Any])?["code"] as? String == "invalid-transition")
+    }
+
+    @Test func launchModesAndLaunchTerminateFromNetlifectl() throws {
+        let port = freePort()
+        let otherPort = freePort()
+        let config = """
+            [app later]
+            launch = no
+            [listener later.main]
+            address = 127.0.0.1:\(port)
+            service = echo
+
+            [app quiet]
+            launch = background
+            auto-suspend = never
+            [listener quiet.main]
+            address = 127.0.0.1:\(otherPort)
+            service = echo
+            """
+        let daemon = try TestDaemon(config: config)
+        defer { daemon.stop() }
+        #expect(daemon.state("later") == "not-running")
+        #expect(connectTCP(port: port) == .failed(ECONNREFUSED))
+        #expect(daemon.state("quiet") == "background")
+        #expect(connectTCP(port: otherPort) == .failed(ECONNREFUSED), "a background launch never opens listeners")
+
+        let launch = daemon.ctl("launch", "later")
+        #expect(launch.status == 0)
+        #expect(launch.stdout.hasPrefix("later: active (did-finish-launching"))
+        let peer = try #require(Peer.connect(port: port))
+        #expect(peer.roundTrip("x\n") == "x\n")
+        #expect(daemon.ctl("launch", "later").stdout == "later: already active\n")
+
+        let terminate = daemon.ctl("terminate", "later")
+        #expect(terminate.status == 0)
+        #expect(terminate.stdout.hasPrefix("later: not-running (will-terminate"))
+        #expect(peer.read(timeout: 1) == .endOfStream, "terminate closes accepted connections with FIN")
+        peer.close()
+        #expect(connectTCP(port: port) == .failed(ECONNREFUSED))
+        let status = daemon.status("later")
+        #expect((status["lastTermination"] as? [String: Any])?["reason"] as? String == "terminated")
+    }
+
+    @Test func sigtermRunsWillTerminateForEveryAppAndExitsZero() throws {
+        let port = freePort()
+        let daemon = try TestDaemon(config: echoConfig(port: port, listenerLines: "connections = close"))
+        defer { daemon.stop() }
+        let peer = try #require(Peer.connect(port: port))
+        defer { peer.close() }
+        #expect(peer.roundTrip("bye\n") == "bye\n")
+        daemon.signal(SIGTERM)
+        #expect(daemon.waitForExit(timeout: 10))
+        #expect(daemon.exitStatus == 0)
+        #expect(daemon.notify.wait(for: "STOPPING=1", timeout: 1))
+        #expect(daemon.log.contains("app echo: active -> not-running"))
+        #expect(peer.read(timeout: 1) == .endOfStream)
+        #expect(!FileManager.default.fileExists(atPath: daemon.controlPath), "the control socket is removed")
+    }
+
+    @Test func statusJSONHasTheFieldsOfTheSpec() throws {
+        let port = freePort()
+        let daemon = try TestDaemon(config: echoConfig(port: port))
+        defer { daemon.stop() }
+        let app = daemon.status("echo")
+        for key in ["name", "state", "suspendPending", "backgroundTimeRemaining", "listeners", "sockets", "tasks", "lastTermination"] {
+            #expect(app.keys.contains(key), "status lacks \(key)")
+        }
+        #expect(app["backgroundTimeRemaining"] is NSNull, "unlimited in the foreground")
+        let listener = try #require((app["listeners"] as? [[String: Any]])?.first)
+        for key in ["name", "address", "service", "open", "error", "connections"] {
+            #expect(listener.keys.contains(key), "listener status lacks \(key)")
+        }
+        #expect(daemon.ctl("status").stdout.contains("listener main 127.0.0.1:\(port) (echo): open, 0 connections"))
+    }
+}

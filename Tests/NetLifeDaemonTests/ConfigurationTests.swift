@@ -1,0 +1,123 @@
+// The config's meaning: sections, keys, values, profiles and errors with line numbers.
+
+@testable import NetLifeDaemon
+import NetLife
+import NetLifeEvent
+import NetLifeServices
+import Testing
+
+private func parse(_ text: String) throws(ConfigErrors) -> DaemonConfiguration {
+    try ConfigLoader.parse(text, file: "test.conf", services: .builtin)
+}
+
+private func errors(_ text: String) -> [String] {
+    do {
+        _ = try parse(text)
+        return []
+    } catch {
+        return error.errors.map(\.description)
+    }
+}
+
+@Suite struct ConfigurationTests {
+    @Test func readsAFullConfig() throws {
+        let config = try parse("""
+            # comment
+            [daemon]
+            control = /run/x/control.sock
+            loop-stall = 3s
+            debug-commands = yes
+            log-level = debug
+
+            [app files]
+            profile = ios7
+            background-budget = 500ms
+            task-time = 10m
+            on-did-enter-background = /usr/local/bin/flush --all "two words"
+            on-expiration = 'end task'
+            auto-suspend = never
+            exits-on-suspend = no
+            background-mode = continuous
+            launch = background
+
+            ; a listener
+            [listener files.main]
+            address = [::1]:8080
+            service = echo
+            connections = close
+            max-connections = 100
+            """)
+        #expect(config.control == "/run/x/control.sock")
+        #expect(config.loopStall == .seconds(3))
+        #expect(config.debugCommands)
+        #expect(config.logLevel == .debug)
+        let app = try #require(config.apps.first)
+        #expect(app.name == "files")
+        #expect(app.launch == .background)
+        #expect(app.budgets.taskTime == .seconds(600), "an explicit key overrides the profile")
+        #expect(app.budgets.background == .milliseconds(500))
+        #expect(app.budgets.foreground == .seconds(10))
+        #expect(app.hooks[.didEnterBackground]?.arguments == ["/usr/local/bin/flush", "--all", "two words"])
+        #expect(app.expirationHook?.arguments == ["end task"])
+        #expect(app.autoSuspend == nil)
+        #expect(app.backgroundMode == .continuous)
+        let listener = try #require(app.listeners.first)
+        #expect(listener.address == .ipv6("::1", port: 8080))
+        #expect(listener.connections == .close)
+        #expect(listener.maxConnections == 100)
+    }
+
+    @Test func profilesSetTheTaskTime() throws {
+        for (profile, seconds) in [("ios4", 600), ("ios7", 180), ("ios13", 30)] {
+            let config = try parse("[app a]\nprofile = \(profile)\n")
+            #expect(config.apps[0].budgets.taskTime == .seconds(seconds))
+            #expect(config.apps[0].budgets.launch == .seconds(20))
+        }
+        #expect(try parse("[app a]\n").apps[0].budgets.taskTime == .seconds(30), "ios13 is the default")
+    }
+
+    @Test func reportsEveryErrorWithItsLine() {
+        #expect(errors("[daemon]\nnope = 1\n") == ["test.conf:2: unknown key 'nope' in [daemon]"])
+        #expect(errors("[app a]\nlaunch = maybe\n") == ["test.conf:2: launch must be foreground, background or no, got 'maybe'"])
+        #expect(errors("[app a]\nauto-suspend = 5 s\n") == ["test.conf:2: auto-suspend: '5 s' is not a duration (write e.g. 250ms, 5s, 10m or 1h)"])
+        #expect(errors("[app a]\nmultitasking = perhaps\n") == ["test.conf:2: multitasking must be yes or no, got 'perhaps'"])
+        #expect(errors("[app a]\non-did-become-active = echo 'open\n") == ["test.conf:2: on-did-become-active: unterminated single quote"])
+        #expect(errors("[app a]\nlaunch = no\nlaunch = no\n") == ["test.conf:3: duplicate key 'launch' (first at line 2)"])
+        #expect(errors("[app a]\n[app a]\n") == ["test.conf:2: duplicate section [app a] (first at line 1)"])
+        #expect(errors("key = value\n") == ["test.conf:1: 'key' is outside any section; start with [daemon] or [app NAME]"])
+        #expect(errors("[app a]\njunk\n") == ["test.conf:2: expected 'key = value' or a [section], got 'junk'"])
+        #expect(errors("[app a]\n[listener a.x]\naddress = 127.0.0.1:1\nservice = nope\n") == ["test.conf:4: unknown service 'nope'; known: echo"])
+        #expect(errors("[app a]\n[listener a.x]\nservice = echo\n") == ["test.conf:2: listener a.x needs 'address = ...'"])
+        #expect(errors("[app a]\ntask-time = 3s\nexpiration-lead = 5s\n").first?.hasPrefix("test.conf:2: expiration-lead") == true)
+        #expect(errors("[app a]\nreclaim-on-suspend = yes\n") == ["test.conf:2: 'reclaim-on-suspend' is not supported by this version of netlifed yet"])
+        #expect(errors("[app a]\n[listener a.x]\naddress = 127.0.0.1:9\nservice = echo\n[app b]\n[listener b.y]\naddress = 127.0.0.1:9\nservice = echo\n")
+                == ["test.conf:6: listener b.y uses 127.0.0.1:9, as listener a.x does"])
+        #expect(errors("[daemon]\nfoo = 1\n[app a]\nlaunch = x\n").count == 2, "every error is reported, not just the first")
+    }
+
+    @Test func durationsBooleansAndCommandLines() throws {
+        #expect(ConfigValues.duration("250ms") == .milliseconds(250))
+        #expect(ConfigValues.duration("5s") == .seconds(5))
+        #expect(ConfigValues.duration("10m") == .seconds(600))
+        #expect(ConfigValues.duration("1h") == .seconds(3600))
+        #expect(ConfigValues.duration("0") == .zero)
+        for bad in ["", "5", "s", "-1s", "1.5s", "5 s", "5sec"] { #expect(ConfigValues.duration(bad) == nil, "\(bad)") }
+        #expect(ConfigValues.boolean("yes") == true)
+        #expect(ConfigValues.boolean("no") == false)
+        #expect(ConfigValues.boolean("maybe") == nil)
+        #expect(try ConfigValues.splitCommandLine(#"a  'b c' "d \"e\" $HOME" f\ g"#) == ["a", "b c", #"d "e" $HOME"#, "f g"])
+        #expect(try ConfigValues.splitCommandLine(#"'' x"#) == ["", "x"])
+        #expect(throws: ConfigValues.SplitError.self) { try ConfigValues.splitCommandLine(#"a "b"#) }
+        #expect(throws: ConfigValues.SplitError.self) { try ConfigValues.splitCommandLine("a \\") }
+    }
+
+    @Test func daemonOptions() throws {
+        let options = try DaemonOptions(arguments: ["--config", "/etc/x.conf", "--control=/tmp/c.sock", "--log-level", "debug"])
+        #expect(options.configPath == "/etc/x.conf")
+        #expect(options.controlPath == "/tmp/c.sock")
+        #expect(options.logLevel == .debug)
+        #expect(try DaemonOptions(arguments: ["--check-config", "f"]).action == .checkConfig("f"))
+        #expect(throws: DaemonOptions.UsageError.self) { try DaemonOptions(arguments: ["--config"]) }
+        #expect(throws: DaemonOptions.UsageError.self) { try DaemonOptions(arguments: ["--bogus"]) }
+    }
+}

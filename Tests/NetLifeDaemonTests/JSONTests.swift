@@ -1,0 +1,36 @@
+// The control protocol's JSON: strict parsing of untrusted input, and serialization in member order.
+
+@testable import NetLifeDaemon
+import Testing
+
+@Suite struct JSONTests {
+    @Test func parsesEveryKindOfValue() throws {
+        let value = try JSON.parse(#" {"cmd": "task-begin", "id": 42, "f": -1.5e2, "ok": true, "no": null, "list": [1, "two", false], "esc": "a\"b\\c\n\u00e9\ud83d\ude00"} "#)
+        #expect(value["cmd"] == "task-begin")
+        #expect(value["id"]?.intValue == 42)
+        #expect(value["f"]?.doubleValue == -150)
+        #expect(value["ok"]?.boolValue == true)
+        #expect(value["no"]?.isNull == true)
+        #expect(value["list"] == [1, "two", false])
+        #expect(value["esc"]?.stringValue == "a\"b\\c\né😀")
+    }
+
+    @Test(arguments: ["", "{", "{\"a\":}", "[1,]", "01", "1.", "\"unterminated", "{\"a\":1,\"a\":2}", "tru", "\"\u{01}\"",
+                      "{} {}", "\"\\ud800\"", "\"\\x\"", "nul"])
+    func rejectsMalformedText(text: String) {
+        #expect(throws: JSONParseError.self) { try JSON.parse(text) }
+    }
+
+    @Test func limitsNestingDepth() {
+        let deep = String(repeating: "[", count: 100) + String(repeating: "]", count: 100)
+        #expect(throws: JSONParseError.self) { try JSON.parse(deep) }
+        let fine = String(repeating: "[", count: 10) + String(repeating: "]", count: 10)
+        #expect((try? JSON.parse(fine)) != nil)
+    }
+
+    @Test func serializesCompactlyInMemberOrder() throws {
+        let value: JSON = .object(["ok": true, "app": "echo", "n": 3, "ms": 0.25, "none": nil, "text": "line\n\"q\"\u{01}"])
+        #expect(value.serialized == #"{"ok":true,"app":"echo","n":3,"ms":0.25,"none":null,"text":"line\n\"q\"\u0001"}"#)
+        #expect(try JSON.parse(value.serialized) == value)
+    }
+}

@@ -1,0 +1,148 @@
+// The connection state machine over socketpairs: reads, writes, back-pressure, pausing, closing with FIN.
+
+import Glibc
+import NetLifeEvent
+import Testing
+
+/// Echoes, and records what happened.
+private final class RecordingEcho: ConnectionDelegate {
+    var reads = 0
+    var closedWith: SystemError?? = .none
+    var endSeen = false
+
+    func connectionDidRead(_ connection: Connection) {
+        reads += 1
+        connection.output.moveAll(from: connection.input)
+        connection.flush()
+    }
+
+    func connectionDidReachEnd(_ connection: Connection) {
+        endSeen = true
+        connection.close(.afterFlush)
+    }
+
+    func connectionDidClose(_ connection: Connection, error: SystemError?) {
+        closedWith = .some(error)
+    }
+}
+
+@Suite(.timeLimit(.minutes(1)))
+struct ConnectionTests {
+    @Test func echoesAndClosesOnEndOfInput() throws {
+        let loop = try EventLoop()
+        let (mine, theirs) = socketPair()
+        defer { close(theirs) }
+        let connection = try Connection(loop: loop, fd: mine)
+        let echo = RecordingEcho()
+        connection.delegate = echo
+        writeAll(theirs, "ping")
+        var received: [UInt8] = []
+        #expect(runLoop(loop) { received += readAvailable(theirs); return received.count == 4 })
+        #expect(String(decoding: received, as: UTF8.self) == "ping")
+        shutdown(theirs, CInt(SHUT_WR))
+        #expect(runLoop(loop) { connection.state == .closed })
+        #expect(echo.endSeen)
+        #expect(echo.closedWith == .some(nil))
+        #expect(read(theirs, &received, 1) == 0, "the peer sees end of stream")
+        #expect(loop.registeredObjectCount == 0, "a closed connection leaves nothing registered")
+    }
+
+    @Test func pausedConnectionsDoNotReadUntilResumed() throws {
+        let loop = try EventLoop()
+        let (mine, theirs) = socketPair()
+        defer { close(theirs) }
+        let connection = try Connection(loop: loop, fd: mine)
+        let echo = RecordingEcho()
+        connection.delegate = echo
+        connection.pauseReading()
+        #expect(!connection.isReading)
+        writeAll(theirs, "held")
+        runLoop(loop, timeout: .milliseconds(100)) { false }
+        #expect(echo.reads == 0)
+        connection.resumeReading()
+        var received: [UInt8] = []
+        #expect(runLoop(loop) { received += readAvailable(theirs); return received.count == 4 })
+        connection.close(.now)
+    }
+
+    @Test func closeAfterFlushWritesEverythingThenEnds() throws {
+        let loop = try EventLoop()
+        let (mine, theirs) = socketPair()
+        defer { close(theirs) }
+        let connection = try Connection(loop: loop, fd: mine)
+        let payload = [UInt8](repeating: 0x61, count: 4 << 20)   // more than the socket buffer holds
+        payload.withUnsafeBytes { connection.output.append($0) }
+        connection.flush()
+        connection.close(.afterFlush)
+        #expect(connection.state == .closing)
+        var received = 0
+        var sawEnd = false
+        #expect(runLoop(loop, timeout: .seconds(10)) {
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            while true {
+                let count = read(theirs, &buffer, buffer.count)
+                if count > 0 { received += count; continue }
+                if count == 0 { sawEnd = true }
+                break
+            }
+            return sawEnd
+        })
+        #expect(received == payload.count)
+        #expect(connection.state == .closed)
+    }
+
+    @Test func backPressureStopsReadingWhileOutputIsFull() throws {
+        let loop = try EventLoop()
+        let (mine, theirs) = socketPair()
+        defer { close(theirs) }
+        let connection = try Connection(loop: loop, fd: mine)
+        connection.outputHighWaterMark = 64 * 1024
+        let echo = RecordingEcho()
+        connection.delegate = echo
+        // The peer writes and never reads: the echo's output fills, and reading must stop.
+        let chunk = String(repeating: "x", count: 65536)
+        #expect(runLoop(loop) { writeAll(theirs, chunk); return !connection.isReading })
+        #expect(connection.output.count < 8 << 20, "output stays bounded: \(connection.output.count) bytes")
+        // Draining the peer's side lets the connection read again.
+        #expect(runLoop(loop) { _ = readAvailable(theirs); return connection.isReading })
+        connection.close(.now)
+    }
+
+    @Test func readErrorsCloseWithTheError() throws {
+        let loop = try EventLoop()
+        let listener = try Listener(loop: loop, address: .ipv4("127.0.0.1", port: 0), onAccept: { _ in }, onError: { _ in })
+        defer { listener.close() }
+        let client = socket(AF_INET, CInt(SOCK_STREAM.rawValue), 0)
+        defer { close(client) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = listener.address.port!.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        #expect(withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(client, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } } == 0)
+        var accepted: Connection?
+        let server = try Listener(loop: loop, address: .ipv4("127.0.0.1", port: 0), onAccept: { socket in
+            accepted = try? Connection(loop: loop, fd: socket.fd)
+        }, onError: { _ in })
+        defer { server.close() }
+        let peer = socket(AF_INET, CInt(SOCK_STREAM.rawValue), 0)
+        defer { close(peer) }
+        address.sin_port = server.address.port!.bigEndian
+        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(peer, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        #expect(runLoop(loop) { accepted != nil })
+        let connection = try #require(accepted)
+        let echo = RecordingEcho()
+        connection.delegate = echo
+        // An abortive close from the peer: the next read fails with ECONNRESET.
+        var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+        setsockopt(peer, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+        writeAll(peer, "x")
+        close(peer)
+        #expect(runLoop(loop) { connection.state == .closed })
+        if case .some(.some(let error)) = echo.closedWith {
+            #expect(error.errno == .connectionReset)
+        } else {
+            // The byte may have been read before the reset arrived; then end of input or the reset follows.
+            #expect(echo.reads + (echo.endSeen ? 1 : 0) >= 1)
+        }
+    }
+}

@@ -1,0 +1,164 @@
+// Timers, the waker, listeners, child processes and addresses.
+
+import Foundation
+import NetLifeEvent
+import Testing
+
+@Suite(.timeLimit(.minutes(1)))
+struct LoopSourcesTests {
+    @Test func timersFireInDeadlineOrderAndCancelledOnesNever() throws {
+        let loop = try EventLoop()
+        var fired: [String] = []
+        loop.schedule(after: .milliseconds(30)) { fired.append("late") }
+        loop.schedule(after: .milliseconds(10)) { fired.append("early") }
+        let cancelled = loop.schedule(after: .milliseconds(20)) { fired.append("cancelled") }
+        cancelled.cancel()
+        let started = MonotonicTime.now()
+        #expect(runLoop(loop) { fired.count == 2 })
+        #expect(fired == ["early", "late"])
+        #expect(MonotonicTime.now() - started >= .milliseconds(30))
+        #expect(loop.registeredObjectCount == 0, "one-shot timers close themselves")
+    }
+
+    @Test func aReArmedTimerFiresOnceAtTheNewDeadline() throws {
+        let loop = try EventLoop()
+        var count = 0
+        let timer = EventTimer(loop: loop) { count += 1 }
+        timer.arm(after: .milliseconds(5))
+        timer.arm(after: .milliseconds(40))
+        let started = MonotonicTime.now()
+        #expect(runLoop(loop) { count == 1 })
+        #expect(MonotonicTime.now() - started >= .milliseconds(40))
+        runLoop(loop, timeout: .milliseconds(60)) { false }
+        #expect(count == 1)
+        timer.close()
+    }
+
+    @Test func theWakerRunsWorkFromAnotherThreadOnTheLoop() throws {
+        let loop = try EventLoop()
+        let waker = try Waker(loop: loop)
+        defer { waker.close() }
+        nonisolated(unsafe) var ranOnLoop = false
+        nonisolated(unsafe) let sharedLoop = loop
+        let thread = Thread { waker.wake { ranOnLoop = sharedLoop.isInLoopThread } }
+        thread.start()
+        #expect(runLoop(loop) { ranOnLoop })
+    }
+
+    @Test func closingAListenerMakesTheKernelRefuseConnections() throws {
+        let loop = try EventLoop()
+        var accepted: [CInt] = []
+        let listener = try Listener(loop: loop, address: .ipv4("127.0.0.1", port: 0),
+                                    onAccept: { accepted.append($0.fd) }, onError: { _ in })
+        let port = try #require(listener.address.port)
+        #expect(port != 0, "the kernel's port is reported")
+        #expect(tcpConnect(port: port) == 0)
+        #expect(runLoop(loop) { accepted.count == 1 })
+        accepted.forEach { close($0) }
+        listener.close()
+        #expect(tcpConnect(port: port) == ECONNREFUSED)
+        // Reopen on the same port.
+        let again = try Listener(loop: loop, address: .ipv4("127.0.0.1", port: port), onAccept: { close($0.fd) }, onError: { _ in })
+        #expect(tcpConnect(port: port) == 0)
+        again.close()
+    }
+
+    @Test func aUnixListenerIsCreatedWithTheRequestedMode() throws {
+        let loop = try EventLoop()
+        let path = "/tmp/netlife-unit-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
+        let listener = try Listener(loop: loop, address: .unix(path), unixMode: 0o600, onAccept: { close($0.fd) }, onError: { _ in })
+        var info = stat()
+        #expect(stat(path, &info) == 0)
+        #expect(info.st_mode & 0o777 == 0o600)
+        listener.close()
+        #expect(access(path, F_OK) != 0, "closing removes the socket file")
+    }
+
+    @Test func childProcessesReportOutputLinesAndExitStatus() throws {
+        let loop = try EventLoop()
+        var lines: [String] = []
+        var status: ChildExitStatus?
+        _ = try ChildProcess(loop: loop, arguments: ["/bin/sh", "-c", "echo one; echo two >&2; printf three; exit 3"],
+                             environment: ["PATH": "/usr/bin:/bin"],
+                             onOutputLine: { lines.append($0) }, onExit: { status = $0 })
+        #expect(runLoop(loop) { status != nil })
+        #expect(status == .exited(3))
+        #expect(Set(lines) == ["one", "two", "three"])
+        #expect(loop.registeredObjectCount == 0)
+    }
+
+    @Test func signallingTheGroupKillsGrandchildrenToo() throws {
+        let loop = try EventLoop()
+        var status: ChildExitStatus?
+        let child = try ChildProcess(loop: loop, arguments: ["/bin/sh", "-c", "sleep 30 & sleep 30; wait"],
+                                     environment: ["PATH": "/usr/bin:/bin"], onOutputLine: { _ in }, onExit: { status = $0 })
+        runLoop(loop, timeout: .milliseconds(100)) { false }
+        child.signalGroup(SIGKILL)
+        #expect(runLoop(loop) { status != nil })
+        #expect(status == .signaled(SIGKILL))
+        #expect(waitUntilGroupIsGone(child.pid), "no live process of the group is left")
+    }
+
+    @Test func aMissingProgramIsASpawnError() throws {
+        let loop = try EventLoop()
+        #expect(throws: SystemError.self) {
+            _ = try ChildProcess(loop: loop, arguments: ["/nonexistent/hook"], environment: [:], onOutputLine: { _ in }, onExit: { _ in })
+        }
+    }
+
+    @Test func addressesParseAndPrint() throws {
+        #expect(try SocketAddress(parsing: "127.0.0.1:7070") == .ipv4("127.0.0.1", port: 7070))
+        #expect(try SocketAddress(parsing: "[::1]:80") == .ipv6("::1", port: 80))
+        #expect(try SocketAddress(parsing: "*:8080") == .ipv4("0.0.0.0", port: 8080))
+        #expect(try SocketAddress(parsing: "/run/x.sock") == .unix("/run/x.sock"))
+        #expect(try SocketAddress(parsing: "unix:/run/x.sock") == .unix("/run/x.sock"))
+        #expect(SocketAddress.ipv6("::1", port: 80).description == "[::1]:80")
+        for bad in ["localhost:80", "127.0.0.1", "127.0.0.1:70000", "unix:relative", "[::1:80", "1.2.3.4.5:1"] {
+            #expect(throws: SocketAddress.ParseError.self) { try SocketAddress(parsing: bad) }
+        }
+    }
+
+    @Test func buffersSplitLinesAndRefuseOverlongOnes() {
+        let buffer = EventBuffer.allocate()
+        defer { buffer.free() }
+        buffer.append("one\r\ntwo\nthr")
+        #expect(buffer.readLine(maxLength: 10) == .line(Array("one".utf8)))
+        #expect(buffer.readLine(maxLength: 10) == .line(Array("two".utf8)))
+        #expect(buffer.readLine(maxLength: 10) == .incomplete)
+        buffer.append("eeeeeeeeeee")
+        #expect(buffer.readLine(maxLength: 10) == .tooLong)
+        buffer.append("\n")
+        #expect(buffer.readLine(maxLength: 10) == .tooLong)
+        #expect(buffer.readLine(maxLength: 100) == .line(Array(("thr" + String(repeating: "e", count: 11)).utf8)))
+    }
+}
+
+/// connect() to 127.0.0.1:port; returns 0 or the errno.
+func tcpConnect(port: UInt16) -> Int32 {
+    let fd = socket(AF_INET, CInt(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = port.bigEndian
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let result = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+    return result == 0 ? 0 : errno
+}
+
+/// Whether every process of group `pgid` is gone (or a zombie) within two seconds.
+func waitUntilGroupIsGone(_ pgid: pid_t) -> Bool {
+    let deadline = MonotonicTime.now() + .seconds(2)
+    while MonotonicTime.now() < deadline {
+        let live = (try? FileManager.default.contentsOfDirectory(atPath: "/proc"))?.compactMap { entry -> String? in
+            guard Int32(entry) != nil, let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { return nil }
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            // Fields after the command: state is 0, pgrp is 2.
+            guard fields.count > 2, Int32(fields[2]) == pgid, fields[0] != "Z" else { return nil }
+            return entry
+        } ?? []
+        if live.isEmpty { return true }
+        usleep(10_000)
+    }
+    return false
+}

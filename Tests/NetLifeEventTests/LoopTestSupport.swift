@@ -1,0 +1,41 @@
+// Running a loop in a unit test until a condition holds, bounded in time.
+
+import Glibc
+import NetLifeEvent
+
+/// Runs `loop` until `condition` holds or `timeout` passes; returns whether the condition held.
+@discardableResult
+func runLoop(_ loop: EventLoop, timeout: Duration = .seconds(5), until condition: @escaping () -> Bool) -> Bool {
+    if condition() { return true }
+    let deadline = MonotonicTime.now() + timeout
+    var poller: EventTimer?
+    poller = EventTimer(loop: loop) {
+        if condition() || MonotonicTime.now() >= deadline { loop.stop() } else { poller?.arm(after: .milliseconds(1)) }
+    }
+    poller?.arm(after: .milliseconds(1))
+    try? loop.run()
+    poller?.close()
+    poller = nil
+    return condition()
+}
+
+/// A connected pair of non-blocking Unix stream sockets.
+func socketPair() -> (CInt, CInt) {
+    var fds: [CInt] = [-1, -1]
+    let result = socketpair(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_NONBLOCK.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0, &fds)
+    precondition(result == 0)
+    return (fds[0], fds[1])
+}
+
+/// Reads what is available on a non-blocking descriptor.
+func readAvailable(_ fd: CInt) -> [UInt8] {
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    let count = read(fd, &buffer, buffer.count)
+    return count > 0 ? Array(buffer[0..<count]) : []
+}
+
+/// Writes all of `text` to a descriptor.
+func writeAll(_ fd: CInt, _ text: String) {
+    let bytes = Array(text.utf8)
+    _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+}

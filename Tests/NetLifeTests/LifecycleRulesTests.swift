@@ -1,0 +1,128 @@
+// Every transition of SPEC section 2 and every refused one, as pure decisions.
+
+import NetLife
+import Testing
+
+private let plain = LifecycleTraits()
+
+private func plan(_ command: LifecycleCommand, _ state: AppState, _ traits: LifecycleTraits = plain,
+                  eligible: Bool = true) -> TransitionPlan? {
+    if case .run(let plan) = LifecycleRules.decide(command, in: state, traits: traits, suspendEligible: eligible) { return plan }
+    return nil
+}
+
+private func stages(_ plan: TransitionPlan?) -> [String] {
+    plan?.stages.map { "\($0.event)@\($0.state)" } ?? []
+}
+
+@Suite struct LifecycleRulesTests {
+    @Test func launchIntoTheForegroundRunsDidFinishLaunchingThenDidBecomeActive() {
+        let launch = plan(.launch(background: false), .notRunning)
+        #expect(stages(launch) == ["did-finish-launching@inactive", "did-become-active@active"])
+        #expect(launch?.finalState == .active)
+        #expect(launch?.budget == .launch)
+        #expect(launch?.stages[0].steps == [.policy(.openListeners)])
+    }
+
+    @Test func launchIntoTheBackgroundNeverOpensListeners() {
+        let launch = plan(.launch(background: true), .notRunning)
+        #expect(stages(launch) == ["did-finish-launching@background", "did-enter-background@background"])
+        #expect(launch?.finalState == .background)
+        #expect(launch?.stages.flatMap(\.steps).contains(.policy(.openListeners)) == false)
+    }
+
+    @Test func backgroundClosesListenersFirstInDidEnterBackground() {
+        let background = plan(.background, .active)
+        #expect(stages(background) == ["will-resign-active@inactive", "did-enter-background@background"])
+        #expect(background?.finalState == .background)
+        #expect(background?.budget == .background)
+        #expect(background?.stages[1].steps.first == .policy(.closeListeners))
+        #expect(background?.stages[1].steps == [.policy(.closeListeners), .policy(.closeConnections)])
+    }
+
+    @Test func foregroundFromBackgroundReopensListeners() {
+        let foreground = plan(.foreground, .background)
+        #expect(stages(foreground) == ["will-enter-foreground@inactive", "did-become-active@active"])
+        #expect(foreground?.stages[0].steps == [.policy(.openListeners)])
+        #expect(foreground?.budget == .foreground)
+    }
+
+    @Test func foregroundFromSuspendedResumesTheAppBeforeReopening() {
+        let foreground = plan(.foreground, .suspended)
+        #expect(stages(foreground) == ["will-enter-foreground@inactive", "did-become-active@active"])
+        #expect(foreground?.stages[0].steps == [.policy(.resumeApp), .policy(.openListeners)])
+    }
+
+    @Test func terminateRunsWillTerminateExceptFromSuspended() {
+        for state in [AppState.active, .background] {
+            let terminate = plan(.terminate, state)
+            #expect(stages(terminate) == ["will-terminate@\(state)"])
+            #expect(terminate?.finalState == .notRunning)
+            #expect(terminate?.budget == .terminate)
+        }
+        let jetsam = plan(.terminate, .suspended)
+        #expect(jetsam?.stages == [])
+        #expect(jetsam?.finalState == .notRunning)
+    }
+
+    @Test func exitsOnSuspendTerminatesOnBackground() {
+        let traits = LifecycleTraits(exitsOnSuspend: true)
+        let background = plan(.background, .active, traits)
+        #expect(stages(background) == ["will-resign-active@inactive", "did-enter-background@background", "will-terminate@background"])
+        #expect(background?.finalState == .notRunning)
+        let launch = plan(.launch(background: true), .notRunning, traits)
+        #expect(launch?.finalState == .notRunning)
+        #expect(launch?.stages.last?.event == .willTerminate)
+    }
+
+    @Test func delegateAndHookStepsFollowThePolicySteps() {
+        let traits = LifecycleTraits(hasDelegate: true, hooks: [.didEnterBackground])
+        let background = plan(.background, .active, traits)
+        #expect(background?.stages[0].steps == [.delegate])
+        #expect(background?.stages[1].steps == [.policy(.closeListeners), .policy(.closeConnections), .delegate, .hook])
+    }
+
+    @Test(arguments: [
+        (LifecycleCommand.launch(background: false), AppState.active),
+        (.launch(background: true), .background),
+        (.launch(background: false), .suspended),
+        (.foreground, .active),
+        (.background, .background),
+        (.background, .suspended),
+        (.suspend, .suspended),
+        (.terminate, .notRunning),
+    ])
+    func askingForTheCurrentStateIsAlready(command: LifecycleCommand, state: AppState) {
+        #expect(LifecycleRules.decide(command, in: state, traits: plain) == .already(state))
+    }
+
+    @Test(arguments: [
+        (LifecycleCommand.foreground, AppState.notRunning),
+        (.background, .notRunning),
+        (.suspend, .notRunning),
+        (.suspend, .active),
+        (.suspend, .inactive),
+        (.foreground, .inactive),
+        (.background, .inactive),
+    ])
+    func impossibleCommandsAreRefused(command: LifecycleCommand, state: AppState) {
+        guard case .refused(let message) = LifecycleRules.decide(command, in: state, traits: plain) else {
+            Issue.record("\(command) in \(state) was not refused")
+            return
+        }
+        #expect(!message.isEmpty)
+    }
+
+    @Test func suspendIsImmediateWhenEligibleAndPendingOtherwise() {
+        #expect(LifecycleRules.decide(.suspend, in: .background, traits: plain, suspendEligible: true) == .suspendNow)
+        #expect(LifecycleRules.decide(.suspend, in: .background, traits: plain, suspendEligible: false) == .suspendWhenEligible)
+    }
+
+    @Test func suspendEligibilityNeedsBackgroundNoTransitionNoTaskNoContinuousMode() {
+        #expect(LifecycleRules.isSuspendEligible(state: .background, transitionRunning: false, openTasks: 0, continuousMode: false))
+        #expect(!LifecycleRules.isSuspendEligible(state: .active, transitionRunning: false, openTasks: 0, continuousMode: false))
+        #expect(!LifecycleRules.isSuspendEligible(state: .background, transitionRunning: true, openTasks: 0, continuousMode: false))
+        #expect(!LifecycleRules.isSuspendEligible(state: .background, transitionRunning: false, openTasks: 1, continuousMode: false))
+        #expect(!LifecycleRules.isSuspendEligible(state: .background, transitionRunning: false, openTasks: 0, continuousMode: true))
+    }
+}
