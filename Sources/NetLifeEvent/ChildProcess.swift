@@ -25,7 +25,7 @@ public enum ChildExitStatus: Equatable, Sendable, CustomStringConvertible {
 public final class ChildProcess {
     private unowned let loop: EventLoop
     /// The process id; also its process group id.
-    public let pid: Glibc.pid_t
+    public let pid: Int32
     private let pidfd: CInt
     private var exitEvent: OpaquePointer?
     private var outputs: [OutputPipe] = []

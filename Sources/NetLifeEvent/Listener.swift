@@ -32,7 +32,7 @@ public final class Listener {
     ///   - onError: called when `accept` fails with an error that retrying cannot fix (EMFILE, ENFILE,
     ///     ENOBUFS, ENOMEM). The listener stays enabled; the owner decides whether to pause it.
     /// The corresponding C function is `evconnlistener_new`.
-    public init(loop: EventLoop, address: SocketAddress, backlog: CInt = 511, unixMode: Glibc.mode_t = 0o600,
+    public init(loop: EventLoop, address: SocketAddress, backlog: CInt = 511, unixMode: UInt32 = 0o600,
                 onAccept: @escaping (AcceptedSocket) -> Void,
                 onError: @escaping (SystemError) -> Void) throws(SystemError) {
         loop.assertInLoop()

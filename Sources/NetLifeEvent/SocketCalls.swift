@@ -6,9 +6,9 @@ internal import CLibevent
 /// The credentials of the process at the other end of a Unix socket, as the kernel recorded them at
 /// `connect()` time (SO_PEERCRED).
 public struct PeerCredentials: Equatable, Sendable {
-    public var pid: Glibc.pid_t
-    public var uid: Glibc.uid_t
-    public var gid: Glibc.gid_t
+    public var pid: Int32
+    public var uid: UInt32
+    public var gid: UInt32
 }
 
 /// Socket system calls used by netlife.
@@ -20,7 +20,7 @@ public enum SocketCalls {
     /// closed connections still sit in TIME_WAIT. A Unix socket is bound under a umask that leaves exactly
     /// `unixMode`, so it never exists with wider permissions (no chmod after bind).
     /// The corresponding C functions are `socket`, `setsockopt`, `bind`, `listen` and `getsockname`.
-    public static func listen(on address: SocketAddress, backlog: CInt, unixMode: Glibc.mode_t = 0o600) throws(SystemError) -> (fd: CInt, bound: SocketAddress) {
+    public static func listen(on address: SocketAddress, backlog: CInt, unixMode: UInt32 = 0o600) throws(SystemError) -> (fd: CInt, bound: SocketAddress) {
         let fd = try sys("socket") { socket(address.family, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_NONBLOCK.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0) }
         do {
             if case .unix = address {
