@@ -91,7 +91,11 @@ extension App {
 
     private func expirationDue() {
         let due = tasks.takeExpiringTasks(now: .now())
-        guard !due.isEmpty else { return }
+        guard !due.isEmpty else {
+            // A timer may fire a hair before the deadline by our clock: try again then.
+            rearmTaskTimers()
+            return
+        }
         logger.info("background time nearly spent: expiring task(s) \(due.map { String($0.id) }.joined(separator: ", "))")
         expirationQueue.append(contentsOf: due)
         runNextExpiration()
@@ -106,7 +110,9 @@ extension App {
             case .api:
                 guard let handler = expirationHandlers.removeValue(forKey: task.id) else { continue }
                 let started = MonotonicTime.now()
+                expirationHandlerDeadline = started + budget
                 handler()
+                expirationHandlerDeadline = nil
                 let elapsed = MonotonicTime.now() - started
                 if elapsed > budget {
                     watchdogKill(WatchdogTimeout(stage: "expiration", budget: budget, elapsed: elapsed))
@@ -142,5 +148,28 @@ extension App {
         logger.error("background task(s) \(open) still open \(format(tasks.expirationGrace)) after the background time was spent")
         watchdogKill(WatchdogTimeout(stage: "background-task", budget: tasks.taskTime + tasks.expirationGrace,
                                      elapsed: now - since))
+    }
+}
+
+extension App {
+    /// Lets chosen connections finish their work from an expiration handler (TN2277 "Run Loops"): runs the
+    /// event loop in a restricted mode that serves only `connections` until `condition` holds or `timeout`
+    /// passes. Nothing else of the app (nor of the daemon) runs meanwhile, and the loop's default mode is
+    /// never re-entered. Inside an expiration handler the run also ends with the handler's budget.
+    ///
+    /// - Returns: whether `condition` holds.
+    @discardableResult
+    public func runLoop(serving connections: [Connection], timeout: Duration, until condition: () -> Bool) -> Bool {
+        loop.assertInLoop()
+        var limit = timeout
+        if let deadline = expirationHandlerDeadline {
+            // Leave a little of the budget for the handler to end its task after the run.
+            limit = min(limit, (deadline - MonotonicTime.now()) - .milliseconds(20))
+        }
+        guard limit > .zero else { return condition() }
+        let started = MonotonicTime.now()
+        let done = loop.runRestricted(serving: connections, timeout: limit, until: condition)
+        logger.debug("restricted run loop served \(connections.count) connection(s) for \(format(MonotonicTime.now() - started)): \(done ? "done" : "gave up")")
+        return done
     }
 }

@@ -65,6 +65,9 @@ public final class App {
     var expirationTimer: EventTimer?
     var graceTimer: EventTimer?
     private var autoSuspendTimer: EventTimer?
+    var appTimers: [ObjectIdentifier: AppTimer] = [:]
+    /// While a Swift expiration handler runs: when its budget ends.
+    var expirationHandlerDeadline: MonotonicTime?
     private(set) var lastTermination: TerminationRecord?
     private var lastStages: [StageReport] = []
 
@@ -90,6 +93,7 @@ public final class App {
             listeners.append(AppListener(configuration: listener, service: service, loop: loop, logger: self.logger))
         }
         self.listeners = listeners
+        for listener in listeners { listener.service.didAttach(to: self) }
     }
 
     // MARK: Commands
@@ -204,7 +208,8 @@ public final class App {
         let oldState = state
         state = newState
         switch (oldState, newState) {
-        case (.active, .inactive), (.active, .background), (.inactive, .background), (.notRunning, .background):
+        case (.active, .background), (.inactive, .background), (.notRunning, .background):
+            // The background time counts from the moment the app entered the background.
             tasks.enterBackground(now: .now())
         case (.background, .inactive), (.suspended, .inactive), (_, .active):
             tasks.enterForeground()
@@ -212,7 +217,6 @@ public final class App {
         default:
             break
         }
-        if oldState == .inactive && newState == .background { tasks.enterBackground(now: .now()) }
         logger.info("\(oldState) -> \(newState)")
         onStateChange?(self)
     }
@@ -227,6 +231,7 @@ public final class App {
             for listener in listeners { listener.applyConnectionPolicy() }
         case .resumeApp:
             for listener in listeners { listener.setConnectionsPaused(false) }
+            fireDeferredTimers()
         }
     }
 
@@ -305,6 +310,7 @@ public final class App {
             logger.warning("dropping \(tasks.tasks.count) background task(s)")
         }
         tasks.removeAll()
+        cancelAppTimers()
         expirationHandlers.removeAll()
         expirationQueue.removeAll()
         expirationRunning = false

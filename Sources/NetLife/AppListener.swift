@@ -10,7 +10,7 @@ import NetLifeEvent
 final class AppListener {
     let configuration: ListenerConfiguration
     private unowned let loop: EventLoop
-    private let service: any Service
+    let service: any Service
     private let logger: Logger
 
     /// The configured address; after the first successful open, with the port the kernel gave.

@@ -9,6 +9,14 @@ public protocol Service: AnyObject {
     /// A connection was accepted. The service typically becomes its `delegate`; it must not close the
     /// connection's descriptor behind its back (use `connection.close(_:)`).
     func serve(_ connection: Connection)
+
+    /// The service now belongs to `app` (called once, when the app is made). A service that needs app
+    /// facilities (background tasks, app timers, its state) keeps it, unowned or weak.
+    func didAttach(to app: App)
+}
+
+extension Service {
+    public func didAttach(to app: App) {}
 }
 
 /// Why a service cannot be made from its options.

@@ -1,6 +1,7 @@
 // The control commands, in one table as tmux keeps its commands: a name, what the request must carry, and a
 // handler that replies (possibly later, when a transition's pipeline has finished).
 
+@preconcurrency import Glibc
 import NetLife
 import NetLifeEvent
 
@@ -56,8 +57,59 @@ enum ControlCommands {
         transition("background") { _ in .background },
         transition("suspend") { _ in .suspend },
         transition("terminate") { _ in .terminate },
-    ] + ["reclaim", "lock", "memory-pressure", "task-begin", "task-end", "task-list", "mode", "download",
-         "upload", "transfers", "watch", "reload"].map(unsupported)
+        ControlCommand(name: "task-begin") { context in
+            guard let app = context.app() else { return }
+            let name = context.request["name"]?.stringValue
+            context.reply(Reply.ok(["app": .string(app.name), "id": .number(Double(app.beginControlTask(name: name)))]))
+        },
+        ControlCommand(name: "task-end") { context in
+            guard let app = context.app() else { return }
+            guard let number = context.request["id"]?.doubleValue, number >= 0, number.rounded() == number,
+                  number < 9.0e15 else {
+                context.reply(Reply.error(.badRequest, "task-end needs \"id\", a whole number"))
+                return
+            }
+            let id = BackgroundTaskIdentifier(number)
+            var reply: JSONObject = ["app": .string(app.name), "id": .number(number)]
+            switch app.endBackgroundTask(id) {
+            case .ended: reply["ended"] = true
+            case .invalidIdentifier: reply["ended"] = false; reply["warning"] = "task id 0 is the invalid id; nothing to end"
+            case .unknown: reply["ended"] = false; reply["warning"] = .string("app \(app.name) has no task \(id)")
+            case .alreadyEnded: reply["ended"] = false; reply["warning"] = .string("task \(id) of app \(app.name) has already ended")
+            }
+            context.reply(Reply.ok(reply))
+        },
+        ControlCommand(name: "task-list") { context in
+            guard let app = context.app() else { return }
+            let status = app.status
+            context.reply(Reply.ok(["app": .string(app.name), "tasks": .array(status.tasks.map(Reply.task)),
+                                    "backgroundTimeRemaining": status.backgroundTimeRemaining.map { .number(Reply.seconds($0)) } ?? .null]))
+        },
+        ControlCommand(name: "mode") { context in
+            guard let app = context.app() else { return }
+            guard let text = context.request["mode"]?.stringValue, let mode = BackgroundMode(rawValue: text) else {
+                context.reply(Reply.error(.badRequest, "mode needs \"mode\": \"idle\" or \"continuous\""))
+                return
+            }
+            app.backgroundMode = mode
+            context.reply(Reply.ok(["app": .string(app.name), "mode": .string(mode.rawValue), "state": .string(app.state.rawValue)]))
+        },
+        ControlCommand(name: "debug-stall", debugOnly: true) { context in
+            guard let text = context.request["duration"]?.stringValue, let duration = ConfigValues.duration(text),
+                  duration <= .seconds(60) else {
+                context.reply(Reply.error(.badRequest, "debug-stall needs \"duration\" such as \"3s\" (at most 60s)"))
+                return
+            }
+            context.daemon.logger.warning("debug stall: blocking the event loop for \(text)")
+            // Deliberately blocks the loop thread: this is what the loop-stall watchdog exists to catch.
+            let until = MonotonicTime.now() + duration
+            while MonotonicTime.now() < until {
+                var step = (until - MonotonicTime.now()).timespec
+                nanosleep(&step, nil)
+            }
+            context.reply(Reply.ok(["stalled": .string(text)]))
+        },
+    ] + ["reclaim", "lock", "memory-pressure", "download", "upload", "transfers", "watch", "reload"].map(unsupported)
 
     static func transition(_ name: String, _ command: @escaping @Sendable (JSON) -> LifecycleCommand) -> ControlCommand {
         ControlCommand(name: name) { context in

@@ -80,7 +80,13 @@ public enum ControlTool {
                 printError("netlifectl: \(message)")
                 return Exit.refused
             }
-            print(json ? reply.serialized : command.render(reply))
+            if json {
+                print(reply.serialized)
+            } else {
+                if let warning = reply["warning"]?.stringValue { printError("netlifectl: warning: \(warning)") }
+                let text = command.render(reply)
+                if !text.isEmpty { print(text) }
+            }
             return Exit.ok
         } catch {
             switch error {

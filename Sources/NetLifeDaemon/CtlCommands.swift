@@ -54,7 +54,9 @@ struct CtlCommand: Sendable {
                            throw ControlTool.UsageError(message: "ID must be a whole number, got '\(parsed.positional[1])'")
                        }
                        return ["cmd": "task-end", "app": .string(parsed.positional[0]), "id": .number(Double(id))]
-                   }, render: { reply in reply["warning"]?.stringValue ?? "ended" }),
+                   }, render: { reply in
+                       reply["ended"]?.boolValue == true ? "ended task \(reply["id"]?.intValue ?? 0) of \(reply["app"]?.stringValue ?? "?")" : ""
+                   }),
         CtlCommand(words: ["task", "list"], usage: "task list APP", summary: "List an app's open background tasks.",
                    build: { arguments throws(ControlTool.UsageError) in
                        let parsed = try Arguments(arguments, positional: 1...1)
@@ -105,6 +107,12 @@ struct CtlCommand: Sendable {
                    }, render: { reply in
                        "netlifectl \(ControlProtocol.daemonVersion), netlifed \(reply["version"]?.stringValue ?? "?") (protocol \(reply["protocol"]?.intValue ?? 0))"
                    }),
+        CtlCommand(words: ["debug", "stall"], usage: "debug stall DURATION",
+                   summary: "Block the event loop (needs [daemon] debug-commands = yes).",
+                   build: { arguments throws(ControlTool.UsageError) in
+                       let parsed = try Arguments(arguments, positional: 1...1)
+                       return ["cmd": "debug-stall", "duration": .string(parsed.positional[0])]
+                   }, render: { $0.serialized }),
         CtlCommand(words: ["help"], usage: "help [COMMAND]", summary: "Show this help, or a command's usage.",
                    build: { _ throws(ControlTool.UsageError) in [:] }),
     ]
@@ -207,10 +215,13 @@ func renderStatus(_ reply: JSON) -> String {
 
 func renderTasks(_ reply: JSON) -> String {
     let tasks = reply["tasks"]?.arrayValue ?? []
-    if tasks.isEmpty { return "no open background tasks" }
-    return tasks.map { task in
-        "\(task["id"]?.intValue ?? 0)\t\(task["name"]?.stringValue ?? "-")\t\(formatSeconds(task["age"]?.doubleValue ?? 0))"
-    }.joined(separator: "\n")
+    let remaining = reply["backgroundTimeRemaining"]?.doubleValue.map(formatSeconds) ?? "unlimited"
+    var lines = ["background time remaining: \(remaining)"]
+    if tasks.isEmpty { lines.append("no open background tasks") }
+    lines += tasks.map { task in
+        "task \(task["id"]?.intValue ?? 0)\(task["name"]?.stringValue.map { " '\($0)'" } ?? ""): \(formatSeconds(task["age"]?.doubleValue ?? 0)) old"
+    }
+    return lines.joined(separator: "\n")
 }
 
 func formatMilliseconds(_ ms: Double) -> String {

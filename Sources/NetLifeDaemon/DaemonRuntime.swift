@@ -20,6 +20,7 @@ final class DaemonRuntime {
     private let notifier: SystemdNotifier
     private var controlServer: ControlServer?
     private var signalWatchers: [SignalWatcher] = []
+    private var stallWatchdog: LoopStallWatchdog?
     private(set) var isShuttingDown = false
 
     init(configuration: DaemonConfiguration, services: ServiceRegistry,
@@ -77,6 +78,7 @@ final class DaemonRuntime {
             logger.critical("cannot watch signals: \(error)")
             return 1
         }
+        startStallWatchdog()
         logger.notice("netlifed \(ControlProtocol.daemonVersion) starting with \(configuration.file): \(supervisor.apps.count) app(s)")
         supervisor.launchApps { [unowned self] in
             logger.notice("ready: \(supervisor.statusLine)")
@@ -88,10 +90,26 @@ final class DaemonRuntime {
             logger.critical("event loop failed: \(error)")
             return 1
         }
+        stallWatchdog?.stop()
         controlServer?.close()
         for watcher in signalWatchers { watcher.close() }
         logger.notice("stopped")
         return 0
+    }
+
+    /// The event loop's own watchdog (SPEC section 5): a stall longer than `loop-stall` sends
+    /// WATCHDOG=trigger to systemd and aborts, so that systemd records the watchdog and restarts the unit.
+    private func startStallWatchdog() {
+        let notifier = self.notifier
+        let logger = self.logger
+        let threshold = configuration.loopStall
+        let watchdog = LoopStallWatchdog(threshold: threshold) { stalled in
+            notifier.notify("WATCHDOG=trigger")
+            logger.critical("the event loop has stalled for \(Int(stalled.milliseconds)) ms (loop-stall is \(Int(threshold.milliseconds)) ms): aborting")
+            abort()
+        }
+        watchdog.start(on: loop)
+        stallWatchdog = watchdog
     }
 
     private func shutDown(signal: CInt) {

@@ -75,6 +75,8 @@ public final class Connection {
     private var readsPausedByOwner = false
     private var readsPausedByBackPressure = false
     private var closeTimer: EventTimer?
+    /// The read and write events on a restricted-mode base while a restricted run serves this connection.
+    private var restrictedEvents: (read: OpaquePointer, write: OpaquePointer)?
 
     /// Takes ownership of the connected, non-blocking descriptor `fd` and starts reading.
     /// The corresponding C function is `event_new`.
@@ -118,10 +120,12 @@ public final class Connection {
         guard let readEvent else { return }
         let wanted = state == .open && !inputEnded && !readsPausedByOwner && !readsPausedByBackPressure
         guard wanted != readInterest else { return }
-        if wanted {
-            libeventMustSucceed("event_add") { event_add(readEvent, nil) }
-        } else {
-            event_del(readEvent)
+        for event in [readEvent, restrictedEvents?.read].compactMap({ $0 }) {
+            if wanted {
+                libeventMustSucceed("event_add") { event_add(event, nil) }
+            } else {
+                event_del(event)
+            }
         }
         readInterest = wanted
     }
@@ -186,10 +190,33 @@ public final class Connection {
                 writeEvent = try! libevent("event_new") { event_new(loop.base, fd, Int16(EV_WRITE | EV_PERSIST), connectionWritable, context) }
             }
             libeventMustSucceed("event_add") { event_add(writeEvent!, nil) }
-        } else if let writeEvent {
-            event_del(writeEvent)
+            if let restricted = restrictedEvents { libeventMustSucceed("event_add") { event_add(restricted.write, nil) } }
+        } else {
+            if let writeEvent { event_del(writeEvent) }
+            if let restricted = restrictedEvents { event_del(restricted.write) }
         }
         writeInterest = wanted
+    }
+
+    // MARK: Restricted mode
+
+    /// Mirrors this connection's read and write interest onto `base`, for a restricted-mode run.
+    func enterRestrictedMode(base: OpaquePointer) {
+        guard state != .closed, restrictedEvents == nil else { return }
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        let read = try! libevent("event_new") { event_new(base, fd, Int16(EV_READ | EV_PERSIST), connectionReadable, context) }
+        let write = try! libevent("event_new") { event_new(base, fd, Int16(EV_WRITE | EV_PERSIST), connectionWritable, context) }
+        restrictedEvents = (read, write)
+        if readInterest { libeventMustSucceed("event_add") { event_add(read, nil) } }
+        if writeInterest { libeventMustSucceed("event_add") { event_add(write, nil) } }
+    }
+
+    /// Ends what `enterRestrictedMode(base:)` began.
+    func leaveRestrictedMode() {
+        guard let restricted = restrictedEvents else { return }
+        event_free(restricted.read)
+        event_free(restricted.write)
+        restrictedEvents = nil
     }
 
     // MARK: Closing
@@ -232,6 +259,7 @@ public final class Connection {
     private func finishClose(error: SystemError?, how: CloseMode) {
         guard state != .closed else { return }
         state = .closed
+        leaveRestrictedMode()
         closeTimer?.cancel()
         closeTimer = nil
         if let readEvent { event_free(readEvent) }

@@ -14,6 +14,14 @@ public final class EventLoop {
     private var owners: [ObjectIdentifier: AnyObject] = [:]
     private var ownerThread: pthread_t
     private var stopRequested = false
+    /// The stall watchdog, told about turns of nested restricted-mode runs.
+    var stallWatchdog: LoopStallWatchdog?
+    /// The base of restricted-mode runs, made on first use.
+    private var restrictedBase: OpaquePointer?
+    /// A timer on the restricted base that bounds each of its turns.
+    private var restrictedTick: OpaquePointer?
+    /// Whether a restricted-mode run is in progress (they do not nest).
+    public private(set) var isRunningRestricted = false
 
     /// A 64 KiB scratch area that connections read into. Debian's libevent 2.1 `evbuffer_read` reads at
     /// most 4 KiB per call; reading into this buffer and appending to an evbuffer needs one syscall per
@@ -74,6 +82,48 @@ public final class EventLoop {
     /// Frees the base. Every source must have been closed.
     public func close() {
         readScratch.deallocate()
+        if let restrictedTick { event_free(restrictedTick) }
+        if let restrictedBase { event_base_free(restrictedBase) }
         event_base_free(base)
+    }
+
+    // MARK: Restricted mode
+
+    /// Runs a nested loop that serves only `connections` (their reads and writes) until `condition` holds or
+    /// `timeout` passes, like running a CFRunLoop in a private mode: no timer, no listener, no other
+    /// connection and no signal of the main loop is served meanwhile, and the main loop is never re-entered.
+    /// Returns whether `condition` holds.
+    ///
+    /// It blocks the loop thread for up to `timeout`; callers bound it by a budget.
+    public func runRestricted(serving connections: [Connection], timeout: Duration, until condition: () -> Bool) -> Bool {
+        assertInLoop()
+        precondition(!isRunningRestricted, "restricted-mode runs do not nest")
+        if condition() { return true }
+        if restrictedBase == nil {
+            let config = event_config_new()
+            _ = event_config_set_flag(config, Int32(EVENT_BASE_FLAG_NOLOCK.rawValue | EVENT_BASE_FLAG_PRECISE_TIMER.rawValue))
+            restrictedBase = try! libevent("event_base_new_with_config") { event_base_new_with_config(config) }
+            event_config_free(config)
+            restrictedTick = try! libevent("evtimer_new") { netlife_evtimer_new(restrictedBase, { _, _, _ in }, nil) }
+        }
+        let base = restrictedBase!
+        let tick = restrictedTick!
+        isRunningRestricted = true
+        let served = connections.filter { $0.state != .closed }
+        for connection in served { connection.enterRestrictedMode(base: base) }
+        let deadline = MonotonicTime.now() + timeout
+        while !condition() {
+            let left = deadline - MonotonicTime.now()
+            guard left > .zero, served.contains(where: { $0.state != .closed }) else { break }
+            // Wake at least every 50 ms so that the condition is re-checked and the stall watchdog fed.
+            var tv = min(left, .milliseconds(50)).timeval
+            libeventMustSucceed("event_add") { event_add(tick, &tv) }
+            event_base_loop(base, EVLOOP_ONCE)
+            stallWatchdog?.beat()
+        }
+        event_del(tick)
+        for connection in served { connection.leaveRestrictedMode() }
+        isRunningRestricted = false
+        return condition()
     }
 }

@@ -94,3 +94,41 @@ func waitUntil(timeout: TimeInterval = 5, _ condition: () -> Bool) -> Bool {
     }
     return condition()
 }
+
+/// A program started in the background, waited for later.
+final class BackgroundProcess {
+    private let process = Process()
+    private let scratch = TemporaryDirectory()
+    let started = Date()
+
+    init(_ arguments: [String]) throws {
+        process.executableURL = URL(fileURLWithPath: arguments[0])
+        process.arguments = Array(arguments.dropFirst())
+        _ = FileManager.default.createFile(atPath: scratch.file("out"), contents: nil)
+        _ = FileManager.default.createFile(atPath: scratch.file("err"), contents: nil)
+        process.standardOutput = FileHandle(forWritingAtPath: scratch.file("out"))
+        process.standardError = FileHandle(forWritingAtPath: scratch.file("err"))
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+    }
+
+    var isRunning: Bool { process.isRunning }
+
+    /// Waits for the program (killing it after `timeout`); returns its result and how long it ran.
+    func wait(timeout: TimeInterval = 20) -> (result: ProcessResult, elapsed: TimeInterval) {
+        defer { scratch.remove() }
+        if !waitUntil(timeout: timeout, { !process.isRunning }) {
+            kill(process.processIdentifier, SIGKILL)
+        }
+        process.waitUntilExit()
+        let elapsed = Date().timeIntervalSince(started)
+        return (ProcessResult(status: process.terminationStatus, stdout: scratch.read("out"), stderr: scratch.read("err")), elapsed)
+    }
+}
+
+/// Whether process `pid` is gone (or a zombie).
+func processIsGone(_ pid: Int32) -> Bool {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+          let close = stat.lastIndex(of: ")") else { return true }
+    return stat[stat.index(after: close)...].split(separator: " ").first == "Z"
+}

@@ -54,7 +54,7 @@ final class TestDaemon {
 
     /// Starts netlifed with `config` (a full config text) and waits for READY=1.
     init(config: String, environment extra: [String: String] = [:], waitForReady: Bool = true,
-         launcher: [String] = [], sourceLocation: SourceLocation = #_sourceLocation) throws {
+         launcher: [String] = [], executable: String? = nil, sourceLocation: SourceLocation = #_sourceLocation) throws {
         controlPath = directory.file("control/control.sock")
         configPath = directory.file("netlifed.conf")
         directory.write("netlifed.conf", config)
@@ -63,7 +63,7 @@ final class TestDaemon {
         environment["NOTIFY_SOCKET"] = notify.path
         environment["SWIFT_BACKTRACE"] = "enable=no"
         for (key, value) in extra { environment[key] = value }
-        let arguments = [product("netlifed"), "--config", configPath, "--control", controlPath, "--log-level", "debug"]
+        let arguments = [executable ?? product("netlifed"), "--config", configPath, "--control", controlPath, "--log-level", "debug"]
         process.executableURL = URL(fileURLWithPath: launcher.first ?? arguments[0])
         process.arguments = Array((launcher + arguments).dropFirst())
         process.environment = environment
@@ -73,8 +73,12 @@ final class TestDaemon {
         process.standardError = log
         process.standardInput = FileHandle.nullDevice
         try process.run()
-        if waitForReady && !notify.wait(for: "READY=1", timeout: 15) {
-            Issue.record("netlifed did not send READY=1; log:\n\(self.log)", sourceLocation: sourceLocation)
+        if waitForReady {
+            let deadline = Date().addingTimeInterval(15)
+            while !notify.wait(for: "READY=1", timeout: 0.1) && process.isRunning && Date() < deadline {}
+            if !notify.wait(for: "READY=1", timeout: 0) {
+                Issue.record("netlifed did not send READY=1; log:\n\(self.log)", sourceLocation: sourceLocation)
+            }
         }
     }
 

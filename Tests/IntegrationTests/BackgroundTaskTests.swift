@@ -1,0 +1,180 @@
+// SPEC sections 2 and 5 through the control socket: background tasks, the shared background time, the
+// expiration hooks in begin order, the grace period, suspend-pending, auto-suspend, exits-on-suspend,
+// multitasking = no, and continuous background mode.
+
+import Foundation
+import Testing
+
+/// An app `app` with compressed budgets and an echo listener.
+private func taskConfig(port: UInt16, extra: String = "") -> String {
+    echoConfig(app: "app", port: port, appLines: """
+        task-time = 3s
+        expiration-lead = 1s
+        expiration-grace = 500ms
+        \(extra)
+        """)
+}
+
+private func taskID(_ result: ProcessResult, sourceLocation: SourceLocation = #_sourceLocation) -> Int {
+    #expect(result.status == 0, "\(result)", sourceLocation: sourceLocation)
+    return Int(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+}
+
+@Suite(.timeLimit(.minutes(1)))
+struct BackgroundTaskTests {
+    @Test func threeTasksExpireInBeginOrderAtTaskTimeMinusLeadAndEndingThemSuspends() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let record = directory.file("expirations")
+        let daemon = try TestDaemon(config: taskConfig(port: freePort(), extra: """
+            auto-suspend = 100ms
+            on-expiration = /bin/sh -c 'echo "$NETLIFE_TASK $(date +%s.%N) $NETLIFE_EVENT" >> \(record)'
+            """))
+        defer { daemon.stop() }
+        let ids = (1...3).map { taskID(daemon.ctl("task", "begin", "app", "--name", "t\($0)")) }
+        #expect(ids == ids.sorted() && Set(ids).count == 3 && !ids.contains(0))
+        #expect(daemon.ctl("background", "app").status == 0)
+        let backgroundAt = Date().timeIntervalSince1970
+        #expect(waitUntil(timeout: 4) { directory.read("expirations").split(separator: "\n").count == 3 })
+        let lines = directory.read("expirations").split(separator: "\n").map { $0.split(separator: " ") }
+        #expect(lines.map { Int($0[0]) } == ids, "expiration handlers run in begin order")
+        #expect(lines.allSatisfy { $0[2] == "expiration" })
+        for line in lines {
+            let offset = Double(line[1])! - backgroundAt
+            #expect(abs(offset - 2.0) < 0.15, "expired \(offset) s after background; expected task-time - lead = 2 s")
+        }
+        usleep(300_000)
+        #expect(directory.read("expirations").split(separator: "\n").count == 3, "each handler runs once")
+        for id in ids { #expect(daemon.ctl("task", "end", "app", String(id)).status == 0) }
+        #expect(waitUntil(timeout: 1) { daemon.state("app") == "suspended" })
+        #expect(!daemon.log.contains("0x8badf00d"))
+    }
+
+    @Test func aTaskLeftOpenPastTheGraceGetsTheAppKilled() throws {
+        let daemon = try TestDaemon(config: taskConfig(port: freePort()))
+        defer { daemon.stop() }
+        let first = taskID(daemon.ctl("task", "begin", "app"))
+        let second = taskID(daemon.ctl("task", "begin", "app", "--name", "forgotten"))
+        #expect(daemon.ctl("background", "app").status == 0)
+        let backgroundAt = Date()
+        #expect(daemon.ctl("task", "end", "app", String(first)).status == 0)
+        #expect(waitUntil(timeout: 5) { daemon.state("app") == "not-running" })
+        let killedAfter = Date().timeIntervalSince(backgroundAt)
+        #expect(killedAfter > 3.4 && killedAfter < 3.9, "killed \(killedAfter) s after background; expected task-time + grace = 3.5 s")
+        let termination = daemon.status("app")["lastTermination"] as? [String: Any]
+        #expect(termination?["reason"] as? String == "watchdog")
+        #expect(termination?["stage"] as? String == "background-task")
+        #expect(daemon.log.contains("background task(s) \(second) still open"))
+        #expect(daemon.log.contains("0x8badf00d"))
+    }
+
+    @Test func idsAreUniqueAndIncreasingZeroWhenSuspendedAndTheTimeCountsDown() throws {
+        let daemon = try TestDaemon(config: taskConfig(port: freePort(), extra: "auto-suspend = 100ms"))
+        defer { daemon.stop() }
+        let a = taskID(daemon.ctl("task", "begin", "app"))
+        let b = taskID(daemon.ctl("task", "begin", "app"))
+        #expect(daemon.ctl("task", "end", "app", String(a)).status == 0)
+        let c = taskID(daemon.ctl("task", "begin", "app"))
+        #expect(a > 0 && b > a && c > b)
+        #expect(daemon.status("app")["backgroundTimeRemaining"] is NSNull, "unlimited while active")
+        #expect(daemon.ctl("task", "list", "app").stdout.contains("background time remaining: unlimited"))
+
+        #expect(daemon.ctl("background", "app").status == 0)
+        let first = try #require(daemon.status("app")["backgroundTimeRemaining"] as? Double)
+        usleep(300_000)
+        let second = try #require(daemon.status("app")["backgroundTimeRemaining"] as? Double)
+        #expect(first <= 3.0 && first > 2.5)
+        #expect(second < first - 0.2, "decreasing: \(first) then \(second)")
+        let tasks = daemon.status("app")["tasks"] as? [[String: Any]]
+        #expect(tasks?.compactMap { $0["id"] as? Int } == [b, c])
+
+        for id in [b, c] { #expect(daemon.ctl("task", "end", "app", String(id)).status == 0) }
+        #expect(waitUntil(timeout: 1) { daemon.state("app") == "suspended" })
+        #expect(taskID(daemon.ctl("task", "begin", "app")) == 0, "a suspended app cannot begin a task")
+
+        // Ending 0, an unknown or an ended id is a warning, not an error.
+        for (id, warning) in [("0", "invalid id"), ("999", "has no task 999"), (String(b), "has already ended")] {
+            let end = daemon.ctl("task", "end", "app", id)
+            #expect(end.status == 0)
+            #expect(end.stderr.contains("warning") && end.stderr.contains(warning), "\(end)")
+        }
+    }
+
+    @Test func suspendWithOpenTasksIsPendingUntilTheLastEnds() throws {
+        let daemon = try TestDaemon(config: taskConfig(port: freePort(), extra: "auto-suspend = never"))
+        defer { daemon.stop() }
+        let id = taskID(daemon.ctl("task", "begin", "app"))
+        #expect(daemon.ctl("background", "app").status == 0)
+        let pending = daemon.ctl("--json", "suspend", "app")
+        #expect(pending.status == 0)
+        let reply = try JSONSerialization.jsonObject(with: Data(pending.stdout.utf8)) as? [String: Any]
+        #expect(reply?["suspendPending"] as? Bool == true)
+        #expect(reply?["state"] as? String == "background")
+        #expect(daemon.status("app")["suspendPending"] as? Bool == true)
+        #expect(daemon.ctl("task", "end", "app", String(id)).status == 0)
+        #expect(daemon.state("app") == "suspended", "suspended as soon as the last task ended")
+        #expect(daemon.status("app")["suspendPending"] as? Bool == false)
+        #expect(daemon.ctl("suspend", "app").stdout == "app: already suspended\n")
+    }
+
+    @Test func autoSuspendAndAnImmediateSuspend() throws {
+        let daemon = try TestDaemon(config: taskConfig(port: freePort(), extra: "auto-suspend = 300ms") + """
+
+            [app manual]
+            auto-suspend = never
+            """)
+        defer { daemon.stop() }
+        #expect(daemon.ctl("background", "app").status == 0)
+        usleep(150_000)
+        #expect(daemon.state("app") == "background")
+        #expect(waitUntil(timeout: 1) { daemon.state("app") == "suspended" })
+        #expect(daemon.ctl("background", "manual").status == 0)
+        usleep(400_000)
+        #expect(daemon.state("manual") == "background", "auto-suspend = never")
+        #expect(daemon.ctl("suspend", "manual").stdout == "manual: suspended\n")
+    }
+
+    @Test func exitsOnSuspendTerminatesThroughWillTerminate() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let events = directory.file("events")
+        let hook = "/bin/sh -c 'echo $NETLIFE_EVENT >> \(events)'"
+        let port = freePort()
+        let daemon = try TestDaemon(config: echoConfig(app: "app", port: port, appLines: """
+            exits-on-suspend = yes
+            on-will-resign-active = \(hook)
+            on-did-enter-background = \(hook)
+            on-will-terminate = \(hook)
+            """))
+        defer { daemon.stop() }
+        let background = daemon.ctl("background", "app")
+        #expect(background.status == 0)
+        #expect(background.stdout.hasPrefix("app: not-running (will-resign-active"))
+        #expect(directory.read("events") == "will-resign-active\ndid-enter-background\nwill-terminate\n")
+        #expect((daemon.status("app")["lastTermination"] as? [String: Any])?["reason"] as? String == "exited-on-suspend")
+        #expect(connectTCP(port: port) == .failed(ECONNREFUSED))
+    }
+
+    @Test func withoutMultitaskingTasksAreRefusedAndBackgroundTerminates() throws {
+        let daemon = try TestDaemon(config: taskConfig(port: freePort(), extra: "multitasking = no"))
+        defer { daemon.stop() }
+        #expect(taskID(daemon.ctl("task", "begin", "app")) == 0)
+        #expect(daemon.ctl("background", "app").stdout.hasPrefix("app: not-running"))
+    }
+
+    @Test func continuousBackgroundModeKeepsTheAppFromSuspending() throws {
+        let daemon = try TestDaemon(config: taskConfig(port: freePort(), extra: "auto-suspend = 100ms\nbackground-mode = continuous"))
+        defer { daemon.stop() }
+        #expect(daemon.status("app")["backgroundMode"] as? String == "continuous")
+        #expect(daemon.ctl("status", "app").stdout.contains("[continuous background mode]"))
+        #expect(daemon.ctl("background", "app").status == 0)
+        usleep(400_000)
+        #expect(daemon.state("app") == "background", "continuous mode: not suspend-eligible")
+        let idle = daemon.ctl("mode", "app", "idle")
+        #expect(idle.status == 0)
+        #expect(idle.stdout == "app: mode idle\n")
+        #expect(waitUntil(timeout: 1) { daemon.state("app") == "suspended" })
+        #expect(daemon.status("app")["backgroundMode"] as? String == "idle")
+        #expect(daemon.ctl("mode", "app", "sometimes").status == 2)
+    }
+}
