@@ -357,6 +357,30 @@ public final class App {
         enter(.suspended)
     }
 
+    // MARK: Reconfiguration
+
+    /// Whether `newConfiguration` can replace the running one without restarting the app: the same name and
+    /// the same listeners.
+    public func canUpdateInPlace(to newConfiguration: AppConfiguration) -> Bool {
+        newConfiguration.name == name && newConfiguration.listeners == configuration.listeners
+    }
+
+    /// Applies a reloaded configuration with the same listeners: budgets, hooks, launch mode and suspension
+    /// settings take effect from now on (a transition already running keeps the budget it started with).
+    /// The background mode follows the config only if the config changed it.
+    public func update(configuration newConfiguration: AppConfiguration) {
+        precondition(canUpdateInPlace(to: newConfiguration), "update(configuration:) with other listeners")
+        if newConfiguration.backgroundMode != configuration.backgroundMode {
+            backgroundMode = newConfiguration.backgroundMode
+        }
+        configuration = newConfiguration
+        tasks.taskTime = newConfiguration.budgets.taskTime
+        tasks.expirationLead = newConfiguration.budgets.expirationLead
+        tasks.expirationGrace = newConfiguration.budgets.expirationGrace
+        rearmTaskTimers()
+        evaluateSuspension()
+    }
+
     // MARK: Status
 
     /// A snapshot for `status`.

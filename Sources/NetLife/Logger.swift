@@ -2,6 +2,7 @@
 // priority in angle brackets (`<4>` for a warning). A value type, like swift-log's Logger.
 
 @preconcurrency import Glibc
+import Synchronization
 
 /// A logger with a label (for example `app echo`) and a minimum level.
 public struct Logger: Sendable {
@@ -25,14 +26,26 @@ public struct Logger: Sendable {
         }
     }
 
+    /// The minimum level, shared by a logger and every copy made from it, so that a reload can change it.
+    private final class Threshold: Sendable {
+        let level: Atomic<Int32>
+        init(_ level: Level) { self.level = Atomic(level.rawValue) }
+    }
+
     /// Where log lines go: a file descriptor, stderr by default.
     public var fd: Int32 = 2
     public var label: String
-    public var minimumLevel: Level
+    private let threshold: Threshold
+
+    /// The least important level written. Setting it changes this logger and every copy made from it.
+    public var minimumLevel: Level {
+        get { Level(rawValue: threshold.level.load(ordering: .relaxed)) ?? .info }
+        nonmutating set { threshold.level.store(newValue.rawValue, ordering: .relaxed) }
+    }
 
     public init(label: String, minimumLevel: Level = .info) {
         self.label = label
-        self.minimumLevel = minimumLevel
+        self.threshold = Threshold(minimumLevel)
     }
 
     /// The same logger with another label.

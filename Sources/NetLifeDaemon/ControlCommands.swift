@@ -109,7 +109,14 @@ enum ControlCommands {
             }
             context.reply(Reply.ok(["stalled": .string(text)]))
         },
-    ] + ["reclaim", "lock", "memory-pressure", "download", "upload", "transfers", "watch", "reload"].map(unsupported)
+        ControlCommand(name: "reload") { context in
+            guard !context.daemon.isShuttingDown else {
+                context.reply(Reply.error(.shuttingDown, "netlifed is shutting down"))
+                return
+            }
+            context.daemon.reload(completion: context.reply)
+        },
+    ] + ["reclaim", "lock", "memory-pressure", "download", "upload", "transfers", "watch"].map(unsupported)
 
     static func transition(_ name: String, _ command: @escaping @Sendable (JSON) -> LifecycleCommand) -> ControlCommand {
         ControlCommand(name: name) { context in

@@ -31,6 +31,8 @@ public enum ControlErrorCode: String, Sendable {
     case tooManyConnections = "too-many-connections"
     case protocolVersion = "protocol-version"
     case shuttingDown = "shutting-down"
+    case configError = "config-error"
+    case busy
 }
 
 /// Building replies.

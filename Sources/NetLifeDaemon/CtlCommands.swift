@@ -99,7 +99,16 @@ struct CtlCommand: Sendable {
                        if let app = parsed.positional.first { request["app"] = .string(app) }
                        return request
                    }, render: { $0.serialized }),
-        plainCommand("reload", "Reload the config file."),
+        CtlCommand(words: ["reload"], usage: "reload", summary: "Reload the config file (nothing changes if it has errors).",
+                   build: { arguments throws(ControlTool.UsageError) in
+                       _ = try Arguments(arguments, positional: 0...0)
+                       return ["cmd": "reload"]
+                   }, render: { reply in
+                       ["added", "removed", "restarted", "updated"].map { key in
+                           let names = (reply[key]?.arrayValue ?? []).compactMap(\.stringValue)
+                           return "\(key): \(names.isEmpty ? "none" : names.joined(separator: ", "))"
+                       }.joined(separator: "\n")
+                   }),
         CtlCommand(words: ["version"], usage: "version", summary: "Print netlifectl's and netlifed's versions.",
                    build: { arguments throws(ControlTool.UsageError) in
                        _ = try Arguments(arguments, positional: 0...0)

@@ -46,18 +46,16 @@ public enum Daemon {
 
         prepareProcessSignals()
         let configPath = options.configPath ?? DaemonOptions.defaultConfigPath()
-        var configuration: DaemonConfiguration
+        let configuration: DaemonConfiguration
         do {
-            configuration = try ConfigLoader.load(path: configPath, services: services)
+            configuration = options.applyOverrides(to: try ConfigLoader.load(path: configPath, services: services))
         } catch {
             printError(error.description)
             return 1
         }
-        if let control = options.controlPath { configuration.control = control }
-        if let level = options.logLevel { configuration.logLevel = level }
         let runtime: DaemonRuntime
         do {
-            runtime = try DaemonRuntime(configuration: configuration, services: services, delegates: delegates)
+            runtime = try DaemonRuntime(configuration: configuration, options: options, services: services, delegates: delegates)
         } catch {
             printError("netlifed: \(error)")
             return 1
@@ -129,6 +127,15 @@ struct DaemonOptions {
             default: throw UsageError(message: "unknown argument '\(argument)'")
             }
         }
+    }
+
+    /// The config with the command line's overrides (`--control`, `--log-level`) applied, at start-up and
+    /// after every reload.
+    func applyOverrides(to configuration: DaemonConfiguration) -> DaemonConfiguration {
+        var configuration = configuration
+        if let controlPath { configuration.control = controlPath }
+        if let logLevel { configuration.logLevel = logLevel }
+        return configuration
     }
 
     /// ./Config/netlifed.conf when run from the repository, else /etc/netlifed/netlifed.conf.

@@ -13,23 +13,29 @@ struct StartError: Error, CustomStringConvertible {
 
 /// The daemon while it runs.
 final class DaemonRuntime {
-    let configuration: DaemonConfiguration
+    var configuration: DaemonConfiguration
     let loop: EventLoop
     let logger: Logger
     let supervisor: Supervisor
-    private let notifier: SystemdNotifier
+    let notifier: SystemdNotifier
+    let services: ServiceRegistry
+    let delegates: [String: () -> AppDelegate]
+    let hookEnvironment: [String: String]
+    let options: DaemonOptions
+    var isReloading = false
     private var controlServer: ControlServer?
     private var signalWatchers: [SignalWatcher] = []
     private var stallWatchdog: LoopStallWatchdog?
     private(set) var isShuttingDown = false
 
-    init(configuration: DaemonConfiguration, services: ServiceRegistry,
+    init(configuration: DaemonConfiguration, options: DaemonOptions, services: ServiceRegistry,
          delegates: [String: () -> AppDelegate]) throws(StartError) {
         self.configuration = configuration
+        self.options = options
+        self.services = services
+        self.delegates = delegates
         let environment = processEnvironment()
-        var logger = Logger(label: "netlifed", minimumLevel: configuration.logLevel)
-        logger.minimumLevel = configuration.logLevel
-        self.logger = logger
+        logger = Logger(label: "netlifed", minimumLevel: configuration.logLevel)
         notifier = SystemdNotifier(environment: environment, logger: logger)
         do {
             loop = try EventLoop()
@@ -41,6 +47,7 @@ final class DaemonRuntime {
         var hookEnvironment = environment
         hookEnvironment["NETLIFE_CONTROL"] = controlPath
         hookEnvironment["NOTIFY_SOCKET"] = nil
+        self.hookEnvironment = hookEnvironment
         do {
             try supervisor.makeApps(configuration, services: services, delegates: delegates, hookEnvironment: hookEnvironment)
         } catch {
@@ -72,7 +79,8 @@ final class DaemonRuntime {
                 signalWatchers.append(try SignalWatcher(loop: loop, signal: signal) { [unowned self] in shutDown(signal: signal) })
             }
             signalWatchers.append(try SignalWatcher(loop: loop, signal: SIGHUP) { [unowned self] in
-                logger.notice("SIGHUP: reloading the config is not supported by this version; the running config stays")
+                logger.notice("SIGHUP: reloading \(configuration.file)")
+                reload { _ in }
             })
         } catch {
             logger.critical("cannot watch signals: \(error)")
@@ -100,9 +108,13 @@ final class DaemonRuntime {
     /// The event loop's own watchdog (SPEC section 5): a stall longer than `loop-stall` sends
     /// WATCHDOG=trigger to systemd and aborts, so that systemd records the watchdog and restarts the unit.
     private func startStallWatchdog() {
+        restartStallWatchdog(threshold: configuration.loopStall)
+    }
+
+    func restartStallWatchdog(threshold: Duration) {
+        stallWatchdog?.stop()
         let notifier = self.notifier
         let logger = self.logger
-        let threshold = configuration.loopStall
         let watchdog = LoopStallWatchdog(threshold: threshold) { stalled in
             notifier.notify("WATCHDOG=trigger")
             logger.critical("the event loop has stalled for \(Int(stalled.milliseconds)) ms (loop-stall is \(Int(threshold.milliseconds)) ms): aborting")

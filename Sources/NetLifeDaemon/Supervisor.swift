@@ -21,16 +21,33 @@ final class Supervisor {
     func makeApps(_ configuration: DaemonConfiguration, services: ServiceRegistry,
                   delegates: [String: () -> AppDelegate], hookEnvironment: [String: String]) throws(ServiceOptionError) {
         for appConfiguration in configuration.apps {
-            var logger = self.logger
-            logger.minimumLevel = configuration.logLevel
-            let app = try App(configuration: appConfiguration, services: services, loop: loop, logger: logger,
-                              hookEnvironment: hookEnvironment)
-            app.delegate = delegates[app.name]?()
-            app.onStateChange = { [unowned self] in onAppStateChange?($0) }
-            apps.append(app)
+            apps.append(try makeApp(appConfiguration, services: services, delegates: delegates, hookEnvironment: hookEnvironment))
         }
         for name in delegates.keys where !apps.contains(where: { $0.name == name }) {
             logger.warning("a delegate is registered for app '\(name)', which the config does not define")
+        }
+    }
+
+    func makeApp(_ configuration: AppConfiguration, services: ServiceRegistry,
+                 delegates: [String: () -> AppDelegate], hookEnvironment: [String: String]) throws(ServiceOptionError) -> App {
+        let app = try App(configuration: configuration, services: services, loop: loop, logger: logger,
+                          hookEnvironment: hookEnvironment)
+        app.delegate = delegates[app.name]?()
+        app.onStateChange = { [unowned self] in onAppStateChange?($0) }
+        return app
+    }
+
+    /// Removes an app (after it has been terminated).
+    func remove(_ app: App) {
+        apps.removeAll { $0 === app }
+    }
+
+    /// Puts `new` in the place of `old` (or at the end when `old` is nil).
+    func replace(_ old: App?, with new: App) {
+        if let old, let index = apps.firstIndex(where: { $0 === old }) {
+            apps[index] = new
+        } else {
+            apps.append(new)
         }
     }
 

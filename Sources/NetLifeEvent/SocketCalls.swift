@@ -103,9 +103,10 @@ public enum SocketCalls {
 
 extension SocketCalls {
     /// Sends one datagram to the Unix datagram socket at `path` (a leading `@` names an abstract socket),
-    /// as sd_notify does. The corresponding C functions are `socket` and `sendto`.
+    /// as sd_notify does, without blocking: a receiver whose queue is full gets EAGAIN, not a stalled loop.
+    /// The corresponding C functions are `socket` and `sendto`.
     public static func sendUnixDatagram(to path: String, _ message: String) throws(SystemError) {
-        let fd = try sys("socket") { socket(AF_UNIX, CInt(SOCK_DGRAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0) }
+        let fd = try sys("socket") { socket(AF_UNIX, CInt(SOCK_DGRAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue) | CInt(SOCK_NONBLOCK.rawValue), 0) }
         defer { Glibc.close(fd) }
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
@@ -120,7 +121,7 @@ extension SocketCalls {
         var bytes = Array(message.utf8)
         _ = try withUnsafePointer(to: &address) { pointer throws(SystemError) in
             try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sockaddrPointer throws(SystemError) in
-                try sys("sendto") { sendto(fd, &bytes, bytes.count, CInt(MSG_NOSIGNAL), sockaddrPointer, length) }
+                try sys("sendto") { sendto(fd, &bytes, bytes.count, CInt(MSG_NOSIGNAL) | CInt(MSG_DONTWAIT), sockaddrPointer, length) }
             }
         }
     }

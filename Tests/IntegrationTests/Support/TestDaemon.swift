@@ -4,11 +4,13 @@
 import Foundation
 import Testing
 
-/// Receives sd_notify datagrams, as systemd would.
-final class NotifyReceiver {
+/// Receives sd_notify datagrams, as systemd would: a thread reads them as they come.
+final class NotifyReceiver: @unchecked Sendable {
     let path: String
     private let fd: Int32
-    private(set) var messages: [String] = []
+    private let lock = NSLock()
+    private var received: [String] = []
+    private var closed = false
 
     init(path: String) {
         self.path = path
@@ -20,27 +22,37 @@ final class NotifyReceiver {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
         precondition(bound == 0, "cannot bind the notify socket \(path)")
+        Thread { [self] in readLoop() }.start()
     }
 
-    /// Reads datagrams until one contains `text` or `timeout` passes.
-    @discardableResult
-    func wait(for text: String, timeout: TimeInterval = 10) -> Bool {
-        if messages.contains(where: { $0.contains(text) }) { return true }
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
+    private func readLoop() {
+        while true {
             var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            guard poll(&poller, 1, Int32(max(1, deadline.timeIntervalSinceNow * 1000))) > 0 else { continue }
+            let ready = poll(&poller, 1, 50)
+            if lock.withLock({ closed }) { return }
+            guard ready > 0 else { continue }
             var buffer = [UInt8](repeating: 0, count: 4096)
             let count = recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
             guard count > 0 else { continue }
             let message = String(decoding: buffer[0..<count], as: UTF8.self)
-            messages.append(message)
-            if message.contains(text) { return true }
+            lock.withLock { received.append(message) }
         }
-        return false
     }
 
-    func close() { Foundation.close(fd) }
+    /// Every datagram received so far.
+    var messages: [String] { lock.withLock { received } }
+
+    /// Waits until a datagram containing `text` has arrived, or `timeout` passes.
+    @discardableResult
+    func wait(for text: String, timeout: TimeInterval = 10) -> Bool {
+        waitUntil(timeout: timeout) { messages.contains { $0.contains(text) } }
+    }
+
+    func close() {
+        lock.withLock { closed = true }
+        usleep(60_000)
+        Foundation.close(fd)
+    }
 }
 
 /// A netlifed under test.
@@ -75,7 +87,7 @@ final class TestDaemon {
         try process.run()
         if waitForReady {
             let deadline = Date().addingTimeInterval(15)
-            while !notify.wait(for: "READY=1", timeout: 0.1) && process.isRunning && Date() < deadline {}
+            while !notify.wait(for: "READY=1", timeout: 0.05) && process.isRunning && Date() < deadline {}
             if !notify.wait(for: "READY=1", timeout: 0) {
                 Issue.record("netlifed did not send READY=1; log:\n\(self.log)", sourceLocation: sourceLocation)
             }
@@ -129,6 +141,7 @@ final class TestDaemon {
             if !waitForExit(timeout: 10) {
                 kill(process.processIdentifier, SIGKILL)
                 process.waitUntilExit()
+                Issue.record("netlifed did not exit within 10 s of SIGTERM; log:\n\(log)")
             }
         }
         notify.close()

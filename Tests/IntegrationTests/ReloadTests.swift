@@ -1,0 +1,103 @@
+// Reloading the config with `netlifectl reload` and SIGHUP: removed apps terminate, added ones launch,
+// apps with changed listeners restart, others are updated in place (their connections untouched), and a
+// config with errors changes nothing.
+
+import Foundation
+import Testing
+
+@Suite(.timeLimit(.minutes(1)))
+struct ReloadTests {
+    private func config(_ apps: [(name: String, port: UInt16, extra: String)]) -> String {
+        apps.map { app in
+            """
+            [app \(app.name)]
+            \(app.extra)
+            [listener \(app.name).main]
+            address = 127.0.0.1:\(app.port)
+            service = echo
+
+            """
+        }.joined()
+    }
+
+    @Test func reloadAppliesAddedRemovedRestartedAndUpdatedApps() throws {
+        let (a, b, c, c2, d) = (freePort(), freePort(), freePort(), freePort(), freePort())
+        let daemon = try TestDaemon(config: config([("a", a, ""), ("b", b, ""), ("c", c, "")]))
+        defer { daemon.stop() }
+        let keptOnA = try #require(Peer.connect(port: a))
+        defer { keptOnA.close() }
+        #expect(keptOnA.roundTrip("1\n") == "1\n")
+
+        daemon.directory.write("netlifed.conf", config([("a", a, "background-budget = 2s"), ("c", c2, ""), ("d", d, "")]))
+        let reload = daemon.ctl("reload")
+        #expect(reload.status == 0, "\(reload)")
+        #expect(reload.stdout == "added: d\nremoved: b\nrestarted: c\nupdated: a\n")
+
+        #expect(keptOnA.roundTrip("2\n") == "2\n", "an app updated in place keeps its connections")
+        #expect(daemon.ctl("status", "b").status == 1, "b is gone")
+        #expect(connectTCP(port: b) == .failed(ECONNREFUSED))
+        #expect(connectTCP(port: c) == .failed(ECONNREFUSED))
+        #expect(daemon.state("c") == "active")
+        #expect(daemon.state("d") == "active")
+        for port in [c2, d] {
+            let peer = try #require(Peer.connect(port: port))
+            #expect(peer.roundTrip("x\n") == "x\n")
+            peer.close()
+        }
+    }
+
+    @Test func aConfigWithErrorsChangesNothing() throws {
+        let port = freePort()
+        let daemon = try TestDaemon(config: config([("a", port, "")]))
+        defer { daemon.stop() }
+        daemon.directory.write("netlifed.conf", "[app a]\nlaunch = whenever\n")
+        let reload = daemon.ctl("reload")
+        #expect(reload.status == 1)
+        #expect(reload.stderr.contains("nothing was changed"))
+        #expect(reload.stderr.contains("\(daemon.configPath):2: launch must be foreground, background or no"))
+        #expect(daemon.state("a") == "active")
+        let peer = try #require(Peer.connect(port: port))
+        #expect(peer.roundTrip("ok\n") == "ok\n")
+        peer.close()
+    }
+
+    @Test func sighupReloadsAndTellsSystemd() throws {
+        let port = freePort()
+        let daemon = try TestDaemon(config: config([("a", port, "")]))
+        defer { daemon.stop() }
+        daemon.directory.write("netlifed.conf", config([("a", port, ""), ("b", freePort(), "launch = no")]))
+        daemon.signal(SIGHUP)
+        #expect(daemon.notify.wait(for: "RELOADING=1", timeout: 3))
+        #expect(daemon.notify.wait(for: "READY=1\nSTATUS=", timeout: 3))
+        #expect(daemon.state("b") == "not-running")
+        #expect(daemon.log.contains("reloaded"))
+    }
+}
+
+@Suite(.timeLimit(.minutes(1)))
+struct NotifySocketTests {
+    @Test func aNotifyReceiverThatNeverReadsDoesNotBlockTheDaemon() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        // A datagram socket that is bound and never read: its queue fills after a few messages.
+        let deaf = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        defer { close(deaf) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let path = directory.file("deaf.sock")
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: path.utf8) }
+        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(deaf, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+        let port = freePort()
+        let daemon = try TestDaemon(config: echoConfig(port: port, appLines: "auto-suspend = never"),
+                                    environment: ["NOTIFY_SOCKET": path], waitForReady: false)
+        defer { daemon.stop() }
+        #expect(waitUntil { daemon.ctl("status").status == 0 })
+        for _ in 0..<15 {
+            #expect(daemon.ctl("background", "echo").status == 0)
+            #expect(daemon.ctl("foreground", "echo").status == 0)
+        }
+        let peer = try #require(Peer.connect(port: port))
+        #expect(peer.roundTrip("alive\n") == "alive\n")
+        peer.close()
+    }
+}
