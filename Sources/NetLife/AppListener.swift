@@ -124,7 +124,6 @@ final class AppListener {
         do {
             connection = try Connection(loop: loop, fd: socket.fd)
         } catch {
-            SocketCalls.close(socket.fd)
             logger.warning("dropped a connection from \(socket.peer): \(error)")
             return
         }

@@ -107,7 +107,6 @@ final class ControlServer {
         do {
             connection = try Connection(loop: loop, fd: socket.fd)
         } catch {
-            SocketCalls.close(socket.fd)
             logger.warning("dropped a control connection: \(error)")
             return
         }

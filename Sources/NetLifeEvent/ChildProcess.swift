@@ -128,30 +128,27 @@ public final class ChildProcess {
 
     fileprivate func reap() {
         var status: CInt = 0
-        let result = waitpid(pid, &status, WNOHANG)
-        guard result == pid else { return }
-        exitStatus = (status & 0x7f) == 0 ? .exited((status >> 8) & 0xff) : .signaled(status & 0x7f)
-        if let exitEvent { event_free(exitEvent) }
-        exitEvent = nil
-        Glibc.close(pidfd)
-        // Whatever the child wrote before exiting is in the pipes now; a grandchild that keeps them open
-        // is not waited for.
-        for output in outputs { output.drainAndClose() }
-        outputs = []
-        loop.release(self)
+        guard waitpid(pid, &status, WNOHANG) == pid else { return }
+        finish((status & 0x7f) == 0 ? .exited((status >> 8) & 0xff) : .signaled(status & 0x7f))
         onExit(exitStatus!)
     }
 
-    /// Stops watching the child (it is killed first if it still runs) and reaps it.
+    /// Stops watching the child (it is killed first if it still runs) and reaps it; `onExit` is not called.
     public func close() {
         guard exitStatus == nil else { return }
         kill(-pid, SIGKILL)
         var status: CInt = 0
         while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
-        exitStatus = .signaled(SIGKILL)
+        finish(.signaled(SIGKILL))
+    }
+
+    private func finish(_ status: ChildExitStatus) {
+        exitStatus = status
         if let exitEvent { event_free(exitEvent) }
         exitEvent = nil
         Glibc.close(pidfd)
+        // Whatever the child wrote before exiting is in the pipes now; a grandchild that keeps them open
+        // is not waited for.
         for output in outputs { output.drainAndClose() }
         outputs = []
         loop.release(self)

@@ -78,20 +78,26 @@ public final class Connection {
     /// The read and write events on a restricted-mode base while a restricted run serves this connection.
     private var restrictedEvents: (read: OpaquePointer, write: OpaquePointer)?
 
-    /// Takes ownership of the connected, non-blocking descriptor `fd` and starts reading.
-    /// The corresponding C function is `event_new`.
+    /// Takes ownership of the connected, non-blocking descriptor `fd` and starts reading. If the connection
+    /// cannot be set up, `fd` is closed and the error thrown. The corresponding C function is `event_new`.
     public init(loop: EventLoop, fd: CInt) throws(SystemError) {
         loop.assertInLoop()
         self.loop = loop
         self.fd = fd
-        input = EventBuffer(try libevent("evbuffer_new") { evbuffer_new() })
-        output = EventBuffer(try libevent("evbuffer_new") { evbuffer_new() })
+        // Buffers and the read event only fail when memory is exhausted.
+        guard let input = evbuffer_new(), let output = evbuffer_new() else {
+            SocketCalls.close(fd)
+            throw SystemError("evbuffer_new", Errno(rawValue: ENOMEM))
+        }
+        self.input = EventBuffer(input)
+        self.output = EventBuffer(output)
         let context = Unmanaged.passUnretained(self).toOpaque()
         do {
             readEvent = try libevent("event_new") { event_new(loop.base, fd, Int16(EV_READ | EV_PERSIST), connectionReadable, context) }
         } catch {
-            input.free()
-            output.free()
+            evbuffer_free(input)
+            evbuffer_free(output)
+            SocketCalls.close(fd)
             throw error
         }
         loop.retain(self)

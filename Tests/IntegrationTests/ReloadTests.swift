@@ -82,11 +82,8 @@ struct NotifySocketTests {
         // A datagram socket that is bound and never read: its queue fills after a few messages.
         let deaf = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
         defer { close(deaf) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
         let path = directory.file("deaf.sock")
-        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: path.utf8) }
-        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(deaf, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+        #expect(withUnixAddress(path, { bind(deaf, $0, $1) }) == 0)
         let port = freePort()
         let daemon = try TestDaemon(config: echoConfig(port: port, appLines: "auto-suspend = never"),
                                     environment: ["NOTIFY_SOCKET": path], waitForReady: false)

@@ -14,14 +14,9 @@ final class NotifyReceiver: @unchecked Sendable {
 
     init(path: String) {
         self.path = path
-        fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: path.utf8) }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        precondition(bound == 0, "cannot bind the notify socket \(path)")
+        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        self.fd = fd
+        precondition(withUnixAddress(path, { bind(fd, $0, $1) }) == 0, "cannot bind the notify socket \(path)")
         Thread { [self] in readLoop() }.start()
     }
 
