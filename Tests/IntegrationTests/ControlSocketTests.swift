@@ -140,6 +140,26 @@ struct ControlSocketTests {
         #expect(daemon.ctl("status").status == 0)
     }
 
+    @Test(.enabled(if: getuid() == 0, "connecting as another uid needs root"))
+    func membersOfTheControlGroupAreAllowed() throws {
+        let daemon = try TestDaemon(config: echoConfig(port: freePort(), daemonLines: "control-group = nogroup"))
+        defer { daemon.stop() }
+        let directory = (daemon.controlPath as NSString).deletingLastPathComponent
+        let socketAttributes = try FileManager.default.attributesOfItem(atPath: daemon.controlPath)
+        let directoryAttributes = try FileManager.default.attributesOfItem(atPath: directory)
+        #expect(socketAttributes[.posixPermissions] as? Int == 0o660)
+        #expect(directoryAttributes[.posixPermissions] as? Int == 0o750)
+        #expect(socketAttributes[.groupOwnerAccountName] as? String == "nogroup")
+        #expect(directoryAttributes[.groupOwnerAccountName] as? String == "nogroup")
+        chmod(daemon.directory.path, 0o755)
+        let member = run(["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                          product("netlifectl"), "--control", daemon.controlPath, "status"])
+        #expect(member.status == 0, "\(member)")
+        let outsider = run(["/usr/bin/setpriv", "--reuid=65534", "--regid=1", "--clear-groups",
+                            product("netlifectl"), "--control", daemon.controlPath, "status"])
+        #expect(outsider.status != 0, "a peer outside the group cannot use the socket: \(outsider)")
+    }
+
     @Test func netlifectlExitStatusesAndHelp() throws {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
