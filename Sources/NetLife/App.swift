@@ -314,8 +314,8 @@ public final class App {
         expirationHandlers.removeAll()
         expirationQueue.removeAll()
         expirationRunning = false
-        expirationTimer?.cancel()
-        graceTimer?.cancel()
+        expirationTimer?.close()
+        graceTimer?.close()
         autoSuspendTimer?.cancel()
         expirationTimer = nil
         graceTimer = nil

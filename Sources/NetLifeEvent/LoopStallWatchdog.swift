@@ -32,12 +32,11 @@ public final class LoopStallWatchdog: Sendable {
     public func start(on loop: EventLoop) {
         beat()
         let interval = threshold / 4
-        var timer: EventTimer?
-        timer = EventTimer(loop: loop) { [unowned self] in
+        let timer = EventTimer(loop: loop) { [unowned self] in
             beat()
-            timer?.arm(after: interval)
+            heartbeat?.arm(after: interval)
         }
-        timer?.arm(after: interval)
+        timer.arm(after: interval)
         heartbeat = timer
         loop.stallWatchdog = self
         running.store(true, ordering: .relaxed)

@@ -1,0 +1,57 @@
+// App on a real loop, without listeners or hooks (their pipelines complete synchronously): the order of
+// callbacks a delegate sees, and that a terminated app leaves nothing registered on the loop.
+
+import NetLife
+import Testing
+
+private final class RecordingDelegate: AppDelegate {
+    var calls: [String] = []
+    func appDidFinishLaunching(_ app: App) { calls.append("did-finish-launching \(app.state)") }
+    func appWillResignActive(_ app: App) { calls.append("will-resign-active \(app.state)") }
+    func appDidEnterBackground(_ app: App) { calls.append("did-enter-background \(app.state)") }
+    func appWillEnterForeground(_ app: App) { calls.append("will-enter-foreground \(app.state)") }
+    func appDidBecomeActive(_ app: App) { calls.append("did-become-active \(app.state)") }
+    func appWillTerminate(_ app: App) { calls.append("will-terminate \(app.state)") }
+}
+
+private func makeApp(_ loop: EventLoop, autoSuspend: Duration? = nil) throws -> App {
+    var configuration = AppConfiguration(name: "a")
+    configuration.autoSuspend = autoSuspend
+    return try App(configuration: configuration, services: ServiceRegistry(), loop: loop,
+                   logger: Logger(label: "test", minimumLevel: .critical))
+}
+
+@Suite(.timeLimit(.minutes(1)))
+struct AppTests {
+    @Test func theDelegateSeesEachCallbackInTheStateIOSGivesIt() throws {
+        let loop = try EventLoop()
+        let app = try makeApp(loop)
+        let delegate = RecordingDelegate()
+        app.delegate = delegate
+        var outcomes: [TransitionOutcome] = []
+        for command in [LifecycleCommand.launch(background: false), .background, .foreground, .terminate] {
+            app.perform(command) { outcomes.append($0) }
+        }
+        #expect(delegate.calls == [
+            "did-finish-launching inactive", "did-become-active active",
+            "will-resign-active inactive", "did-enter-background background",
+            "will-enter-foreground inactive", "did-become-active active",
+            "will-terminate active",
+        ])
+        #expect(outcomes.count == 4)
+        #expect(app.state == .notRunning)
+    }
+
+    @Test func aTerminatedAppLeavesNothingRegisteredOnTheLoop() throws {
+        let loop = try EventLoop()
+        let app = try makeApp(loop, autoSuspend: .seconds(30))
+        app.perform(.launch(background: false)) { _ in }
+        #expect(app.beginBackgroundTask(name: "upload") {} != 0)
+        app.perform(.background) { _ in }
+        app.schedule(after: .seconds(10)) {}
+        #expect(loop.registeredObjectCount > 0, "task timers and the app timer are armed")
+        app.perform(.terminate) { _ in }
+        #expect(app.state == .notRunning)
+        #expect(loop.registeredObjectCount == 0, "every timer of the app was closed")
+    }
+}
