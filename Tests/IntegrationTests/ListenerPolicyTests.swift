@@ -46,6 +46,36 @@ struct ListenerPolicyTests {
         #expect(reopened?["address"] as? String == "127.0.0.1:\(port)")
     }
 
+    @Test func aPortTakenMeanwhileIsReportedAndRetriedWhileTheAppBecomesActive() throws {
+        let port = freePort()
+        let daemon = try TestDaemon(config: echoConfig(port: port))
+        defer { daemon.stop() }
+        #expect(daemon.ctl("background", "echo").status == 0)
+        // Someone else takes the port while the app is in the background.
+        let squatter = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(squatter, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        #expect(bound == 0)
+        #expect(listen(squatter, 1) == 0)
+
+        let foreground = daemon.ctl("foreground", "echo")
+        #expect(foreground.status == 0, "the app still becomes active: \(foreground)")
+        let listener = (daemon.status("echo")["listeners"] as? [[String: Any]])?.first
+        #expect(listener?["open"] as? Bool == false)
+        #expect((listener?["error"] as? String)?.contains("Address already in use") == true, "\(String(describing: listener))")
+        #expect(daemon.state("echo") == "active")
+
+        close(squatter)
+        #expect(waitUntil(timeout: 3) { (daemon.status("echo")["listeners"] as? [[String: Any]])?.first?["open"] as? Bool == true },
+                "the open is retried with back-off")
+        let peer = try #require(Peer.connect(port: port))
+        #expect(peer.roundTrip("mine again\n") == "mine again\n")
+        peer.close()
+    }
+
     @Test func closePolicySendsFINOnBackground() throws {
         let port = freePort()
         let daemon = try TestDaemon(config: echoConfig(port: port, listenerLines: "connections = close"))
