@@ -45,7 +45,8 @@ struct WatchdogTests {
         let (result, elapsed) = background.wait()
         #expect(result.status == 1, "\(result)")
         #expect(result.stderr.contains("killed by the watchdog (0x8badf00d): did-enter-background took"), "\(result)")
-        #expect(elapsed < 0.5 + 0.2 + 0.3, "netlifectl background returned after \(elapsed) s (budget 0.5 s)")
+        // The precise check is the daemon's own measure below; this one allows for starting netlifectl.
+        #expect(elapsed < 1.5, "netlifectl background returned after \(elapsed) s (budget 0.5 s)")
         let status = daemon.status("slow")
         #expect(status["state"] as? String == "not-running")
         let termination = try #require(status["lastTermination"] as? [String: Any])
@@ -53,7 +54,7 @@ struct WatchdogTests {
         #expect(termination["stage"] as? String == "did-enter-background")
         #expect(termination["budget"] as? Double == 0.5)
         let killedAfter = try #require(termination["elapsed"] as? Double)
-        #expect(killedAfter >= 0.5 && killedAfter < 0.7, "killed \(killedAfter) s after the transition began")
+        #expect(killedAfter >= 0.5 && killedAfter < 0.7, "killed \(killedAfter) s after the transition began (budget + 200 ms)")
         print("watchdog kill: \(killedAfter * 1000) ms after a 500 ms budget began; netlifectl returned after \(Int(elapsed * 1000)) ms")
         #expect(daemon.log.contains("0x8badf00d"))
         let hookPid = try #require(Int32(try String(contentsOfFile: pidFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
