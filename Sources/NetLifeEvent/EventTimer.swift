@@ -40,6 +40,9 @@ public final class EventTimer {
     /// The corresponding C function is `event_add`.
     public func arm(after delay: Duration) {
         guard let event else { preconditionFailure("EventTimer armed after close()") }
+        // libevent measures the delay from the time it cached when this loop iteration began; a timer armed
+        // late in a long callback would fire early by that much. Budgets are judged to the millisecond.
+        event_base_update_cache_time(loop.base)
         var tv = delay.timeval
         libeventMustSucceed("event_add") { event_add(event, &tv) }
         isArmed = true

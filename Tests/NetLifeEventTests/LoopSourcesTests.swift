@@ -162,3 +162,22 @@ func waitUntilGroupIsGone(_ pgid: pid_t) -> Bool {
     }
     return false
 }
+
+@Suite(.timeLimit(.minutes(1)))
+struct TimerPrecisionTests {
+    @Test func aTimerArmedLateInACallbackStillWaitsItsWholeDelay() throws {
+        let loop = try EventLoop()
+        var armedAt = MonotonicTime.now()
+        var firedAt: MonotonicTime?
+        loop.schedule(after: .zero) {
+            // A callback that works for 30 ms before arming: the timer's delay counts from the arming.
+            let busyUntil = MonotonicTime.now() + .milliseconds(30)
+            while MonotonicTime.now() < busyUntil {}
+            armedAt = MonotonicTime.now()
+            loop.schedule(after: .milliseconds(50)) { firedAt = MonotonicTime.now() }
+        }
+        #expect(runLoop(loop) { firedAt != nil })
+        let waited = try #require(firedAt) - armedAt
+        #expect(waited >= .milliseconds(50), "fired \(waited) after being armed for 50 ms")
+    }
+}
