@@ -91,11 +91,7 @@ extension App {
 
     private func expirationDue() {
         let due = tasks.takeExpiringTasks(now: .now())
-        guard !due.isEmpty else {
-            // A timer may fire a hair before the deadline by our clock: try again then.
-            rearmTaskTimers()
-            return
-        }
+        guard !due.isEmpty else { return }
         logger.info("background time nearly spent: expiring task(s) \(due.map { String($0.id) }.joined(separator: ", "))")
         expirationQueue.append(contentsOf: due)
         runNextExpiration()

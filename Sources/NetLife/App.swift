@@ -118,10 +118,7 @@ public final class App {
 
     private func start(_ command: LifecycleCommand, completion: @escaping (TransitionOutcome) -> Void) {
         let traits = configuration.traits(hasDelegate: delegate != nil)
-        let eligible = LifecycleRules.isSuspendEligible(state: state, transitionRunning: false,
-                                                        openTasks: tasks.tasks.count,
-                                                        continuousMode: backgroundMode == .continuous)
-        switch LifecycleRules.decide(command, in: state, traits: traits, suspendEligible: eligible) {
+        switch LifecycleRules.decide(command, in: state, traits: traits, suspendEligible: isSuspendEligible) {
         case .already(let state):
             completion(.already(state))
         case .refused(let reason):
@@ -325,12 +322,15 @@ public final class App {
 
     // MARK: Suspension
 
+    /// Whether the app is suspend-eligible now (SPEC section 2).
+    private var isSuspendEligible: Bool {
+        LifecycleRules.isSuspendEligible(state: state, transitionRunning: pipeline != nil,
+                                         openTasks: tasks.tasks.count, continuousMode: backgroundMode == .continuous)
+    }
+
     /// Suspends the app if it is eligible and asked to be, or arms the auto-suspend timer.
     func evaluateSuspension() {
-        let eligible = LifecycleRules.isSuspendEligible(state: state, transitionRunning: pipeline != nil,
-                                                        openTasks: tasks.tasks.count,
-                                                        continuousMode: backgroundMode == .continuous)
-        guard eligible else {
+        guard isSuspendEligible else {
             autoSuspendTimer?.cancel()
             autoSuspendTimer = nil
             return
@@ -340,11 +340,7 @@ public final class App {
         } else if let delay = configuration.autoSuspend, autoSuspendTimer == nil {
             autoSuspendTimer = loop.schedule(after: delay) { [unowned self] in
                 autoSuspendTimer = nil
-                if LifecycleRules.isSuspendEligible(state: state, transitionRunning: pipeline != nil,
-                                                    openTasks: tasks.tasks.count,
-                                                    continuousMode: backgroundMode == .continuous) {
-                    suspend()
-                }
+                if isSuspendEligible { suspend() }
             }
         }
     }
@@ -362,7 +358,7 @@ public final class App {
     /// Whether `newConfiguration` can replace the running one without restarting the app: the same name and
     /// the same listeners.
     public func canUpdateInPlace(to newConfiguration: AppConfiguration) -> Bool {
-        newConfiguration.name == name && newConfiguration.listeners == configuration.listeners
+        newConfiguration.canReplaceInPlace(configuration)
     }
 
     /// Applies a reloaded configuration with the same listeners: budgets, hooks, launch mode and suspension
@@ -387,7 +383,7 @@ public final class App {
     public var status: AppStatus {
         let now = MonotonicTime.now()
         return AppStatus(name: name, state: state, suspendPending: suspendPending,
-                         backgroundTimeRemaining: state.isRunning ? tasks.remaining(now: now) : nil,
+                         backgroundTimeRemaining: backgroundTimeRemaining,
                          backgroundMode: backgroundMode,
                          listeners: listeners.map(\.status),
                          tasks: tasks.tasks.map { TaskStatus(id: $0.id, name: $0.name, age: now - $0.begunAt) },

@@ -84,6 +84,12 @@ public struct AppConfiguration: Sendable, Equatable {
 
     public init(name: String) { self.name = name }
 
+    /// Whether this configuration can replace `running` without restarting the app: the same name and the
+    /// same listeners (everything else takes effect in place).
+    public func canReplaceInPlace(_ running: AppConfiguration) -> Bool {
+        name == running.name && listeners == running.listeners
+    }
+
     /// The rules' view of the app.
     public func traits(hasDelegate: Bool) -> LifecycleTraits {
         LifecycleTraits(exitsOnSuspend: exitsOnSuspend || !multitasking, hasDelegate: hasDelegate,

@@ -222,7 +222,6 @@ private struct ConfigReader {
             error(section.line, "listener \(fullName) belongs to app '\(appName)', which has no [app \(appName)] section")
             return
         }
-        if configuration.apps[appIndex].listeners.contains(where: { $0.name == name }) { return }
         let entries = uniqueEntries(section)
         var address: SocketAddress?
         var serviceName: String?

@@ -56,8 +56,9 @@ public enum ControlTool {
         } catch {
             return usage("\(error.message)\nUSAGE: netlifectl \(command.usage)")
         }
-        let path = controlPath ?? processEnvironment()["NETLIFE_CONTROL"].flatMap { $0.isEmpty ? nil : $0 }
-            ?? DaemonOptions.defaultControlPath(environment: processEnvironment())
+        let environment = processEnvironment()
+        let path = controlPath ?? environment["NETLIFE_CONTROL"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? DaemonOptions.defaultControlPath(environment: environment)
         do throws(ControlClient.Failure) {
             let client = try ControlClient(path: path)
             do throws(ControlClient.Failure) {
@@ -66,20 +67,13 @@ public enum ControlTool {
                 // The daemon may have refused the connection at once (permissions, too many connections)
                 // and closed it: its reason is waiting to be read.
                 guard case .broken = error, let reply = try? client.receive(), reply["ok"]?.boolValue == false else { throw error }
-                if json { print(reply.serialized) }
-                printError("netlifectl: \(reply["error"]?["message"]?.stringValue ?? reply.serialized)")
-                return Exit.refused
+                return refused(reply, json: json)
             }
             guard let reply = try client.receive() else {
                 printError("netlifectl: netlifed closed the connection without a reply")
                 return Exit.unreachable
             }
-            guard reply["ok"]?.boolValue == true else {
-                if json { print(reply.serialized) }
-                let message = reply["error"]?["message"]?.stringValue ?? "the request failed: \(reply.serialized)"
-                printError("netlifectl: \(message)")
-                return Exit.refused
-            }
+            guard reply["ok"]?.boolValue == true else { return refused(reply, json: json) }
             if json {
                 print(reply.serialized)
             } else {
@@ -98,6 +92,13 @@ public enum ControlTool {
                 return Exit.unreachable
             }
         }
+    }
+
+    /// Reports a reply with `ok: false`: the reply itself with --json, its message on stderr.
+    static func refused(_ reply: JSON, json: Bool) -> Int32 {
+        if json { print(reply.serialized) }
+        printError("netlifectl: \(reply["error"]?["message"]?.stringValue ?? "the request failed: \(reply.serialized)")")
+        return Exit.refused
     }
 
     static func usage(_ message: String) -> Int32 {

@@ -86,7 +86,7 @@ final class DaemonRuntime {
             logger.critical("cannot watch signals: \(error)")
             return 1
         }
-        startStallWatchdog()
+        restartStallWatchdog(threshold: configuration.loopStall)
         logger.notice("netlifed \(ControlProtocol.daemonVersion) starting with \(configuration.file): \(supervisor.apps.count) app(s)")
         supervisor.launchApps { [unowned self] in
             logger.notice("ready: \(supervisor.statusLine)")
@@ -105,12 +105,8 @@ final class DaemonRuntime {
         return 0
     }
 
-    /// The event loop's own watchdog (SPEC section 5): a stall longer than `loop-stall` sends
+    /// (Re)starts the event loop's own watchdog (SPEC section 5): a stall longer than `threshold` sends
     /// WATCHDOG=trigger to systemd and aborts, so that systemd records the watchdog and restarts the unit.
-    private func startStallWatchdog() {
-        restartStallWatchdog(threshold: configuration.loopStall)
-    }
-
     func restartStallWatchdog(threshold: Duration) {
         stallWatchdog?.stop()
         let notifier = self.notifier

@@ -20,7 +20,7 @@ struct ReloadPlan: Equatable {
         removed = old.apps.map(\.name).filter { !newNames.contains($0) }
         for app in new.apps {
             guard let previous = oldApps[app.name] else { added.append(app.name); continue }
-            if previous.listeners != app.listeners { restarted.append(app.name) }
+            if !app.canReplaceInPlace(previous) { restarted.append(app.name) }
             else if previous != app { updated.append(app.name) }
         }
     }

@@ -65,8 +65,6 @@ public final class Connection {
     public var flushTimeout: Duration = .seconds(5)
     /// The peer's end of input has been seen.
     public private(set) var inputEnded = false
-    /// The error that made a read or write fail, once one has.
-    public private(set) var lastError: SystemError?
 
     private var readEvent: OpaquePointer?
     private var writeEvent: OpaquePointer?
@@ -85,7 +83,11 @@ public final class Connection {
         self.loop = loop
         self.fd = fd
         // Buffers and the read event only fail when memory is exhausted.
-        guard let input = evbuffer_new(), let output = evbuffer_new() else {
+        let input = evbuffer_new()
+        let output = evbuffer_new()
+        guard let input, let output else {
+            if let input { evbuffer_free(input) }
+            if let output { evbuffer_free(output) }
             SocketCalls.close(fd)
             throw SystemError("evbuffer_new", Errno(rawValue: ENOMEM))
         }
@@ -258,7 +260,6 @@ public final class Connection {
     }
 
     private func fail(_ error: SystemError) {
-        lastError = error
         finishClose(error: error, how: .now)
     }
 

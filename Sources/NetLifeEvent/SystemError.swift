@@ -17,17 +17,7 @@ public struct Errno: RawRepresentable, Hashable, Sendable, CustomStringConvertib
 
     public static let interrupted = Errno(rawValue: EINTR)
     public static let wouldBlock = Errno(rawValue: EAGAIN)
-    public static let inProgress = Errno(rawValue: EINPROGRESS)
-    public static let tooManyOpenFiles = Errno(rawValue: EMFILE)
-    public static let systemTooManyOpenFiles = Errno(rawValue: ENFILE)
-    public static let addressInUse = Errno(rawValue: EADDRINUSE)
-    public static let connectionRefused = Errno(rawValue: ECONNREFUSED)
     public static let connectionReset = Errno(rawValue: ECONNRESET)
-    public static let notConnected = Errno(rawValue: ENOTCONN)
-    public static let brokenPipe = Errno(rawValue: EPIPE)
-    public static let noSuchFile = Errno(rawValue: ENOENT)
-    public static let permissionDenied = Errno(rawValue: EACCES)
-    public static let noSuchProcess = Errno(rawValue: ESRCH)
 }
 
 /// A C call that failed: which function, and the errno it left.
