@@ -1,6 +1,8 @@
 // Child processes watched through the loop: spawned with posix_spawn in their own process group, their
 // exit seen through a pidfd (no SIGCHLD handler, no blocked thread), their stdout and stderr read line by
-// line through pipe events.
+// line through pipe events, at most one 64 KiB read per pipe per loop turn so that a child that writes
+// without pause cannot hold the loop. When the child exits, what it left in its process group is killed,
+// as systemd's KillMode=control-group does.
 
 @preconcurrency import Glibc
 internal import CLibevent
@@ -21,6 +23,14 @@ public enum ChildExitStatus: Equatable, Sendable, CustomStringConvertible {
     public var isSuccess: Bool { self == .exited(0) }
 }
 
+/// What a child wrote, as its owner is told.
+public enum ChildOutput: Equatable, Sendable {
+    /// One line of stdout or stderr, without its newline.
+    case line(String)
+    /// This many lines were over the output limit and were dropped.
+    case dropped(Int)
+}
+
 /// A spawned process, its exit and its output observed on the loop.
 public final class ChildProcess {
     private unowned let loop: EventLoop
@@ -29,7 +39,10 @@ public final class ChildProcess {
     private let pidfd: CInt
     private var exitEvent: OpaquePointer?
     private var outputs: [OutputPipe] = []
-    private let onExit: (ChildExitStatus) -> Void
+    /// Dropped once called, so that a closure that refers to this process does not keep it alive.
+    private var onExit: ((ChildExitStatus) -> Void)?
+    private var onOutput: ((ChildOutput) -> Void)?
+    private var outputLimit: LineRateLimiter
     /// The exit status, once the process has ended.
     public private(set) var exitStatus: ChildExitStatus?
 
@@ -37,24 +50,33 @@ public final class ChildProcess {
     /// /dev/null, in a new process group, with an empty signal mask and default signal dispositions.
     ///
     /// - Parameters:
-    ///   - onOutputLine: each line the child writes to stdout or stderr, without its newline.
+    ///   - outputLimit: how many lines of output are delivered; the others are counted and reported as
+    ///     `.dropped` before the next delivered line and when the child exits.
+    ///   - onOutput: each line the child writes to stdout or stderr, and counts of dropped lines.
     ///   - onExit: called once when the child has exited, after its pending output has been delivered.
     /// The corresponding C functions are `posix_spawnp` and `pidfd_open`.
     public init(loop: EventLoop, arguments: [String], environment: [String: String],
-                onOutputLine: @escaping (String) -> Void,
+                outputLimit: LineRateLimiter = .hookOutput,
+                onOutput: @escaping (ChildOutput) -> Void,
                 onExit: @escaping (ChildExitStatus) -> Void) throws(SystemError) {
-        precondition(!arguments.isEmpty, "ChildProcess needs a program")
+        guard !arguments.isEmpty else { throw SystemError("posix_spawnp", Errno(rawValue: ENOENT)) }
         loop.assertInLoop()
         self.loop = loop
         self.onExit = onExit
+        self.onOutput = onOutput
+        self.outputLimit = outputLimit
 
+        // Only the daemon's ends are non-blocking: a child handed a non-blocking stdout fails its writes with
+        // EAGAIN whenever the pipe is full (`seq 1 200000` would).
         var stdoutPipe: [CInt] = [-1, -1]
         var stderrPipe: [CInt] = [-1, -1]
-        try sys("pipe2") { netlife_pipe2(&stdoutPipe, O_CLOEXEC | O_NONBLOCK) }
+        try sys("pipe2") { netlife_pipe2(&stdoutPipe, O_CLOEXEC) }
         do throws(SystemError) {
-            try sys("pipe2") { netlife_pipe2(&stderrPipe, O_CLOEXEC | O_NONBLOCK) }
+            try sys("pipe2") { netlife_pipe2(&stderrPipe, O_CLOEXEC) }
+            try sys("fcntl(O_NONBLOCK)") { fcntl(stdoutPipe[0], F_SETFL, O_NONBLOCK) }
+            try sys("fcntl(O_NONBLOCK)") { fcntl(stderrPipe[0], F_SETFL, O_NONBLOCK) }
         } catch {
-            Glibc.close(stdoutPipe[0]); Glibc.close(stdoutPipe[1])
+            for fd in stdoutPipe + stderrPipe where fd >= 0 { Glibc.close(fd) }
             throw error
         }
         defer { Glibc.close(stdoutPipe[1]); Glibc.close(stderrPipe[1]) }
@@ -81,8 +103,8 @@ public final class ChildProcess {
         let context = Unmanaged.passUnretained(self).toOpaque()
         exitEvent = try! libevent("event_new") { event_new(loop.base, pidfd, Int16(EV_READ), childExited, context) }
         libeventMustSucceed("event_add") { event_add(exitEvent!, nil) }
-        outputs = [OutputPipe(loop: loop, fd: stdoutPipe[0], onLine: onOutputLine),
-                   OutputPipe(loop: loop, fd: stderrPipe[0], onLine: onOutputLine)]
+        outputs = [OutputPipe(loop: loop, fd: stdoutPipe[0], owner: self),
+                   OutputPipe(loop: loop, fd: stderrPipe[0], owner: self)]
         loop.retain(self)
     }
 
@@ -127,15 +149,23 @@ public final class ChildProcess {
     }
 
     fileprivate func reap() {
+        // The child is a zombie now, so its process group id cannot have been reused: end what it left behind
+        // (a `sleep 30 &`) before reaping it.
+        kill(-pid, SIGKILL)
         var status: CInt = 0
         guard waitpid(pid, &status, WNOHANG) == pid else { return }
-        finish((status & 0x7f) == 0 ? .exited((status >> 8) & 0xff) : .signaled(status & 0x7f))
-        onExit(exitStatus!)
+        let exit: ChildExitStatus = (status & 0x7f) == 0 ? .exited((status >> 8) & 0xff) : .signaled(status & 0x7f)
+        finish(exit)
+        let onExit = self.onExit
+        self.onExit = nil
+        onExit?(exit)
     }
 
     /// Stops watching the child (it is killed first if it still runs) and reaps it; `onExit` is not called.
     public func close() {
         guard exitStatus == nil else { return }
+        onExit = nil
+        onOutput = nil
         kill(-pid, SIGKILL)
         var status: CInt = 0
         while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
@@ -151,7 +181,22 @@ public final class ChildProcess {
         // is not waited for.
         for output in outputs { output.drainAndClose() }
         outputs = []
+        reportDroppedOutput()
+        onOutput = nil
         loop.release(self)
+    }
+
+    /// A line from one of the pipes, read at `now`: delivered if the output limit lets it through (it is
+    /// decoded only then).
+    fileprivate func outputLine(_ bytes: UnsafeBufferPointer<UInt8>, now: MonotonicTime) {
+        guard onOutput != nil, outputLimit.admit(now: now) else { return }
+        reportDroppedOutput()
+        onOutput?(.line(String(decoding: bytes, as: UTF8.self)))
+    }
+
+    private func reportDroppedOutput() {
+        let dropped = outputLimit.takeDropped()
+        if dropped > 0 { onOutput?(.dropped(dropped)) }
     }
 }
 
@@ -160,53 +205,63 @@ private final class OutputPipe {
     private let fd: CInt
     private var event: OpaquePointer?
     private var pending: [UInt8] = []
-    private let onLine: (String) -> Void
+    private weak var owner: ChildProcess?
     private unowned let loop: EventLoop
 
-    init(loop: EventLoop, fd: CInt, onLine: @escaping (String) -> Void) {
+    init(loop: EventLoop, fd: CInt, owner: ChildProcess) {
         self.loop = loop
         self.fd = fd
-        self.onLine = onLine
+        self.owner = owner
         let context = Unmanaged.passUnretained(self).toOpaque()
         event = try! libevent("event_new") { event_new(loop.base, fd, Int16(EV_READ | EV_PERSIST), outputReadable, context) }
         libeventMustSucceed("event_add") { event_add(event!, nil) }
         loop.retain(self)
     }
 
-    /// Reads what is available; returns false at end of file or on error.
+    /// Reads once (at most 64 KiB: the loop calls again while more is waiting); returns false at end of file
+    /// or on error.
     @discardableResult
-    func readAvailable() -> Bool {
+    func readOnce() -> Bool {
         let scratch = loop.readScratch
-        while true {
-            let count = read(fd, scratch.baseAddress, scratch.count)
-            if count > 0 {
-                pending.append(contentsOf: UnsafeRawBufferPointer(rebasing: scratch[0..<count]))
-                emitLines()
-                // Keep a runaway line from growing without bound.
-                if pending.count > 8192 { flushPartialLine() }
-                continue
+        let count = read(fd, scratch.baseAddress, scratch.count)
+        if count > 0 {
+            pending.append(contentsOf: UnsafeRawBufferPointer(rebasing: scratch[0..<count]))
+            let now = MonotonicTime.now()
+            emitLines(now: now)
+            // Keep a runaway line from growing without bound.
+            if pending.count > 8192 { flushPartialLine(now: now) }
+            return true
+        }
+        return count == -1 && (errno == EAGAIN || errno == EINTR)
+    }
+
+    private func emitLines(now: MonotonicTime) {
+        guard let owner else { return pending.removeAll() }
+        let consumed = pending.withUnsafeBufferPointer { buffer -> Int in
+            guard let base = buffer.baseAddress else { return 0 }
+            var start = 0
+            // memchr: a flood of short lines (`yes`) is split at memory speed.
+            while start < buffer.count, let found = memchr(base + start, 0x0A, buffer.count - start) {
+                let newline = base.distance(to: found.assumingMemoryBound(to: UInt8.self))
+                owner.outputLine(UnsafeBufferPointer(rebasing: buffer[start..<newline]), now: now)
+                start = newline + 1
             }
-            if count == -1 && (errno == EAGAIN || errno == EINTR) { return true }
-            return false
+            return start
         }
+        pending.removeSubrange(..<consumed)
     }
 
-    private func emitLines() {
-        while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
-            onLine(String(decoding: pending[..<newline], as: UTF8.self))
-            pending.removeSubrange(...newline)
-        }
-    }
-
-    private func flushPartialLine() {
-        if !pending.isEmpty { onLine(String(decoding: pending, as: UTF8.self)) }
+    private func flushPartialLine(now: MonotonicTime) {
+        if !pending.isEmpty { pending.withUnsafeBufferPointer { owner?.outputLine($0, now: now) } }
         pending.removeAll()
     }
 
     func drainAndClose() {
         guard let event else { return }
-        readAvailable()
-        flushPartialLine()
+        // What the child wrote last is in the pipe; one more read takes it (bounded: a grandchild that keeps
+        // writing is not followed).
+        readOnce()
+        flushPartialLine(now: .now())
         event_free(event)
         self.event = nil
         Glibc.close(fd)
@@ -214,7 +269,7 @@ private final class OutputPipe {
     }
 
     fileprivate func readable() {
-        if !readAvailable() { drainAndClose() }
+        if !readOnce() { drainAndClose() }
     }
 }
 

@@ -17,11 +17,21 @@ public protocol ConnectionDelegate: AnyObject {
     func connectionDidReachEnd(_ connection: Connection)
     /// The connection is closed; `error` says why when it was not a plain close.
     func connectionDidClose(_ connection: Connection, error: SystemError?)
+    /// The output that had passed `outputHighWaterMark` has been written out; reads are delivered again.
+    func connectionDidDrainOutput(_ connection: Connection)
 }
 
 extension ConnectionDelegate {
     public func connectionDidReachEnd(_ connection: Connection) { connection.close(.afterFlush) }
     public func connectionDidClose(_ connection: Connection, error: SystemError?) {}
+    public func connectionDidDrainOutput(_ connection: Connection) {}
+}
+
+/// The object that keeps track of a set of connections (a listener's), told when one closes. Held weakly:
+/// a tracker that is gone simply is not told.
+public protocol ConnectionTracker: AnyObject {
+    /// `connection` has closed, after its delegate was told.
+    func connectionClosed(_ connection: Connection)
 }
 
 /// A connected, non-blocking stream socket on the loop.
@@ -32,13 +42,15 @@ public final class Connection {
         case open
         /// Writing what is left in `output`, then closing; no more reads are delivered.
         case closing
-        /// Closed: the descriptor and buffers are released.
+        /// Closed: the descriptor is released; the buffers are empty and stay usable until the connection is
+        /// deallocated.
         case closed
     }
 
     /// How `close(_:)` ends the connection.
     public enum CloseMode: Equatable, Sendable {
-        /// Write what is in `output`, then send FIN and close. Gives up (and resets) after `flushTimeout`.
+        /// Write what is in `output`, then send FIN and close. Gives up (and resets) when no byte could be
+        /// written for `flushTimeout`.
         case afterFlush
         /// Close now; unsent output is dropped. The peer sees FIN, or RST if it had unread data queued.
         case now
@@ -49,19 +61,22 @@ public final class Connection {
     private unowned let loop: EventLoop
     /// The socket descriptor; -1 once closed.
     public private(set) var fd: CInt
-    /// Bytes received and not yet consumed by the delegate.
+    /// Bytes received and not yet consumed by the delegate. Valid (and empty once closed) for the
+    /// connection's whole lifetime.
     public let input: EventBuffer
-    /// Bytes to send; call `flush()` after appending.
+    /// Bytes to send; call `flush()` after appending. Valid (and empty once closed) for the connection's
+    /// whole lifetime.
     public let output: EventBuffer
     /// The receiver of this connection's events. Cleared when the connection closes.
     public var delegate: ConnectionDelegate?
-    /// Called once, after the delegate, when the connection closes; for the object that tracks connections.
-    public var onClose: ((Connection, SystemError?) -> Void)?
+    /// Told once, after the delegate, when the connection closes.
+    public weak var tracker: ConnectionTracker?
     /// The current state.
     public private(set) var state: State = .open
     /// When `output` holds more than this many bytes, reading pauses until it drains (back-pressure).
     public var outputHighWaterMark = 4 << 20
-    /// How long `close(.afterFlush)` waits for a peer that does not read before resetting.
+    /// How long `close(.afterFlush)` waits without being able to write a byte (a peer that does not read)
+    /// before resetting. A slow reader that keeps taking bytes is served to the end.
     public var flushTimeout: Duration = .seconds(5)
     /// The peer's end of input has been seen.
     public private(set) var inputEnded = false
@@ -97,13 +112,20 @@ public final class Connection {
         do {
             readEvent = try libevent("event_new") { event_new(loop.base, fd, Int16(EV_READ | EV_PERSIST), connectionReadable, context) }
         } catch {
-            evbuffer_free(input)
-            evbuffer_free(output)
+            // The object is whole by now, so `deinit` frees the buffers.
             SocketCalls.close(fd)
             throw error
         }
         loop.retain(self)
         updateReadInterest()
+    }
+
+    /// The buffers belong to the connection for its whole life, so that a service holding `input` or `output`
+    /// after the close sees empty buffers, never freed ones. (The one teardown done in `deinit`: the owner
+    /// table releases a connection only after `close`, so nothing else can run here.)
+    deinit {
+        input.free()
+        output.free()
     }
 
     // MARK: Reading
@@ -123,6 +145,22 @@ public final class Connection {
 
     /// Whether reads are being delivered now.
     public var isReading: Bool { readInterest }
+
+    /// Whether `output` holds more than `outputHighWaterMark` bytes.
+    public var isOutputHigh: Bool { output.count > outputHighWaterMark }
+
+    /// Stops reading while `output` holds more than `outputHighWaterMark` bytes (a peer that sends faster
+    /// than it reads); reading resumes and the delegate hears `connectionDidDrainOutput` once it is written.
+    /// Returns whether reading is paused for that reason.
+    @discardableResult
+    public func pauseReadingIfOutputIsHigh() -> Bool {
+        guard state == .open, isOutputHigh else { return false }
+        if !readsPausedByBackPressure {
+            readsPausedByBackPressure = true
+            updateReadInterest()
+        }
+        return true
+    }
 
     private func updateReadInterest() {
         guard let readEvent else { return }
@@ -145,10 +183,7 @@ public final class Connection {
         if count > 0 {
             input.append(UnsafeRawBufferPointer(rebasing: scratch[0..<count]))
             delegate?.connectionDidRead(self)
-            if state == .open && output.count > outputHighWaterMark {
-                readsPausedByBackPressure = true
-                updateReadInterest()
-            }
+            pauseReadingIfOutputIsHigh()
         } else if count == 0 {
             inputEnded = true
             updateReadInterest()
@@ -175,6 +210,9 @@ public final class Connection {
                     fail(SystemError("writev", error))
                     return
                 }
+            } else if written > 0, state == .closing {
+                // Progress: the flush timeout measures a peer that stops reading, not a slow one.
+                closeTimer?.arm(after: flushTimeout)
             }
         }
         if output.isEmpty {
@@ -182,6 +220,7 @@ public final class Connection {
             if readsPausedByBackPressure {
                 readsPausedByBackPressure = false
                 updateReadInterest()
+                if state == .open { delegate?.connectionDidDrainOutput(self) }
             }
             if state == .closing { finishClose(error: nil, how: .now) }
         } else {
@@ -241,10 +280,9 @@ public final class Connection {
             updateReadInterest()
             flush()
             if state == .closing {
-                closeTimer = loop.schedule(after: flushTimeout) { [unowned self] in
-                    closeTimer = nil
-                    finishClose(error: nil, how: .reset)
-                }
+                let timer = EventTimer(loop: loop) { [weak self] in self?.finishClose(error: nil, how: .reset) }
+                timer.arm(after: flushTimeout)
+                closeTimer = timer
             }
         case (_, .now), (_, .reset):
             finishClose(error: nil, how: mode)
@@ -267,7 +305,7 @@ public final class Connection {
         guard state != .closed else { return }
         state = .closed
         leaveRestrictedMode()
-        closeTimer?.cancel()
+        closeTimer?.close()
         closeTimer = nil
         if let readEvent { event_free(readEvent) }
         if let writeEvent { event_free(writeEvent) }
@@ -289,14 +327,14 @@ public final class Connection {
         }
         SocketCalls.close(fd)
         fd = -1
-        input.free()
-        output.free()
+        input.removeAll()
+        output.removeAll()
         let delegate = self.delegate
-        let onClose = self.onClose
+        let tracker = self.tracker
         self.delegate = nil
-        self.onClose = nil
+        self.tracker = nil
         delegate?.connectionDidClose(self, error: error)
-        onClose?(self, error)
+        tracker?.connectionClosed(self)
         loop.release(self)
     }
 

@@ -5,7 +5,8 @@ internal import CLibevent
 /// A timer that calls its handler on the loop thread when it fires.
 ///
 /// A timer made with `init` stays registered until `close()`; `EventLoop.schedule(after:_:)` makes a
-/// one-shot timer that closes itself after firing or when cancelled.
+/// one-shot timer that closes itself after firing or when cancelled. Arming, cancelling or closing a closed
+/// timer does nothing: an owner whose session ended while a reply was in flight need not know.
 public final class EventTimer {
     private unowned let loop: EventLoop
     private var event: OpaquePointer?
@@ -36,10 +37,10 @@ public final class EventTimer {
         loop.retain(self)
     }
 
-    /// Arms the timer to fire once after `delay`, replacing any earlier deadline.
-    /// The corresponding C function is `event_add`.
+    /// Arms the timer to fire once after `delay`, replacing any earlier deadline; does nothing once the timer
+    /// is closed. The corresponding C function is `event_add`.
     public func arm(after delay: Duration) {
-        guard let event else { preconditionFailure("EventTimer armed after close()") }
+        guard let event else { return }
         // libevent measures the delay from the time it cached when this loop iteration began; a timer armed
         // late in a long callback would fire early by that much. Budgets are judged to the millisecond.
         event_base_update_cache_time(loop.base)
@@ -64,6 +65,9 @@ public final class EventTimer {
         isArmed = false
         loop.release(self)
     }
+
+    /// Whether the timer has been closed (it can no longer fire).
+    public var isClosed: Bool { event == nil }
 
     fileprivate func fire() {
         isArmed = false

@@ -17,15 +17,21 @@ public struct MonotonicTime: Comparable, Hashable, Sendable, CustomStringConvert
 
     public static func < (a: MonotonicTime, b: MonotonicTime) -> Bool { a.nanoseconds < b.nanoseconds }
 
+    /// The instant `duration` after `time`, saturating at the ends of the clock instead of trapping.
     public static func + (time: MonotonicTime, duration: Duration) -> MonotonicTime {
         let delta = duration.nanoseconds
-        return delta >= 0 ? MonotonicTime(nanoseconds: time.nanoseconds &+ UInt64(delta))
-                          : MonotonicTime(nanoseconds: time.nanoseconds &- min(time.nanoseconds, UInt64(-delta)))
+        if delta >= 0 {
+            let (sum, overflow) = time.nanoseconds.addingReportingOverflow(UInt64(delta))
+            return MonotonicTime(nanoseconds: overflow ? .max : sum)
+        }
+        return MonotonicTime(nanoseconds: time.nanoseconds - min(time.nanoseconds, delta.magnitude))
     }
 
-    /// The duration from `b` to `a`; negative when `a` is earlier.
+    /// The duration from `b` to `a`; negative when `a` is earlier. Saturates at ±Int64.max nanoseconds.
     public static func - (a: MonotonicTime, b: MonotonicTime) -> Duration {
-        a >= b ? .nanoseconds(Int64(a.nanoseconds - b.nanoseconds)) : .nanoseconds(-Int64(b.nanoseconds - a.nanoseconds))
+        let distance = a >= b ? a.nanoseconds - b.nanoseconds : b.nanoseconds - a.nanoseconds
+        let magnitude = Int64(clamping: distance)
+        return .nanoseconds(a >= b ? magnitude : -magnitude)
     }
 
     public var description: String { "\(nanoseconds)ns" }

@@ -108,8 +108,13 @@ public enum SocketAddress: Hashable, Sendable, CustomStringConvertible {
         case .unix(let path):
             var sun = sockaddr_un()
             sun.sun_family = sa_family_t(AF_UNIX)
+            // A path that does not fit is an error, never silently shortened (the shortened path could lie
+            // outside the directory that was meant to protect it).
+            guard path.utf8.count < MemoryLayout.size(ofValue: sun.sun_path) else {
+                throw SystemError("bind(\(path))", Errno(rawValue: ENAMETOOLONG))
+            }
             withUnsafeMutableBytes(of: &sun.sun_path) { raw in
-                raw.copyBytes(from: path.utf8.prefix(raw.count - 1))
+                raw.copyBytes(from: path.utf8)
             }
             withUnsafeMutableBytes(of: &storage) { $0.storeBytes(of: sun, as: sockaddr_un.self) }
             length = socklen_t(MemoryLayout<sockaddr_un>.size)

@@ -80,7 +80,7 @@ struct LoopSourcesTests {
         var status: ChildExitStatus?
         _ = try ChildProcess(loop: loop, arguments: ["/bin/sh", "-c", "echo one; echo two >&2; printf three; exit 3"],
                              environment: ["PATH": "/usr/bin:/bin"],
-                             onOutputLine: { lines.append($0) }, onExit: { status = $0 })
+                             onOutput: { if case .line(let line) = $0 { lines.append(line) } }, onExit: { status = $0 })
         #expect(runLoop(loop) { status != nil })
         #expect(status == .exited(3))
         #expect(Set(lines) == ["one", "two", "three"])
@@ -91,7 +91,7 @@ struct LoopSourcesTests {
         let loop = try EventLoop()
         var status: ChildExitStatus?
         let child = try ChildProcess(loop: loop, arguments: ["/bin/sh", "-c", "sleep 30 & sleep 30; wait"],
-                                     environment: ["PATH": "/usr/bin:/bin"], onOutputLine: { _ in }, onExit: { status = $0 })
+                                     environment: ["PATH": "/usr/bin:/bin"], onOutput: { _ in }, onExit: { status = $0 })
         runLoop(loop, timeout: .milliseconds(100)) { false }
         child.signalGroup(SIGKILL)
         #expect(runLoop(loop) { status != nil })
@@ -102,7 +102,7 @@ struct LoopSourcesTests {
     @Test func aMissingProgramIsASpawnError() throws {
         let loop = try EventLoop()
         #expect(throws: SystemError.self) {
-            _ = try ChildProcess(loop: loop, arguments: ["/nonexistent/hook"], environment: [:], onOutputLine: { _ in }, onExit: { _ in })
+            _ = try ChildProcess(loop: loop, arguments: ["/nonexistent/hook"], environment: [:], onOutput: { _ in }, onExit: { _ in })
         }
     }
 
