@@ -30,6 +30,9 @@ extension App {
         return id
     }
 
+    /// How many background tasks are open.
+    public var openBackgroundTaskCount: Int { tasks.tasks.count }
+
     /// Begins a task for a control-socket client; its expiration handler is the `on-expiration` hook.
     public func beginControlTask(name: String?) -> BackgroundTaskIdentifier {
         beginTask(name: name, origin: .control)
@@ -74,14 +77,14 @@ extension App {
     func rearmTaskTimers() {
         let now = MonotonicTime.now()
         if let deadline = tasks.expirationDeadline {
-            if expirationTimer == nil { expirationTimer = EventTimer(loop: loop) { [unowned self] in expirationDue() } }
+            if expirationTimer == nil { expirationTimer = EventTimer(loop: loop) { [weak self] in self?.expirationDue() } }
             expirationTimer!.arm(after: max(.zero, deadline - now))
         } else {
             expirationTimer?.close()
             expirationTimer = nil
         }
         if let deadline = tasks.graceDeadline {
-            if graceTimer == nil { graceTimer = EventTimer(loop: loop) { [unowned self] in graceDue() } }
+            if graceTimer == nil { graceTimer = EventTimer(loop: loop) { [weak self] in self?.graceDue() } }
             graceTimer!.arm(after: max(.zero, deadline - now))
         } else {
             graceTimer?.close()
@@ -121,13 +124,13 @@ extension App {
                 }
                 let runGeneration = generation
                 let started = MonotonicTime.now()
-                let watchdog = loop.schedule(after: budget) { [unowned self] in
-                    guard generation == runGeneration else { return }
+                let watchdog = loop.schedule(after: budget) { [weak self] in
+                    guard let self, generation == runGeneration else { return }
                     watchdogKill(WatchdogTimeout(stage: "expiration", budget: budget, elapsed: MonotonicTime.now() - started))
                 }
-                let spawned = runHook(hook, event: "expiration", task: task.id) { [unowned self] _ in
+                let spawned = hooks.run(hook, event: "expiration", task: task.id) { [weak self] _ in
                     watchdog.cancel()
-                    guard generation == runGeneration else { return }
+                    guard let self, generation == runGeneration else { return }
                     expirationRunning = false
                     runNextExpiration()
                 }

@@ -20,6 +20,8 @@ public enum TransitionOutcome: Equatable, Sendable {
     case killed(WatchdogTimeout)
     /// `suspend` of an app that holds background tasks: it suspends when they end.
     case suspendPending
+    /// The app left the daemon (a reload removed or replaced it) before the command could run.
+    case cancelled(String)
 }
 
 /// A hosted app.
@@ -48,8 +50,7 @@ public final class App {
     public let loop: EventLoop
 
     let logger: Logger
-    /// The environment hooks inherit, before NETLIFE_* are added.
-    private let hookEnvironment: [String: String]
+    let hooks: HookRunner
     private var listeners: [AppListener]
     private var commandQueue: [(LifecycleCommand, (TransitionOutcome) -> Void)] = []
     private var pipeline: TransitionPipeline?
@@ -57,7 +58,8 @@ public final class App {
     private var pipelineWatchdog: EventTimer?
     /// Increases on every launch and kill, so that late callbacks of an earlier run are ignored.
     private(set) var generation = 0
-    private var hooks: [ObjectIdentifier: ChildProcess] = [:]
+    /// Why the app left the daemon, once it has: every command is then answered `.cancelled` with it.
+    public private(set) var retirement: String?
     var tasks: BackgroundTaskRegistry
     var expirationHandlers: [BackgroundTaskIdentifier: () -> Void] = [:]
     var expirationQueue: [BackgroundTaskRegistry.Task] = []
@@ -81,7 +83,7 @@ public final class App {
         self.configuration = configuration
         self.loop = loop
         self.logger = logger.labeled("app \(configuration.name)")
-        self.hookEnvironment = hookEnvironment
+        self.hooks = HookRunner(appName: configuration.name, environment: hookEnvironment, loop: loop, logger: self.logger)
         self.backgroundMode = configuration.backgroundMode
         self.tasks = BackgroundTaskRegistry(budgets: configuration.budgets)
         var listeners: [AppListener] = []
@@ -102,6 +104,7 @@ public final class App {
     /// the transition's pipeline has finished (or the app was killed).
     public func perform(_ command: LifecycleCommand, completion: @escaping (TransitionOutcome) -> Void) {
         loop.assertInLoop()
+        if let retirement { return completion(.cancelled(retirement)) }
         commandQueue.append((command, completion))
         runQueuedCommands()
     }
@@ -149,11 +152,11 @@ public final class App {
         self.pipeline = pipeline
         pipelineCompletion = completion
         let generation = self.generation
-        pipelineWatchdog = loop.schedule(after: budget) { [unowned self] in
+        pipelineWatchdog = loop.schedule(after: budget) { [weak self] in
+            guard let self else { return }
             pipelineWatchdog = nil
             guard self.generation == generation, self.pipeline != nil else { return }
-            let action = self.pipeline!.budgetExpired(now: .now())
-            if case .kill(let timeout) = action { watchdogKill(timeout) }
+            if case .kill(let timeout) = self.pipeline?.budgetExpired(now: .now()) { watchdogKill(timeout) }
         }
         logger.debug("\(plan.command): \(plan.stages.map(\.event.rawValue).joined(separator: ", "))")
         advancePipeline()
@@ -161,8 +164,8 @@ public final class App {
 
     /// Performs the pipeline's actions until it waits for a hook, finishes, or kills the app.
     private func advancePipeline() {
-        while pipeline != nil {
-            switch pipeline!.next(now: .now()) {
+        while let action = pipeline?.next(now: .now()) {
+            switch action {
             case .enterState(let newState, _):
                 enter(newState)
             case .perform(.policy(let step), _):
@@ -235,42 +238,9 @@ public final class App {
     private func startPipelineHook(_ event: LifecycleEvent) -> Bool {
         guard let command = configuration.hooks[event] else { return false }
         let generation = self.generation
-        return runHook(command, event: event.rawValue, task: nil) { [unowned self] _ in
-            guard self.generation == generation, pipeline != nil else { return }
+        return hooks.run(command, event: event.rawValue) { [weak self] _ in
+            guard let self, self.generation == generation, pipeline != nil else { return }
             advancePipeline()
-        }
-    }
-
-    // MARK: Hooks
-
-    /// Spawns a hook without a shell in its own process group; `completion` runs when it exits. Returns
-    /// false (and logs) when it cannot be spawned; then `completion` is never called.
-    func runHook(_ command: HookCommand, event: String, task: BackgroundTaskIdentifier?,
-                 completion: @escaping (ChildExitStatus) -> Void) -> Bool {
-        var environment = hookEnvironment
-        environment["NETLIFE_APP"] = name
-        environment["NETLIFE_EVENT"] = event
-        if let task { environment["NETLIFE_TASK"] = String(task) }
-        let label = "hook on-\(event)"
-        let logger = self.logger
-        do {
-            var process: ChildProcess?
-            process = try ChildProcess(loop: loop, arguments: command.arguments, environment: environment,
-                                       onOutputLine: { logger.info("\(label): \($0)") },
-                                       onExit: { [unowned self] status in
-                                           if let process { hooks[ObjectIdentifier(process)] = nil }
-                                           if status.isSuccess {
-                                               logger.debug("\(label) finished")
-                                           } else {
-                                               logger.warning("\(label) failed: \(status)")
-                                           }
-                                           completion(status)
-                                       })
-            hooks[ObjectIdentifier(process!)] = process
-            return true
-        } catch {
-            logger.error("\(label) could not start: \(error)")
-            return false
         }
     }
 
@@ -296,9 +266,7 @@ public final class App {
     }
 
     private func tearDown(closing mode: Connection.CloseMode) {
-        for hook in Array(hooks.values) {
-            hook.signalGroup(SIGKILL)
-        }
+        hooks.killAll()
         for listener in listeners {
             listener.close()
             listener.closeConnections(mode)
@@ -338,7 +306,8 @@ public final class App {
         if suspendPending {
             suspend()
         } else if let delay = configuration.autoSuspend, autoSuspendTimer == nil {
-            autoSuspendTimer = loop.schedule(after: delay) { [unowned self] in
+            autoSuspendTimer = loop.schedule(after: delay) { [weak self] in
+                guard let self else { return }
                 autoSuspendTimer = nil
                 if isSuspendEligible { suspend() }
             }
@@ -349,6 +318,8 @@ public final class App {
         autoSuspendTimer?.cancel()
         autoSuspendTimer = nil
         suspendPending = false
+        // No code of a suspended app runs: a hook left behind (one that daemonized) goes too.
+        hooks.killAll()
         for listener in listeners { listener.setConnectionsPaused(true) }
         enter(.suspended)
     }
@@ -363,9 +334,11 @@ public final class App {
 
     /// Applies a reloaded configuration with the same listeners: budgets, hooks, launch mode and suspension
     /// settings take effect from now on (a transition already running keeps the budget it started with).
-    /// The background mode follows the config only if the config changed it.
-    public func update(configuration newConfiguration: AppConfiguration) {
-        precondition(canUpdateInPlace(to: newConfiguration), "update(configuration:) with other listeners")
+    /// The background mode follows the config only if the config changed it. Returns false, changing
+    /// nothing, when the configuration cannot replace this one in place.
+    @discardableResult
+    public func update(configuration newConfiguration: AppConfiguration) -> Bool {
+        guard retirement == nil, canUpdateInPlace(to: newConfiguration) else { return false }
         if newConfiguration.backgroundMode != configuration.backgroundMode {
             backgroundMode = newConfiguration.backgroundMode
         }
@@ -375,6 +348,35 @@ public final class App {
         tasks.expirationGrace = newConfiguration.budgets.expirationGrace
         rearmTaskTimers()
         evaluateSuspension()
+        return true
+    }
+
+    // MARK: Leaving the daemon
+
+    /// Drains the app before its owner lets it go: commands still queued are answered `.cancelled(reason)`
+    /// (as is every later one), a running transition ends without its callbacks, hooks are killed and reaped,
+    /// sockets closed at once, timers cancelled. Nothing of the app runs afterwards, so no callback can reach
+    /// a released object.
+    public func retire(reason: String) {
+        loop.assertInLoop()
+        guard retirement == nil else { return }
+        retirement = reason
+        generation += 1
+        let queued = commandQueue
+        commandQueue.removeAll()
+        let completion = pipelineCompletion
+        pipeline = nil
+        pipelineCompletion = nil
+        pipelineWatchdog?.cancel()
+        pipelineWatchdog = nil
+        tearDown(closing: .now)
+        hooks.close()
+        if state != .notRunning { enter(.notRunning) }
+        completion?(.cancelled(reason))
+        for (_, completion) in queued { completion(.cancelled(reason)) }
+        delegate = nil
+        onStateChange = nil
+        logger.info("retired: \(reason)")
     }
 
     // MARK: Status

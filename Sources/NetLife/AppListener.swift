@@ -7,7 +7,7 @@
 import NetLifeEvent
 
 /// A listener of an app and the connections accepted on it.
-final class AppListener {
+final class AppListener: ConnectionTracker {
     let configuration: ListenerConfiguration
     private unowned let loop: EventLoop
     let service: any Service
@@ -52,8 +52,11 @@ final class AppListener {
         guard listener == nil else { return true }
         do {
             let listener = try Listener(loop: loop, address: address, backlog: configuration.backlog,
-                                        onAccept: { [unowned self] in accepted($0) },
-                                        onError: { [unowned self] in acceptFailed($0) })
+                                        onAccept: { [weak self] socket in
+                                            guard let self else { return SocketCalls.close(socket.fd) }
+                                            accepted(socket)
+                                        },
+                                        onError: { [weak self] in self?.acceptFailed($0) })
             self.listener = listener
             address = listener.address
             openError = nil
@@ -71,7 +74,8 @@ final class AppListener {
 
     private func scheduleRetry() {
         retryTimer?.cancel()
-        retryTimer = loop.schedule(after: retryDelay) { [unowned self] in
+        retryTimer = loop.schedule(after: retryDelay) { [weak self] in
+            guard let self else { return }
             retryTimer = nil
             if wantsOpen { open() }
         }
@@ -129,13 +133,13 @@ final class AppListener {
         }
         if case .unix = address {} else { SocketCalls.setNoDelay(socket.fd) }
         connections[ObjectIdentifier(connection)] = connection
-        connection.onClose = { [unowned self] connection, _ in connectionClosed(connection) }
+        connection.tracker = self
         if connectionsPaused { connection.pauseReading() }
         service.serve(connection)
         if atConnectionLimit { pauseAccepting(.maxConnections) }
     }
 
-    private func connectionClosed(_ connection: Connection) {
+    func connectionClosed(_ connection: Connection) {
         connections[ObjectIdentifier(connection)] = nil
         switch acceptPause {
         case .descriptors:
@@ -154,7 +158,8 @@ final class AppListener {
         logger.warning("\(error); pausing accept on \(address)")
         pauseAccepting(.descriptors)
         resumeTimer?.cancel()
-        resumeTimer = loop.schedule(after: .milliseconds(250)) { [unowned self] in
+        resumeTimer = loop.schedule(after: .milliseconds(250)) { [weak self] in
+            guard let self else { return }
             resumeTimer = nil
             if acceptPause == .descriptors { resumeAccepting() }
         }

@@ -5,7 +5,7 @@ import NetLifeEvent
 
 /// A one-shot timer of an app. Made with `App.schedule(after:_:)`.
 public final class AppTimer {
-    private unowned let app: App
+    private weak var app: App?
     private let handler: () -> Void
     private var timer: EventTimer?
     /// Whether the timer came due while the app was suspended and waits for it to run again.
@@ -14,7 +14,8 @@ public final class AppTimer {
     init(app: App, after delay: Duration, handler: @escaping () -> Void) {
         self.app = app
         self.handler = handler
-        timer = app.loop.schedule(after: delay) { [unowned self] in
+        timer = app.loop.schedule(after: delay) { [weak self] in
+            guard let self else { return }
             timer = nil
             fire()
         }
@@ -28,10 +29,11 @@ public final class AppTimer {
         timer?.cancel()
         timer = nil
         isDeferred = false
-        app.forget(self)
+        app?.forget(self)
     }
 
     private func fire() {
+        guard let app else { return }
         if app.state == .suspended {
             isDeferred = true
             return
@@ -44,7 +46,7 @@ public final class AppTimer {
     func fireDeferred() {
         guard isDeferred else { return }
         isDeferred = false
-        app.forget(self)
+        app?.forget(self)
         handler()
     }
 }

@@ -11,6 +11,10 @@ public typealias BackgroundTaskIdentifier = UInt64
 public struct BackgroundTaskRegistry: Sendable {
     /// The identifier that means "no task" (UIBackgroundTaskInvalid).
     public static let invalid: BackgroundTaskIdentifier = 0
+    /// The most tasks open at once; `begin` past it returns `invalid` (a leaking app cannot grow without bound).
+    public static let maxOpenTasks = 1024
+    /// The longest task name kept, in bytes of UTF-8; longer names are shortened.
+    public static let maxNameBytes = 256
 
     /// Who began a task; it decides what its expiration handler is.
     public enum Origin: Equatable, Sendable {
@@ -88,13 +92,28 @@ public struct BackgroundTaskRegistry: Sendable {
 
     // MARK: Tasks
 
-    /// Begins a task and returns its id, or 0 when `allowed` is false or the background time is spent.
+    /// Whether `maxOpenTasks` tasks are open.
+    public var isFull: Bool { tasks.count >= Self.maxOpenTasks }
+
+    /// Begins a task and returns its id, or 0 when `allowed` is false, the background time is spent or
+    /// `maxOpenTasks` are open. A name longer than `maxNameBytes` is shortened.
     public mutating func begin(name: String?, origin: Origin, now: MonotonicTime, allowed: Bool) -> BackgroundTaskIdentifier {
-        guard allowed, !isTimeSpent(now: now) else { return Self.invalid }
+        guard allowed, !isTimeSpent(now: now), !isFull else { return Self.invalid }
         let id = nextIdentifier
         nextIdentifier += 1
-        tasks.append(Task(id: id, name: name, origin: origin, begunAt: now))
+        tasks.append(Task(id: id, name: name.map(Self.shortened), origin: origin, begunAt: now))
         return id
+    }
+
+    /// `name` cut to at most `maxNameBytes` bytes of UTF-8, at a character boundary.
+    static func shortened(_ name: String) -> String {
+        guard name.utf8.count > maxNameBytes else { return name }
+        var result = ""
+        for character in name {
+            guard result.utf8.count + character.utf8.count <= maxNameBytes else { break }
+            result.append(character)
+        }
+        return result
     }
 
     /// Ends a task.

@@ -54,26 +54,4 @@ public struct Budgets: Equatable, Sendable {
             return budgets
         }
     }
-
-    /// The config keys of the budgets, in SPEC order.
-    public static let keys = ["launch-budget", "background-budget", "foreground-budget", "terminate-budget",
-                              "expiration-budget", "task-time", "expiration-lead", "expiration-grace",
-                              "keepalive-budget"]
-
-    /// Sets the budget named by config key `key`; returns false for a key that is not a budget.
-    public mutating func set(_ key: String, to value: Duration) -> Bool {
-        switch key {
-        case "launch-budget": launch = value
-        case "background-budget": background = value
-        case "foreground-budget": foreground = value
-        case "terminate-budget": terminate = value
-        case "expiration-budget": expiration = value
-        case "task-time": taskTime = value
-        case "expiration-lead": expirationLead = value
-        case "expiration-grace": expirationGrace = value
-        case "keepalive-budget": keepalive = value
-        default: return false
-        }
-        return true
-    }
 }

@@ -140,10 +140,9 @@ private struct ConfigReader {
                     configuration.controlGroup = entry.value
                 }
             case "loop-stall":
-                if let value = duration(entry), value > .zero { configuration.loopStall = value }
-                else if duration(entry) == .zero { error(entry.line, "loop-stall must be more than 0") }
+                if let value = duration(entry, OtherDurationKeys.loopStall) { configuration.loopStall = value }
             case "keepalive-min":
-                if let value = duration(entry) { configuration.keepaliveMinimum = value }
+                if let value = duration(entry, OtherDurationKeys.keepaliveMinimum) { configuration.keepaliveMinimum = value }
             case "debug-commands":
                 if let value = boolean(entry) { configuration.debugCommands = value }
             case "log-level":
@@ -180,15 +179,17 @@ private struct ConfigReader {
             case "launch":
                 if let mode = LaunchMode(rawValue: entry.value) { app.launch = mode }
                 else { error(entry.line, "launch must be foreground, background or no, got '\(entry.value)'") }
-            case _ where Budgets.keys.contains(entry.key):
-                if let value = duration(entry) { _ = app.budgets.set(entry.key, to: value) }
+            case _ where BudgetKeys.named(entry.key) != nil:
+                if let budget = BudgetKeys.named(entry.key), let value = duration(entry, budget.key) {
+                    app.budgets[keyPath: budget.path] = value
+                }
             case _ where hookEvents[entry.key] != nil:
                 if let command = hook(entry) { app.hooks[hookEvents[entry.key]!] = command }
             case "on-expiration":
                 app.expirationHook = hook(entry)
             case "auto-suspend":
                 if entry.value == "never" { app.autoSuspend = nil }
-                else if let value = duration(entry) { app.autoSuspend = value }
+                else if let value = duration(entry, OtherDurationKeys.autoSuspend) { app.autoSuspend = value }
             case "exits-on-suspend":
                 if let value = boolean(entry) { app.exitsOnSuspend = value }
             case "multitasking":
@@ -309,10 +310,17 @@ private struct ConfigReader {
         }
     }
 
-    mutating func duration(_ entry: INIEntry) -> Duration? {
-        if let value = ConfigValues.duration(entry.value) { return value }
-        error(entry.line, "\(entry.key): '\(entry.value)' is not a duration (write e.g. 250ms, 5s, 10m or 1h)")
-        return nil
+    /// The entry's duration, if it is one and lies in the key's range; otherwise an error naming the range.
+    mutating func duration(_ entry: INIEntry, _ key: DurationKey) -> Duration? {
+        guard let value = ConfigValues.duration(entry.value) else {
+            error(entry.line, "\(entry.key): '\(entry.value)' is not a duration (write e.g. 250ms, 5s, 10m or 1h)")
+            return nil
+        }
+        guard key.range.contains(value) else {
+            error(entry.line, "\(entry.key) must be \(key.rangeDescription), got '\(entry.value)'")
+            return nil
+        }
+        return value
     }
 
     mutating func boolean(_ entry: INIEntry) -> Bool? {

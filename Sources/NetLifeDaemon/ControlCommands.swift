@@ -60,6 +60,14 @@ enum ControlCommands {
         ControlCommand(name: "task-begin") { context in
             guard let app = context.app() else { return }
             let name = context.request["name"]?.stringValue
+            if let name, name.utf8.count > ControlProtocol.maxTaskNameBytes {
+                context.reply(Reply.error(.badRequest, "a task name is at most \(ControlProtocol.maxTaskNameBytes) bytes long"))
+                return
+            }
+            guard app.openBackgroundTaskCount < ControlProtocol.maxTasksPerApp else {
+                context.reply(Reply.error(.limit, "app \(app.name) already has \(ControlProtocol.maxTasksPerApp) open background tasks, the most allowed; end some first"))
+                return
+            }
             context.reply(Reply.ok(["app": .string(app.name), "id": .number(Double(app.beginControlTask(name: name)))]))
         },
         ControlCommand(name: "task-end") { context in

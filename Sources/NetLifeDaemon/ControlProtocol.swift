@@ -16,6 +16,14 @@ public enum ControlProtocol {
     public static let maxConnections = 32
     /// How long an idle control connection is kept.
     public static let idleTimeout: Duration = .seconds(60)
+    /// How long a client may take to complete a request it has begun (or its first one).
+    public static let requestTimeout: Duration = .seconds(5)
+    /// The most replies a session may leave unread before it is no longer read.
+    public static let maxUnreadReplyBytes = 1 << 20
+    /// The most open background tasks per app.
+    public static let maxTasksPerApp = BackgroundTaskRegistry.maxOpenTasks
+    /// The longest background task name, in bytes of UTF-8.
+    public static let maxTaskNameBytes = 256
 }
 
 /// An error reply's `code`.
@@ -33,6 +41,9 @@ public enum ControlErrorCode: String, Sendable {
     case shuttingDown = "shutting-down"
     case configError = "config-error"
     case busy
+    case timeout
+    case limit
+    case reloaded
 }
 
 /// Building replies.
@@ -60,6 +71,8 @@ enum Reply {
         case .suspendPending:
             return ok(["app": .string(app.name), "state": .string(app.state.rawValue), "already": false,
                        "suspendPending": true, "stages": []])
+        case .cancelled(let reason):
+            return error(.reloaded, reason)
         case .killed(let timeout):
             return error(.watchdog, "app \(app.name) was killed by the watchdog (0x8badf00d): \(timeout.stage) took \(milliseconds(timeout.elapsed)) ms, over its budget of \(milliseconds(timeout.budget)) ms")
         }

@@ -1,7 +1,8 @@
 // The control socket (SPEC section 8): a Unix stream socket, mode 0600 in a 0700 directory created under a
 // tight umask before bind, peers checked with SO_PEERCRED, at most 32 connections, requests of at most
-// 64 KiB, idle connections closed after 60 s. Each connection is a ControlSession that reads JSON lines and
-// answers them in order.
+// 64 KiB. Each connection is a ControlSession (ControlSession.swift) that reads JSON lines and answers them
+// in order. When every slot is taken, a newcomer evicts the session that has waited longest without a
+// request in progress, so that idle or stalled clients cannot lock the operator out.
 
 @preconcurrency import Glibc
 import NetLife
@@ -24,7 +25,8 @@ final class ControlServer {
     private let dispatch: Dispatch
     private var listener: Listener?
     private var sessions: [ObjectIdentifier: ControlSession] = [:]
-    var idleTimeout = ControlProtocol.idleTimeout
+    /// The deadlines of sessions (shortened by unit tests).
+    var timeouts = ControlSession.Timeouts()
 
     init(path: String, group: gid_t?, loop: EventLoop, logger: Logger, dispatch: @escaping Dispatch) {
         self.path = path
@@ -41,8 +43,12 @@ final class ControlServer {
         try removeStaleSocket()
         do {
             listener = try Listener(loop: loop, address: .unix(path), backlog: 64, unixMode: group == nil ? 0o600 : 0o660,
-                                    onAccept: { [unowned self] in accepted($0) },
-                                    onError: { [unowned self] error in
+                                    onAccept: { [weak self] socket in
+                                        guard let self else { return SocketCalls.close(socket.fd) }
+                                        accepted(socket)
+                                    },
+                                    onError: { [weak self] error in
+                                        guard let self else { return }
                                         logger.warning("\(error) on the control socket; pausing accept for 250ms")
                                         listener?.pause()
                                         loop.schedule(after: .milliseconds(250)) { [weak self] in self?.listener?.resume() }
@@ -98,6 +104,7 @@ final class ControlServer {
         listener?.close()
         listener = nil
         for session in Array(sessions.values) { session.connection.close(.afterFlush) }
+        sessions.removeAll()
     }
 
     // MARK: Sessions
@@ -110,19 +117,26 @@ final class ControlServer {
             logger.warning("dropped a control connection: \(error)")
             return
         }
-        connection.outputHighWaterMark = 1 << 20
+        connection.outputHighWaterMark = ControlProtocol.maxUnreadReplyBytes
         let credentials = try? SocketCalls.peerCredentials(of: connection.fd)
         if let refusal = refusal(for: credentials) {
             logger.warning(refusal)
             reject(connection, .permissionDenied, refusal)
             return
         }
-        guard sessions.count < ControlProtocol.maxConnections else {
-            logger.warning("refused a control connection: \(ControlProtocol.maxConnections) already open")
-            reject(connection, .tooManyConnections, "too many control connections (at most \(ControlProtocol.maxConnections))")
-            return
+        if sessions.count >= ControlProtocol.maxConnections {
+            // Evict the session that has waited longest for a request; only sessions whose command is still
+            // running are never evicted.
+            guard let victim = sessions.values.filter({ !$0.isBusy }).min(by: { $0.waitingSince < $1.waitingSince }) else {
+                logger.warning("refused a control connection: \(ControlProtocol.maxConnections) open, each with a command in progress")
+                reject(connection, .tooManyConnections, "too many control connections (at most \(ControlProtocol.maxConnections), each with a command in progress)")
+                return
+            }
+            logger.notice("closing the control connection that waited longest for a request: \(ControlProtocol.maxConnections) are open")
+            sessions[ObjectIdentifier(victim)] = nil
+            victim.end(.tooManyConnections, "closed to make room for another client: at most \(ControlProtocol.maxConnections) control connections are open at once")
         }
-        let session = ControlSession(connection: connection, server: self, loop: loop, idleTimeout: idleTimeout)
+        let session = ControlSession(connection: connection, server: self, loop: loop, timeouts: timeouts)
         sessions[ObjectIdentifier(session)] = session
     }
 
@@ -149,90 +163,11 @@ final class ControlServer {
         return line.dropFirst("Groups:".count).split(separator: " ").compactMap { gid_t($0.trimmingWhitespace()) }
     }
 
-    fileprivate func sessionClosed(_ session: ControlSession) {
+    func sessionClosed(_ session: ControlSession) {
         sessions[ObjectIdentifier(session)] = nil
     }
 
-    fileprivate func handle(_ request: JSON, from session: ControlSession, reply: @escaping (JSON) -> Void) {
+    func handle(_ request: JSON, from session: ControlSession, reply: @escaping (JSON) -> Void) {
         dispatch(request, session, reply)
-    }
-}
-
-/// One control connection: reads request lines, answers each in order.
-final class ControlSession: ConnectionDelegate {
-    let connection: Connection
-    private unowned let server: ControlServer
-    private var busy = false
-    private let idleTimer: EventTimer
-    private let idleTimeout: Duration
-
-    fileprivate init(connection: Connection, server: ControlServer, loop: EventLoop, idleTimeout: Duration) {
-        self.connection = connection
-        self.server = server
-        self.idleTimeout = idleTimeout
-        idleTimer = EventTimer(loop: loop) { [unowned connection] in connection.close(.afterFlush) }
-        connection.delegate = self
-        idleTimer.arm(after: idleTimeout)
-    }
-
-    func connectionDidRead(_ connection: Connection) {
-        processLines()
-    }
-
-    func connectionDidReachEnd(_ connection: Connection) {
-        // The client may half-close after its request (`printf ... | socat`): answer what is buffered first.
-        processLines()
-    }
-
-    func connectionDidClose(_ connection: Connection, error: SystemError?) {
-        idleTimer.close()
-        server.sessionClosed(self)
-    }
-
-    private func processLines() {
-        while !busy && connection.state == .open {
-            switch connection.input.readLine(maxLength: ControlProtocol.maxRequestBytes) {
-            case .line(let bytes):
-                if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
-                handleLine(bytes)
-            case .tooLong:
-                send(Reply.error(.requestTooLarge, "request line longer than \(ControlProtocol.maxRequestBytes) bytes"))
-                connection.close(.afterFlush)
-                return
-            case .incomplete:
-                if connection.inputEnded {
-                    if !connection.input.isEmpty { handleLine(connection.input.peekBytes()); connection.input.removeAll(); continue }
-                    connection.close(.afterFlush)
-                }
-                return
-            }
-        }
-    }
-
-    private func handleLine(_ bytes: [UInt8]) {
-        idleTimer.cancel()
-        let request: JSON
-        do {
-            request = try JSON.parse(bytes)
-        } catch {
-            send(Reply.error(.badRequest, "request is not valid JSON: \(error)"))
-            idleTimer.arm(after: idleTimeout)
-            return
-        }
-        busy = true
-        server.handle(request, from: self) { [weak self] reply in
-            guard let self, connection.state == .open else { return }
-            send(reply)
-            busy = false
-            idleTimer.arm(after: idleTimeout)
-            processLines()
-        }
-    }
-
-    /// Writes one reply line.
-    func send(_ reply: JSON) {
-        guard connection.state == .open else { return }
-        connection.output.append(reply.serialized + "\n")
-        connection.flush()
     }
 }

@@ -30,11 +30,18 @@ public enum JSON: Equatable, Sendable {
     }
 }
 
-/// A JSON object whose members keep the order they were added in.
+/// A JSON object whose members keep the order they were added in. Lookups are linear in the number of
+/// members, which suits the few members of a request or reply; the parser builds objects with `append`, in
+/// linear time whatever their size.
 public struct JSONObject: Equatable, Sendable, ExpressibleByDictionaryLiteral {
     public private(set) var members: [(key: String, value: JSON)] = []
 
     public init() {}
+
+    /// Adds a member without looking for an existing one of the same name (the caller knows there is none).
+    mutating func append(_ key: String, _ value: JSON) {
+        members.append((key, value))
+    }
     public init(dictionaryLiteral elements: (String, JSON)...) {
         for (key, value) in elements { self[key] = value }
     }
@@ -189,6 +196,8 @@ private struct JSONParser {
     mutating func object(depth: Int) throws(JSONParseError) -> JSON {
         index += 1
         var object = JSONObject()
+        // Duplicate names are found through a set: linear in the object's size, not quadratic.
+        var names = Set<String>()
         skipWhitespace()
         if index < bytes.count, bytes[index] == UInt8(ascii: "}") { index += 1; return .object(object) }
         while true {
@@ -199,8 +208,8 @@ private struct JSONParser {
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':'") }
             index += 1
             skipWhitespace()
-            guard object[key] == nil else { throw error("duplicate member '\(key)'") }
-            object[key] = try value(depth: depth + 1)
+            guard names.insert(key).inserted else { throw error("duplicate member '\(key.prefix(64))'") }
+            object.append(key, try value(depth: depth + 1))
             skipWhitespace()
             guard index < bytes.count else { throw error("unterminated object") }
             if bytes[index] == UInt8(ascii: ",") { index += 1; continue }

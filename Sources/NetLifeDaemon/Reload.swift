@@ -2,24 +2,27 @@
 // checked again; with any error nothing changes and every error is reported. Otherwise apps that left the
 // config are terminated, new ones launched as their `launch` says, apps whose listeners changed are
 // restarted (terminated, then launched again if they were running), and the others take their new
-// settings in place. The control socket path and group are fixed for the daemon's lifetime.
+// settings in place. The plan is made from the apps the supervisor holds, and every new App is built before
+// any running one is touched, so that a reload either applies or changes nothing. An app that leaves is
+// retired (drained) by the supervisor; commands queued for it are answered with an error. The control
+// socket path and group are fixed for the daemon's lifetime.
 
 import NetLife
 import NetLifeEvent
 
-/// What a reload does to the apps, decided from the old and new configs alone.
+/// What a reload does to the apps, decided from the running and the new app configurations alone.
 struct ReloadPlan: Equatable {
     var added: [String] = []
     var removed: [String] = []
     var restarted: [String] = []
     var updated: [String] = []
 
-    init(from old: DaemonConfiguration, to new: DaemonConfiguration) {
-        let oldApps = Dictionary(uniqueKeysWithValues: old.apps.map { ($0.name, $0) })
-        let newNames = Set(new.apps.map(\.name))
-        removed = old.apps.map(\.name).filter { !newNames.contains($0) }
-        for app in new.apps {
-            guard let previous = oldApps[app.name] else { added.append(app.name); continue }
+    init(from running: [AppConfiguration], to new: [AppConfiguration]) {
+        let runningByName = Dictionary(running.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        let newNames = Set(new.map(\.name))
+        removed = running.map(\.name).filter { !newNames.contains($0) }
+        for app in new {
+            guard let previous = runningByName[app.name] else { added.append(app.name); continue }
             if !app.canReplaceInPlace(previous) { restarted.append(app.name) }
             else if previous != app { updated.append(app.name) }
         }
@@ -38,6 +41,10 @@ extension DaemonRuntime {
     /// Re-reads the config and applies it; `completion` gets the reply (after removed and restarted apps have
     /// gone through will-terminate).
     func reload(completion: @escaping (JSON) -> Void) {
+        guard !isShuttingDown else {
+            completion(Reply.error(.shuttingDown, "netlifed is shutting down"))
+            return
+        }
         guard !isReloading else {
             completion(Reply.error(.busy, "a reload is already in progress"))
             return
@@ -50,9 +57,24 @@ extension DaemonRuntime {
             completion(Reply.error(.configError, "the config has errors; nothing was changed:\n" + error.description))
             return
         }
+        let plan = ReloadPlan(from: supervisor.apps.map(\.configuration), to: newConfiguration.apps)
+        let byName = Dictionary(newConfiguration.apps.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        var built: [String: App] = [:]
+        for name in plan.restarted + plan.added {
+            guard let appConfiguration = byName[name] else { continue }
+            do throws(ServiceOptionError) {
+                built[name] = try supervisor.makeApp(appConfiguration, services: services, delegates: delegates,
+                                                     hookEnvironment: hookEnvironment)
+            } catch {
+                for app in built.values { app.retire(reason: "the reload that made it failed") }
+                logger.error("reload: app \(name): \(error.message)")
+                completion(Reply.error(.configError, "app \(name): \(error.message); nothing was changed"))
+                return
+            }
+        }
+
         isReloading = true
         notifier.notify("RELOADING=1\nMONOTONIC_USEC=\(MonotonicTime.now().nanoseconds / 1000)")
-        let plan = ReloadPlan(from: configuration, to: newConfiguration)
         for setting in ReloadPlan.fixedSettingsChanged(from: configuration, to: newConfiguration) {
             logger.warning("reload: '\(setting)' changes only when netlifed restarts")
         }
@@ -64,7 +86,8 @@ extension DaemonRuntime {
         configuration = applied
 
         var pending = 1
-        let finish = { [unowned self] in
+        let finish = { [weak self] in
+            guard let self else { return }
             pending -= 1
             guard pending == 0 else { return }
             isReloading = false
@@ -75,45 +98,40 @@ extension DaemonRuntime {
                                  "restarted": .array(plan.restarted.map(JSON.string)),
                                  "updated": .array(plan.updated.map(JSON.string))]))
         }
-        let byName = Dictionary(uniqueKeysWithValues: applied.apps.map { ($0.name, $0) })
         for name in plan.updated {
-            supervisor.app(named: name)?.update(configuration: byName[name]!)
+            if let app = supervisor.app(named: name), let appConfiguration = byName[name] {
+                app.update(configuration: appConfiguration)
+            }
         }
         for name in plan.removed {
             guard let app = supervisor.app(named: name) else { continue }
             pending += 1
-            app.perform(.terminate) { [unowned self] _ in
-                supervisor.remove(app)
+            app.perform(.terminate) { [weak self] _ in
+                self?.supervisor.remove(app, reason: "app \(name) was removed by a reload")
                 finish()
             }
         }
         for name in plan.restarted + plan.added {
-            let old = supervisor.app(named: name)
+            guard let app = built[name] else { continue }
             pending += 1
-            let replace = { [unowned self] (relaunch: LaunchMode?) in
-                do throws(ServiceOptionError) {
-                    let app = try supervisor.makeApp(byName[name]!, services: services, delegates: delegates,
-                                                     hookEnvironment: hookEnvironment)
-                    supervisor.replace(old, with: app)
-                    if let relaunch, relaunch != .no {
-                        app.perform(.launch(background: relaunch == .background)) { _ in finish() }
-                        return
-                    }
-                } catch {
-                    logger.error("reload: app \(name): \(error.message)")
-                }
-                finish()
+            let launch = { (mode: LaunchMode) in
+                guard mode != .no else { return finish() }
+                app.perform(.launch(background: mode == .background)) { _ in finish() }
             }
-            if let old {
-                // Launched again the way it was running: foreground if it was in the foreground.
-                let relaunch: LaunchMode? = switch old.state {
-                case .notRunning: nil
-                case .active, .inactive: .foreground
-                case .background, .suspended: .background
-                }
-                old.perform(.terminate) { _ in replace(relaunch) }
-            } else {
-                replace(byName[name]!.launch)
+            guard let old = supervisor.app(named: name) else {
+                supervisor.add(app)
+                launch(app.configuration.launch)
+                continue
+            }
+            // Launched again the way it was running: foreground if it was in the foreground.
+            let relaunch: LaunchMode = switch old.state {
+            case .notRunning: .no
+            case .active, .inactive: .foreground
+            case .background, .suspended: .background
+            }
+            old.perform(.terminate) { [weak self] _ in
+                self?.supervisor.replace(old, with: app, reason: "app \(name) was restarted by a reload; send the command again")
+                launch(relaunch)
             }
         }
         finish()

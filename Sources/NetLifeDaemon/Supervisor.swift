@@ -33,22 +33,30 @@ final class Supervisor {
         let app = try App(configuration: configuration, services: services, loop: loop, logger: logger,
                           hookEnvironment: hookEnvironment)
         app.delegate = delegates[app.name]?()
-        app.onStateChange = { [unowned self] in onAppStateChange?($0) }
+        app.onStateChange = { [weak self] in self?.onAppStateChange?($0) }
         return app
     }
 
-    /// Removes an app (after it has been terminated).
-    func remove(_ app: App) {
-        apps.removeAll { $0 === app }
+    /// Adds an app at the end.
+    func add(_ app: App) {
+        apps.append(app)
     }
 
-    /// Puts `new` in the place of `old` (or at the end when `old` is nil).
-    func replace(_ old: App?, with new: App) {
-        if let old, let index = apps.firstIndex(where: { $0 === old }) {
+    /// Removes an app (after it has been terminated), draining it first: commands still queued for it are
+    /// answered with `reason`.
+    func remove(_ app: App, reason: String) {
+        apps.removeAll { $0 === app }
+        app.retire(reason: reason)
+    }
+
+    /// Puts `new` in the place of `old`, draining `old` first (its queued commands are answered with `reason`).
+    func replace(_ old: App, with new: App, reason: String) {
+        if let index = apps.firstIndex(where: { $0 === old }) {
             apps[index] = new
         } else {
             apps.append(new)
         }
+        old.retire(reason: reason)
     }
 
     /// The app called `name`.

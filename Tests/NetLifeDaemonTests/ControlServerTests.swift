@@ -4,6 +4,7 @@
 @testable import NetLifeDaemon
 import Glibc
 import NetLife
+import NetLifeEvent
 import Testing
 
 @Suite(.timeLimit(.minutes(1)))
@@ -15,7 +16,7 @@ struct ControlServerTests {
         let server = ControlServer(path: path, group: nil, loop: loop, logger: Logger(label: "test", minimumLevel: .critical)) { request, _, reply in
             reply(Reply.ok(["echo": request["cmd"] ?? .null]))
         }
-        server.idleTimeout = idleTimeout
+        server.timeouts = ControlSession.Timeouts(request: idleTimeout, idle: idleTimeout)
         try server.start()
         defer {
             server.close()
@@ -61,10 +62,68 @@ struct ControlServerTests {
             let fd = try SocketCalls.connectUnixBlocking(path: path)
             defer { close(fd) }
             let started = MonotonicTime.now()
-            let result = read(fd, on: loop)
+            var result = read(fd, on: loop)
+            #expect(result.text.contains("\"timeout\""), "the client is told why")
+            if !result.ended { result = read(fd, on: loop) }
             #expect(result.ended, "the idle connection was closed")
             let elapsed = MonotonicTime.now() - started
             #expect(elapsed >= .milliseconds(90) && elapsed < .seconds(1), "closed after \(elapsed)")
+        }
+    }
+
+    /// Reads until end of stream (or `timeout`), running the loop.
+    private func readToEnd(_ fd: CInt, on loop: EventLoop, timeout: Duration = .seconds(5)) -> (text: String, ended: Bool) {
+        var text = ""
+        var ended = false
+        let deadline = MonotonicTime.now() + timeout
+        while !ended && MonotonicTime.now() < deadline {
+            let part = read(fd, on: loop, timeout: deadline - MonotonicTime.now())
+            text += part.text
+            ended = part.ended
+        }
+        return (text, ended)
+    }
+
+    @Test func aRequestWithoutNewlineBeforeAHalfCloseIsAnsweredOnceThenTheConnectionEnds() throws {
+        try withServer(idleTimeout: .seconds(60)) { loop, path in
+            let fd = try SocketCalls.connectUnixBlocking(path: path)
+            defer { close(fd) }
+            _ = "{\"cmd\":\"last\"}".withCString { send(fd, $0, strlen($0), 0) }
+            shutdown(fd, CInt(SHUT_WR))
+            let result = readToEnd(fd, on: loop)
+            #expect(result.ended)
+            #expect(result.text == "{\"ok\":true,\"echo\":\"last\"}\n", "exactly one reply")
+        }
+    }
+
+    @Test func pipelinedRequestsAreAllAnsweredInOrderAcrossYields() throws {
+        try withServer(idleTimeout: .seconds(60)) { loop, path in
+            let fd = try SocketCalls.connectUnixBlocking(path: path)
+            defer { close(fd) }
+            let count = ControlSession.linesPerTurn * 5 + 3
+            let requests = (0..<count).map { "{\"cmd\":\"r\($0)\"}\n" }.joined()
+            _ = requests.withCString { send(fd, $0, strlen($0), 0) }
+            shutdown(fd, CInt(SHUT_WR))
+            let result = readToEnd(fd, on: loop)
+            let expected = (0..<count).map { "{\"ok\":true,\"echo\":\"r\($0)\"}\n" }.joined()
+            #expect(result.text == expected)
+        }
+    }
+
+    @Test func aFullServerEvictsTheSessionWaitingLongestForARequest() throws {
+        try withServer(idleTimeout: .seconds(60)) { loop, path in
+            var clients: [CInt] = []
+            defer { clients.forEach { close($0) } }
+            for _ in 0..<ControlProtocol.maxConnections {
+                clients.append(try SocketCalls.connectUnixBlocking(path: path))
+                _ = read(clients[clients.count - 1], on: loop, timeout: .milliseconds(3))
+            }
+            let newcomer = try SocketCalls.connectUnixBlocking(path: path)
+            defer { close(newcomer) }
+            _ = "{\"cmd\":\"hello\"}\n".withCString { send(newcomer, $0, strlen($0), 0) }
+            #expect(read(newcomer, on: loop).text == "{\"ok\":true,\"echo\":\"hello\"}\n", "the newcomer is served")
+            let oldest = readToEnd(clients[0], on: loop)
+            #expect(oldest.ended && oldest.text.contains("too-many-connections"), "the oldest idle session was told and closed")
         }
     }
 }

@@ -30,7 +30,7 @@ import Testing
             service = echo
             [app fresh]
             """)
-        let plan = ReloadPlan(from: old, to: new)
+        let plan = ReloadPlan(from: old.apps, to: new.apps)
         #expect(plan.added == ["fresh"])
         #expect(plan.removed == ["gone"])
         #expect(plan.restarted == ["listeners"])

@@ -54,4 +54,25 @@ struct AppTests {
         #expect(app.state == .notRunning)
         #expect(loop.registeredObjectCount == 0, "every timer of the app was closed")
     }
+
+    @Test func aRetiredAppAnswersQueuedCommandsKillsItsHooksAndLeavesNothingOnTheLoop() throws {
+        let loop = try EventLoop()
+        var configuration = AppConfiguration(name: "a")
+        configuration.autoSuspend = .seconds(30)
+        configuration.hooks[.didEnterBackground] = HookCommand(arguments: ["/bin/sleep", "5"])
+        let app = try App(configuration: configuration, services: ServiceRegistry(), loop: loop,
+                          logger: Logger(label: "test", minimumLevel: .critical))
+        app.perform(.launch(background: false)) { _ in }
+        var outcomes: [TransitionOutcome] = []
+        app.perform(.background) { outcomes.append($0) }   // waits for the hook
+        app.perform(.foreground) { outcomes.append($0) }   // queued behind it
+        app.schedule(after: .seconds(10)) {}
+        #expect(app.isInTransition)
+        app.retire(reason: "removed")
+        #expect(outcomes == [.cancelled("removed"), .cancelled("removed")])
+        #expect(app.state == .notRunning)
+        app.perform(.launch(background: false)) { outcomes.append($0) }
+        #expect(outcomes.last == .cancelled("removed"), "a retired app runs nothing more")
+        #expect(loop.registeredObjectCount == 0, "the hook was reaped and every timer closed")
+    }
 }

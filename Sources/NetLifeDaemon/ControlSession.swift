@@ -1,0 +1,171 @@
+// One control connection: reads request lines and answers each in order, within bounds that no client can
+// stretch. A turn of the loop handles at most `linesPerTurn` lines and then yields; a session whose unread
+// replies pass the connection's high-water mark is not read until the client takes them; a request must be
+// completed within `request` of the previous reply (or of connecting), and a session with nothing pending is
+// closed after `idle`. Replies to requests whose client has gone are dropped; the commands still complete.
+
+import NetLife
+import NetLifeEvent
+
+/// One control connection.
+final class ControlSession: ConnectionDelegate {
+    /// How long a client may take.
+    struct Timeouts {
+        /// From connecting, or from the last reply, to a complete request line, once the client has sent part of
+        /// one (or has sent nothing since connecting).
+        var request: Duration = ControlProtocol.requestTimeout
+        /// How long a session that has completed its exchanges may stay open without a new request.
+        var idle: Duration = ControlProtocol.idleTimeout
+    }
+
+    /// Lines handled per loop turn before the session yields to other work.
+    static let linesPerTurn = 32
+
+    let connection: Connection
+    private weak var server: ControlServer?
+    private let timeouts: Timeouts
+    /// The deadline of the current wait: for a request to be completed, or for an idle session.
+    private var deadline: EventTimer?
+    /// Re-enters `processInput` on the next loop turn: after a yield, or after an asynchronous reply.
+    private var continuation: EventTimer?
+    private var deadlineIsForRequest = true
+    /// Whether a command is running (its reply has not been sent yet).
+    private(set) var isBusy = false
+    /// Since when the session has been waiting for a request (for eviction).
+    private(set) var waitingSince = MonotonicTime.now()
+    /// Whether `processInput` is on the stack: a reply given synchronously lets that loop continue.
+    private var isProcessing = false
+    /// Whether the last (unterminated) request before the client's half-close has been taken.
+    private var tookFinalRequest = false
+
+    init(connection: Connection, server: ControlServer, loop: EventLoop, timeouts: Timeouts) {
+        self.connection = connection
+        self.server = server
+        self.timeouts = timeouts
+        deadline = EventTimer(loop: loop) { [weak self] in
+            self?.end(.timeout, "no complete request within the time allowed; closing the connection")
+        }
+        continuation = EventTimer(loop: loop) { [weak self] in self?.processInput() }
+        connection.delegate = self
+        deadline?.arm(after: timeouts.request)
+    }
+
+    // MARK: Connection events
+
+    func connectionDidRead(_ connection: Connection) {
+        processInput()
+        // The first bytes of a new request after an idle period start the (shorter) request deadline.
+        if !isBusy, !deadlineIsForRequest, !connection.input.isEmpty, connection.state == .open {
+            deadlineIsForRequest = true
+            deadline?.arm(after: timeouts.request)
+        }
+    }
+
+    func connectionDidReachEnd(_ connection: Connection) {
+        // The client may half-close after its request (`printf ... | socat`): answer what is buffered first.
+        processInput()
+    }
+
+    func connectionDidDrainOutput(_ connection: Connection) {
+        processInput()
+    }
+
+    func connectionDidClose(_ connection: Connection, error: SystemError?) {
+        deadline?.close()
+        continuation?.close()
+        server?.sessionClosed(self)
+    }
+
+    /// Ends the session with an error line (for example when it is evicted).
+    func end(_ code: ControlErrorCode, _ message: String) {
+        send(Reply.error(code, message))
+        connection.close(.afterFlush)
+    }
+
+    // MARK: Requests
+
+    /// Handles buffered request lines: at most `linesPerTurn`, and none while a command runs or while the
+    /// client has not read the replies already sent.
+    private func processInput() {
+        guard !isProcessing else { return }
+        isProcessing = true
+        defer {
+            isProcessing = false
+            regulateReading()
+        }
+        var handled = 0
+        while !isBusy && connection.state == .open {
+            if connection.pauseReadingIfOutputIsHigh() { return }   // resumed by connectionDidDrainOutput
+            if handled == Self.linesPerTurn {
+                continuation?.arm(after: .zero)
+                return
+            }
+            switch connection.input.readLine(maxLength: ControlProtocol.maxRequestBytes) {
+            case .line(let bytes):
+                handled += 1
+                if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
+                handle(bytes)
+            case .tooLong:
+                end(.requestTooLarge, "request line longer than \(ControlProtocol.maxRequestBytes) bytes")
+                return
+            case .incomplete:
+                guard connection.inputEnded else { return }
+                if connection.input.isEmpty || tookFinalRequest {
+                    connection.close(.afterFlush)
+                    return
+                }
+                // The client half-closed after a request without its newline: that request is the last one.
+                tookFinalRequest = true
+                let bytes = connection.input.peekBytes()
+                connection.input.removeAll()
+                handled += 1
+                handle(bytes)
+            }
+        }
+    }
+
+    /// Reads only while less than one maximal request is waiting to be handled, so that a client pipelining
+    /// faster than its requests are answered cannot grow the input without bound.
+    private func regulateReading() {
+        guard connection.state == .open else { return }
+        if connection.input.count > ControlProtocol.maxRequestBytes {
+            connection.pauseReading()
+        } else {
+            connection.resumeReading()
+        }
+    }
+
+    private func handle(_ bytes: [UInt8]) {
+        deadline?.cancel()
+        let request: JSON
+        do {
+            request = try JSON.parse(bytes)
+        } catch {
+            replied(with: Reply.error(.badRequest, "request is not valid JSON: \(error)"))
+            return
+        }
+        isBusy = true
+        server?.handle(request, from: self) { [weak self] reply in self?.replied(with: reply) }
+    }
+
+    /// Sends a command's reply and waits for the next request.
+    private func replied(with reply: JSON) {
+        isBusy = false
+        guard send(reply) else { return }
+        waitingSince = .now()
+        deadlineIsForRequest = !connection.input.isEmpty
+        deadline?.arm(after: deadlineIsForRequest ? timeouts.request : timeouts.idle)
+        // A reply given later than the request (a transition) resumes reading on the next turn, never by
+        // recursing from inside the command.
+        if !isProcessing { continuation?.arm(after: .zero) }
+    }
+
+    /// Writes one reply line; returns whether the connection is still open to carry it.
+    @discardableResult
+    func send(_ reply: JSON) -> Bool {
+        guard connection.state == .open else { return false }
+        connection.output.append(reply.serialized + "\n")
+        connection.flush()
+        return connection.state == .open
+    }
+}
