@@ -105,7 +105,7 @@ struct ControlSocketTests {
         #expect(reply?["protocol"] as? Int == 1)
     }
 
-    @Test func atMost32ControlConnections() throws {
+    @Test func atMost32ControlConnectionsAndANewcomerEvictsTheLongestWaiting() throws {
         let daemon = try TestDaemon(config: echoConfig(port: freePort()))
         defer { daemon.stop() }
         var connections: [ControlConnection] = []
@@ -116,11 +116,16 @@ struct ControlSocketTests {
             #expect(connection.reply()?["ok"] as? Bool == true)
             connections.append(connection)
         }
+        // All 32 wait for their next request: the newcomer is served, and the one that has waited longest is
+        // told why it is closed.
         let extra = try #require(ControlConnection(path: daemon.controlPath))
         defer { extra.close() }
-        #expect(errorCode(extra.reply()) == "too-many-connections")
-        connections.removeLast().close()
-        #expect(waitUntil { daemon.ctl("version").status == 0 })
+        extra.send("{\"cmd\": \"version\"}\n")
+        #expect(extra.reply()?["ok"] as? Bool == true)
+        #expect(errorCode(connections[0].reply()) == "too-many-connections")
+        #expect(connections[0].reply(timeout: 1) == nil, "then it is closed")
+        connections[1].send("{\"cmd\": \"version\"}\n")
+        #expect(connections[1].reply()?["ok"] as? Bool == true, "the others are untouched")
     }
 
     @Test(.enabled(if: getuid() == 0, "connecting as another uid needs root"))
