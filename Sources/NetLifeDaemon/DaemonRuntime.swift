@@ -1,6 +1,7 @@
 // A running daemon: the loop and everything registered on it. Start-up binds the control socket and
 // launches the apps, then tells systemd READY=1; SIGTERM and SIGINT terminate every app (will-terminate
-// under its budget) and end the loop; the process then exits 0.
+// under its budget) and end the loop; SIGHUP reloads the config (ignored once shutdown began). The loop is
+// then closed with everything still registered on it, and the process exits 0.
 
 @preconcurrency import Glibc
 import NetLife
@@ -34,6 +35,7 @@ final class DaemonRuntime {
         self.options = options
         self.services = services
         self.delegates = delegates
+        // A start-up error after the loop exists closes it (and the apps' sources) before throwing.
         let environment = processEnvironment()
         logger = Logger(label: "netlifed", minimumLevel: configuration.logLevel)
         notifier = SystemdNotifier(environment: environment, logger: logger)
@@ -51,11 +53,15 @@ final class DaemonRuntime {
         do {
             try supervisor.makeApps(configuration, services: services, delegates: delegates, hookEnvironment: hookEnvironment)
         } catch {
+            loop.close()
             throw StartError(description: "\(configuration.file): \(error.message)")
         }
         var group: gid_t?
         if let name = configuration.controlGroup {
-            guard let entry = getgrnam(name) else { throw StartError(description: "control-group: no group named '\(name)'") }
+            guard let entry = getgrnam(name) else {
+                loop.close()
+                throw StartError(description: "control-group: no group named '\(name)'")
+            }
             group = entry.pointee.gr_gid
         }
         let server = ControlServer(path: controlPath, group: group, loop: loop, logger: logger) { [unowned self] request, session, reply in
@@ -64,6 +70,7 @@ final class DaemonRuntime {
         do {
             try server.start()
         } catch {
+            loop.close()
             throw StartError(description: error.description)
         }
         controlServer = server
@@ -72,16 +79,15 @@ final class DaemonRuntime {
         }
     }
 
-    /// Runs until SIGTERM or SIGINT has terminated every app. Returns the exit status.
+    /// Runs until SIGTERM or SIGINT has terminated every app, then tears everything down (`tearDown()`).
+    /// Returns the exit status.
     func run() -> Int32 {
+        defer { tearDown() }
         do {
             for signal in [SIGTERM, SIGINT] {
                 signalWatchers.append(try SignalWatcher(loop: loop, signal: signal) { [unowned self] in shutDown(signal: signal) })
             }
-            signalWatchers.append(try SignalWatcher(loop: loop, signal: SIGHUP) { [unowned self] in
-                logger.notice("SIGHUP: reloading \(configuration.file)")
-                reload { _ in }
-            })
+            signalWatchers.append(try SignalWatcher(loop: loop, signal: SIGHUP) { [unowned self] in hangUp() })
         } catch {
             logger.critical("cannot watch signals: \(error)")
             return 1
@@ -98,26 +104,58 @@ final class DaemonRuntime {
             logger.critical("event loop failed: \(error)")
             return 1
         }
-        stallWatchdog?.stop()
-        controlServer?.close()
-        for watcher in signalWatchers { watcher.close() }
         logger.notice("stopped")
         return 0
     }
 
-    /// (Re)starts the event loop's own watchdog (SPEC section 5): a stall longer than `threshold` sends
-    /// WATCHDOG=trigger to systemd and aborts, so that systemd records the watchdog and restarts the unit.
-    func restartStallWatchdog(threshold: Duration) {
+    /// The end of `run()`: the watchdog thread is joined, the control socket and signal watchers closed, and
+    /// the loop closes every source still registered (sessions, hooks, timers) and is freed. Those sources'
+    /// closures reach this runtime, which holds the loop: only closing them breaks that cycle, so that the
+    /// process ends with nothing leaked. Idempotent.
+    func tearDown() {
         stallWatchdog?.stop()
+        stallWatchdog = nil
+        controlServer?.close()
+        controlServer = nil
+        for watcher in signalWatchers { watcher.close() }
+        signalWatchers = []
+        guard !loop.isClosed else { return }
+        let leftovers = loop.close()
+        if !leftovers.isEmpty {
+            let counts = Dictionary(leftovers.map { ($0, 1) }, uniquingKeysWith: +).sorted { $0.key < $1.key }
+            logger.debug("closed at exit: \(counts.map { "\($0.value) \($0.key)" }.joined(separator: ", "))")
+        }
+    }
+
+    /// The loop-stall watchdog (SPEC section 5): a stall longer than `threshold` sends WATCHDOG=trigger to
+    /// systemd and aborts, so that systemd records the watchdog and restarts the unit. The first call starts
+    /// it; later ones (a reload) change its threshold in place: one watching thread for the daemon's lifetime.
+    func restartStallWatchdog(threshold: Duration) {
+        if let stallWatchdog {
+            stallWatchdog.threshold = threshold
+            return
+        }
+        // The handler runs on the watchdog's thread: it uses only copies (Logger's level is atomic).
         let notifier = self.notifier
         let logger = self.logger
-        let watchdog = LoopStallWatchdog(threshold: threshold) { stalled in
+        let watchdog = LoopStallWatchdog(threshold: threshold) { stalled, threshold in
             notifier.notify("WATCHDOG=trigger")
             logger.critical("the event loop has stalled for \(Int(stalled.milliseconds)) ms (loop-stall is \(Int(threshold.milliseconds)) ms): aborting")
             abort()
         }
         watchdog.start(on: loop)
         stallWatchdog = watchdog
+    }
+
+    /// SIGHUP: reload the config, unless shutdown has begun (a reload then could launch apps that would
+    /// never get will-terminate).
+    private func hangUp() {
+        guard !isShuttingDown else {
+            logger.notice("SIGHUP ignored: shutting down")
+            return
+        }
+        logger.notice("SIGHUP: reloading \(configuration.file)")
+        reload { _ in }
     }
 
     private func shutDown(signal: CInt) {

@@ -3,7 +3,9 @@
 // Everything in netlife runs on the loop thread. Objects registered with the loop (timers, signal
 // watchers, listeners, connections, child processes) are kept alive by the loop's owner table from the
 // moment they register until their explicit `close()`; C callbacks receive them as unretained pointers.
-// Another thread talks to the loop only through a `Waker`.
+// Another thread talks to the loop only through a `Waker`. `EventLoop.close()` closes whatever is still
+// registered, so that nothing the loop kept alive outlives it (a registered source's closures usually reach
+// the loop's owner, which holds the loop: a reference cycle that only closing breaks).
 
 @preconcurrency import Glibc
 internal import CLibevent
@@ -79,12 +81,51 @@ public final class EventLoop {
     /// How many objects the loop keeps alive; tests use it to find leaks.
     public var registeredObjectCount: Int { owners.count }
 
-    /// Frees the base. Every source must have been closed.
-    public func close() {
+    /// Whether `close()` has run.
+    public private(set) var isClosed = false
+
+    /// Closes every source still registered (connections and child processes first, then listeners,
+    /// signal watchers, wakers and timers), then frees the base. Loop thread only, after `run()` returned.
+    /// Calling it again does nothing. The corresponding C function is `event_base_free`.
+    ///
+    /// A source's `close()` may call its owner back (a connection's delegate), and such a callback may
+    /// register or close other sources; those are closed too, in further passes.
+    ///
+    /// - Returns: the type names of the sources that were still registered, for a log line.
+    @discardableResult
+    public func close() -> [String] {
+        guard !isClosed else { return [] }
+        assertInLoop()
+        var closed: [String] = []
+        for _ in 0..<8 {
+            let open = owners.values.compactMap { $0 as? LoopSource }.sorted { $0.closeRank < $1.closeRank }
+            if open.isEmpty { break }
+            for source in open where owners[ObjectIdentifier(source)] != nil {
+                closed.append(String(describing: type(of: source)))
+                source.closeForLoopShutdown()
+            }
+        }
+        // Anything left (it kept re-registering) is released with the loop.
+        owners.removeAll()
+        stallWatchdog = nil
+        isClosed = true
+        freeBases()
+        return closed
+    }
+
+    private func freeBases() {
         readScratch.deallocate()
         if let restrictedTick { event_free(restrictedTick) }
         if let restrictedBase { event_base_free(restrictedBase) }
+        restrictedTick = nil
+        restrictedBase = nil
         event_base_free(base)
+    }
+
+    deinit {
+        // A loop dropped without close() (unit tests): free what it owns. Sources still registered cannot be
+        // closed here (they refer to the loop `unowned`); they are released with `owners`.
+        if !isClosed { freeBases() }
     }
 
     // MARK: Restricted mode
@@ -126,4 +167,41 @@ public final class EventLoop {
         isRunningRestricted = false
         return condition()
     }
+}
+
+/// A source the loop can close when it shuts down.
+protocol LoopSource: AnyObject {
+    /// Lower ranks close first: ends of I/O before the timers their closing may touch.
+    var closeRank: Int { get }
+    func closeForLoopShutdown()
+}
+
+extension Connection: LoopSource {
+    var closeRank: Int { 0 }
+    func closeForLoopShutdown() { close(.now) }
+}
+
+extension ChildProcess: LoopSource {
+    var closeRank: Int { 1 }
+    func closeForLoopShutdown() { close() }
+}
+
+extension Listener: LoopSource {
+    var closeRank: Int { 2 }
+    func closeForLoopShutdown() { close() }
+}
+
+extension SignalWatcher: LoopSource {
+    var closeRank: Int { 3 }
+    func closeForLoopShutdown() { close() }
+}
+
+extension Waker: LoopSource {
+    var closeRank: Int { 4 }
+    func closeForLoopShutdown() { close() }
+}
+
+extension EventTimer: LoopSource {
+    var closeRank: Int { 5 }
+    func closeForLoopShutdown() { close() }
 }
