@@ -1,12 +1,12 @@
-// An app at run time: the UIApplication of netlife. It holds the app's state, runs each transition's
-// pipeline (built-in policy steps, the Swift delegate, the hook) under the watchdog, serialises the
-// commands it is sent, and owns its listeners, background tasks and suspension.
+// An app at run time: the UIApplication of netlife. It holds the app's state and its command queue, and
+// drives each transition's pipeline (built-in policy steps, the Swift delegate, the hook) under the
+// watchdog. Its parts do the rest: BackgroundTasks (tasks and expiration), HookRunner (hook processes),
+// AppTimers (timers that wait while suspended), AppListener (listening sockets and their connections).
 //
 // The rules live in pure values (LifecycleRules, TransitionPipeline, BackgroundTaskRegistry); this class
 // performs what they decide. Everything runs on the loop thread.
 
 import NetLifeEvent
-import Glibc
 
 /// How a command sent to an app ended.
 public enum TransitionOutcome: Equatable, Sendable {
@@ -18,8 +18,9 @@ public enum TransitionOutcome: Equatable, Sendable {
     case completed(AppState, [StageReport])
     /// The watchdog killed the app during the transition.
     case killed(WatchdogTimeout)
-    /// `suspend` of an app that holds background tasks: it suspends when they end.
-    case suspendPending
+    /// `suspend` of an app that is not suspend-eligible yet: it suspends once it is; the reason says what
+    /// keeps it in background.
+    case suspendPending(reason: String)
     /// The app left the daemon (a reload removed or replaced it) before the command could run.
     case cancelled(String)
 }
@@ -36,7 +37,7 @@ public final class App {
     public var delegate: AppDelegate?
     /// Called after every change of state (for `watch` and systemd's STATUS=).
     public var onStateChange: ((App) -> Void)?
-    /// Whether `suspend` was asked while background tasks were open.
+    /// Whether `suspend` was asked while the app was not yet suspend-eligible.
     public private(set) var suspendPending = false
     /// The app's background mode (`background-mode`; `netlifectl mode`).
     public var backgroundMode: BackgroundMode {
@@ -48,29 +49,28 @@ public final class App {
     }
     /// The event loop the app runs on.
     public let loop: EventLoop
+    /// How and when the app last stopped running.
+    public private(set) var lastTermination: TerminationRecord?
+    /// Why the app left the daemon, once it has: every command is then answered `.cancelled` with it.
+    public private(set) var retirement: String?
 
     let logger: Logger
     let hooks: HookRunner
+    let backgroundTasks: BackgroundTasks
+    let timers: AppTimers
     private var listeners: [AppListener]
-    private var commandQueue: [(LifecycleCommand, (TransitionOutcome) -> Void)] = []
+
+    private struct QueuedCommand {
+        var command: LifecycleCommand
+        var cause: TerminationCause
+        var completion: (TransitionOutcome) -> Void
+    }
+    private var commandQueue: [QueuedCommand] = []
     private var pipeline: TransitionPipeline?
+    private var pipelineCause: TerminationCause = .command
     private var pipelineCompletion: ((TransitionOutcome) -> Void)?
-    private var pipelineWatchdog: EventTimer?
-    /// Increases on every launch and kill, so that late callbacks of an earlier run are ignored.
-    private(set) var generation = 0
-    /// Why the app left the daemon, once it has: every command is then answered `.cancelled` with it.
-    public private(set) var retirement: String?
-    var tasks: BackgroundTaskRegistry
-    var expirationHandlers: [BackgroundTaskIdentifier: () -> Void] = [:]
-    var expirationQueue: [BackgroundTaskRegistry.Task] = []
-    var expirationRunning = false
-    var expirationTimer: EventTimer?
-    var graceTimer: EventTimer?
+    private var pipelineDeadline: DeadlineTimer?
     private var autoSuspendTimer: EventTimer?
-    var appTimers: [ObjectIdentifier: AppTimer] = [:]
-    /// While a Swift expiration handler runs: when its budget ends.
-    var expirationHandlerDeadline: MonotonicTime?
-    private(set) var lastTermination: TerminationRecord?
     private var lastStages: [StageReport] = []
 
     /// Creates the app, not running. Services of the listeners are made from `services`.
@@ -82,19 +82,24 @@ public final class App {
         self.name = configuration.name
         self.configuration = configuration
         self.loop = loop
-        self.logger = logger.labeled("app \(configuration.name)")
-        self.hooks = HookRunner(appName: configuration.name, environment: hookEnvironment, loop: loop, logger: self.logger)
-        self.backgroundMode = configuration.backgroundMode
-        self.tasks = BackgroundTaskRegistry(budgets: configuration.budgets)
+        let logger = logger.labeled("app \(configuration.name)")
+        self.logger = logger
+        hooks = HookRunner(appName: configuration.name, environment: hookEnvironment, loop: loop, logger: logger)
+        backgroundTasks = BackgroundTasks(budgets: configuration.budgets, expirationHook: configuration.expirationHook,
+                                          hooks: hooks, loop: loop, logger: logger)
+        timers = AppTimers(loop: loop)
+        backgroundMode = configuration.backgroundMode
         var listeners: [AppListener] = []
         for listener in configuration.listeners {
             guard let descriptor = services[listener.service] else {
                 throw ServiceOptionError(key: "service", "unknown service '\(listener.service)'")
             }
             let service = try descriptor.make(listener.serviceOptions)
-            listeners.append(AppListener(configuration: listener, service: service, loop: loop, logger: self.logger))
+            listeners.append(AppListener(configuration: listener, service: service, loop: loop, logger: logger))
         }
         self.listeners = listeners
+        backgroundTasks.owner = self
+        pipelineDeadline = DeadlineTimer(loop: loop) { [weak self] in self?.pipelineBudgetExpired() }
         for listener in listeners { listener.service.didAttach(to: self) }
     }
 
@@ -102,10 +107,13 @@ public final class App {
 
     /// Runs `command` once the commands sent before it have finished; `completion` gets the outcome when
     /// the transition's pipeline has finished (or the app was killed).
-    public func perform(_ command: LifecycleCommand, completion: @escaping (TransitionOutcome) -> Void) {
+    ///
+    /// - Parameter cause: for `terminate`, who asked (recorded in `lastTermination`).
+    public func perform(_ command: LifecycleCommand, cause: TerminationCause = .command,
+                        completion: @escaping (TransitionOutcome) -> Void) {
         loop.assertInLoop()
         if let retirement { return completion(.cancelled(retirement)) }
-        commandQueue.append((command, completion))
+        commandQueue.append(QueuedCommand(command: command, cause: cause, completion: completion))
         runQueuedCommands()
     }
 
@@ -114,52 +122,47 @@ public final class App {
 
     private func runQueuedCommands() {
         while pipeline == nil, !commandQueue.isEmpty {
-            let (command, completion) = commandQueue.removeFirst()
-            start(command, completion: completion)
+            start(commandQueue.removeFirst())
         }
     }
 
-    private func start(_ command: LifecycleCommand, completion: @escaping (TransitionOutcome) -> Void) {
+    private func start(_ queued: QueuedCommand) {
         let traits = configuration.traits(hasDelegate: delegate != nil)
-        switch LifecycleRules.decide(command, in: state, traits: traits, suspendEligible: isSuspendEligible) {
+        switch LifecycleRules.decide(queued.command, in: state, traits: traits, suspendEligible: isSuspendEligible) {
         case .already(let state):
-            completion(.already(state))
+            queued.completion(.already(state))
         case .refused(let reason):
-            completion(.refused("app \(name) \(reason)"))
+            queued.completion(.refused("app \(name) \(reason)"))
         case .suspendNow:
             suspend()
-            completion(.completed(.suspended, []))
+            queued.completion(.completed(.suspended, []))
         case .suspendWhenEligible:
             suspendPending = true
-            logger.info("suspend pending: \(tasks.tasks.count) background task(s) open")
-            completion(.suspendPending)
+            let reason = suspendBlocker ?? "it is not suspend-eligible yet"
+            logger.info("suspend pending: \(reason)")
+            queued.completion(.suspendPending(reason: reason))
         case .run(let plan):
-            runPipeline(plan, completion: completion)
+            runPipeline(plan, cause: queued.cause, completion: queued.completion)
         }
     }
 
     // MARK: The pipeline
 
-    private func runPipeline(_ plan: TransitionPlan, completion: @escaping (TransitionOutcome) -> Void) {
+    private func runPipeline(_ plan: TransitionPlan, cause: TerminationCause, completion: @escaping (TransitionOutcome) -> Void) {
         autoSuspendTimer?.cancel()
         autoSuspendTimer = nil
-        if case .launch = plan.command {
-            generation += 1
-            tasks.removeAll()
-        }
-        let budget = configuration.budgets.duration(of: plan.budget)
-        let pipeline = TransitionPipeline(plan: plan, budget: budget, now: .now())
+        if case .launch = plan.command { backgroundTasks.removeAll() }
+        let pipeline = TransitionPipeline(plan: plan, budget: configuration.budgets.duration(of: plan.budget), now: .now())
         self.pipeline = pipeline
+        pipelineCause = cause
         pipelineCompletion = completion
-        let generation = self.generation
-        pipelineWatchdog = loop.schedule(after: budget) { [weak self] in
-            guard let self else { return }
-            pipelineWatchdog = nil
-            guard self.generation == generation, self.pipeline != nil else { return }
-            if case .kill(let timeout) = self.pipeline?.budgetExpired(now: .now()) { watchdogKill(timeout) }
-        }
+        pipelineDeadline?.arm(at: pipeline.deadline)
         logger.debug("\(plan.command): \(plan.stages.map(\.event.rawValue).joined(separator: ", "))")
         advancePipeline()
+    }
+
+    private func pipelineBudgetExpired() {
+        if case .kill(let timeout) = pipeline?.budgetExpired(now: .now()) { watchdogKill(timeout) }
     }
 
     /// Performs the pipeline's actions until it waits for a hook, finishes, or kills the app.
@@ -184,23 +187,41 @@ public final class App {
         }
     }
 
+    /// Starts the stage's hook; returns whether the pipeline must wait for it.
+    private func startPipelineHook(_ event: LifecycleEvent) -> Bool {
+        guard let command = configuration.hooks[event] else { return false }
+        // A kill abandons the run, so its exit never advances a pipeline that is gone.
+        return hooks.run(command, event: event.rawValue) { [weak self] _ in self?.advancePipeline() } != nil
+    }
+
     private func finishPipeline(_ finalState: AppState, stages: [StageReport]) {
+        guard let plan = pipeline?.plan else { return }
+        let stateBefore = plan.stages.first?.state ?? state
         pipeline = nil
-        pipelineWatchdog?.cancel()
-        pipelineWatchdog = nil
+        pipelineDeadline?.cancel()
         let completion = pipelineCompletion
         pipelineCompletion = nil
         lastStages = stages
         if finalState == .notRunning {
             tearDown(closing: .afterFlush)
-            lastTermination = TerminationRecord(reason: configuration.exitsOnSuspend || !configuration.multitasking
-                                                ? "exited-on-suspend" : "terminated")
+            lastTermination = TerminationRecord(reason: terminationReason(of: plan, stateBefore: stateBefore))
             enter(.notRunning)
         }
         completion?(.completed(state, stages))
         evaluateSuspension()
-        rearmTaskTimers()
         runQueuedCommands()
+    }
+
+    /// Why a transition that ended in not-running ended it.
+    private func terminationReason(of plan: TransitionPlan, stateBefore: AppState) -> TerminationReason {
+        switch plan.command {
+        case .terminate:
+            return plan.stages.isEmpty ? .terminatedWhileSuspended(pipelineCause) : .terminated(pipelineCause)
+        case .background, .launch(background: true):
+            return .exitedOnSuspend
+        case .launch, .foreground, .suspend:
+            return .terminated(pipelineCause)
+        }
     }
 
     private func enter(_ newState: AppState) {
@@ -208,11 +229,11 @@ public final class App {
         let oldState = state
         state = newState
         switch (oldState, newState) {
-        case (.active, .background), (.inactive, .background), (.notRunning, .background):
-            // The background time counts from the moment the app entered the background.
-            tasks.enterBackground(now: .now())
+        case (_, .background):
+            // A fresh background time on every entry into the background, and on every wake.
+            backgroundTasks.enterBackground()
         case (.background, .inactive), (.suspended, .inactive), (_, .active):
-            tasks.enterForeground()
+            backgroundTasks.enterForeground()
             suspendPending = false
         default:
             break
@@ -231,16 +252,8 @@ public final class App {
             for listener in listeners { listener.applyConnectionPolicy() }
         case .resumeApp:
             for listener in listeners { listener.setConnectionsPaused(false) }
-            fireDeferredTimers()
-        }
-    }
-
-    private func startPipelineHook(_ event: LifecycleEvent) -> Bool {
-        guard let command = configuration.hooks[event] else { return false }
-        let generation = self.generation
-        return hooks.run(command, event: event.rawValue) { [weak self] _ in
-            guard let self, self.generation == generation, pipeline != nil else { return }
-            advancePipeline()
+            timers.isSuspended = false
+            timers.fireDeferred()
         }
     }
 
@@ -250,51 +263,45 @@ public final class App {
     /// closed, its tasks dropped; it becomes not-running without any callback. Other apps are untouched.
     func watchdogKill(_ timeout: WatchdogTimeout) {
         logger.critical("0x8badf00d: watchdog killed app \(name): \(timeout.stage) took \(format(timeout.elapsed)), over its budget of \(format(timeout.budget))")
-        generation += 1
         pipeline = nil
-        pipelineWatchdog?.cancel()
-        pipelineWatchdog = nil
+        pipelineDeadline?.cancel()
         let completion = pipelineCompletion
         pipelineCompletion = nil
         tearDown(closing: .now)
-        lastTermination = TerminationRecord(reason: "watchdog", stage: timeout.stage, budget: timeout.budget,
-                                            elapsed: timeout.elapsed)
+        lastTermination = TerminationRecord(reason: .watchdog(timeout))
         lastStages = []
         enter(.notRunning)
         completion?(.killed(timeout))
         runQueuedCommands()
     }
 
+    /// Stops everything the app runs: hooks (killed and abandoned), sockets, tasks, timers.
     private func tearDown(closing mode: Connection.CloseMode) {
         hooks.killAll()
         for listener in listeners {
             listener.close()
             listener.closeConnections(mode)
         }
-        if !tasks.tasks.isEmpty {
-            logger.warning("dropping \(tasks.tasks.count) background task(s)")
-        }
-        tasks.removeAll()
-        cancelAppTimers()
-        expirationHandlers.removeAll()
-        expirationQueue.removeAll()
-        expirationRunning = false
-        expirationTimer?.close()
-        graceTimer?.close()
+        backgroundTasks.removeAll()
+        timers.cancelAll()
+        timers.isSuspended = false
         autoSuspendTimer?.cancel()
-        expirationTimer = nil
-        graceTimer = nil
         autoSuspendTimer = nil
         suspendPending = false
     }
 
     // MARK: Suspension
 
-    /// Whether the app is suspend-eligible now (SPEC section 2).
-    private var isSuspendEligible: Bool {
-        LifecycleRules.isSuspendEligible(state: state, transitionRunning: pipeline != nil,
-                                         openTasks: tasks.tasks.count, continuousMode: backgroundMode == .continuous)
+    /// Why the app is not suspend-eligible, or nil when it is (SPEC section 2).
+    private var suspendBlocker: String? {
+        LifecycleRules.suspendBlocker(state: state, transitionRunning: pipeline != nil,
+                                      openTasks: backgroundTasks.tasks.count,
+                                      expirationRunning: backgroundTasks.isRunningExpiration,
+                                      continuousMode: backgroundMode == .continuous)
     }
+
+    /// Whether the app is suspend-eligible now.
+    private var isSuspendEligible: Bool { suspendBlocker == nil }
 
     /// Suspends the app if it is eligible and asked to be, or arms the auto-suspend timer.
     func evaluateSuspension() {
@@ -318,8 +325,10 @@ public final class App {
         autoSuspendTimer?.cancel()
         autoSuspendTimer = nil
         suspendPending = false
-        // No code of a suspended app runs: a hook left behind (one that daemonized) goes too.
+        // No code of a suspended app runs: a hook left behind goes too.
         hooks.killAll()
+        backgroundTasks.suspend()
+        timers.isSuspended = true
         for listener in listeners { listener.setConnectionsPaused(true) }
         enter(.suspended)
     }
@@ -343,37 +352,39 @@ public final class App {
             backgroundMode = newConfiguration.backgroundMode
         }
         configuration = newConfiguration
-        tasks.taskTime = newConfiguration.budgets.taskTime
-        tasks.expirationLead = newConfiguration.budgets.expirationLead
-        tasks.expirationGrace = newConfiguration.budgets.expirationGrace
-        rearmTaskTimers()
+        backgroundTasks.update(budgets: newConfiguration.budgets, expirationHook: newConfiguration.expirationHook)
         evaluateSuspension()
         return true
+    }
+
+    /// Takes the last termination of the app this one replaces (a reload restarted it).
+    public func inheritLastTermination(from old: App) {
+        if lastTermination == nil { lastTermination = old.lastTermination }
     }
 
     // MARK: Leaving the daemon
 
     /// Drains the app before its owner lets it go: commands still queued are answered `.cancelled(reason)`
     /// (as is every later one), a running transition ends without its callbacks, hooks are killed and reaped,
-    /// sockets closed at once, timers cancelled. Nothing of the app runs afterwards, so no callback can reach
-    /// a released object.
+    /// sockets closed at once, timers freed. Nothing of the app runs afterwards, so no callback can reach a
+    /// released object.
     public func retire(reason: String) {
         loop.assertInLoop()
         guard retirement == nil else { return }
         retirement = reason
-        generation += 1
         let queued = commandQueue
         commandQueue.removeAll()
         let completion = pipelineCompletion
         pipeline = nil
         pipelineCompletion = nil
-        pipelineWatchdog?.cancel()
-        pipelineWatchdog = nil
+        pipelineDeadline?.close()
+        pipelineDeadline = nil
         tearDown(closing: .now)
         hooks.close()
+        backgroundTasks.close()
         if state != .notRunning { enter(.notRunning) }
         completion?(.cancelled(reason))
-        for (_, completion) in queued { completion(.cancelled(reason)) }
+        for entry in queued { entry.completion(.cancelled(reason)) }
         delegate = nil
         onStateChange = nil
         logger.info("retired: \(reason)")
@@ -388,12 +399,25 @@ public final class App {
                          backgroundTimeRemaining: backgroundTimeRemaining,
                          backgroundMode: backgroundMode,
                          listeners: listeners.map(\.status),
-                         tasks: tasks.tasks.map { TaskStatus(id: $0.id, name: $0.name, age: now - $0.begunAt) },
+                         tasks: backgroundTasks.tasks.map { TaskStatus(id: $0.id, name: $0.name, age: now - $0.begunAt) },
                          lastTermination: lastTermination,
                          lastStages: lastStages)
     }
 }
 
+extension App: BackgroundTasksOwner {
+    func backgroundTasksRequireKill(_ timeout: WatchdogTimeout) {
+        if timeout.stage == .backgroundTask {
+            let open = backgroundTasks.tasks.map { String($0.id) }.joined(separator: ", ")
+            logger.error("background task(s) \(open) still open after the background time and its grace")
+        }
+        watchdogKill(timeout)
+    }
+
+    func backgroundTasksDidChange() {
+        evaluateSuspension()
+    }
+}
 
 func format(_ duration: Duration) -> String {
     let ms = duration.milliseconds

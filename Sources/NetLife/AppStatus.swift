@@ -1,6 +1,7 @@
 // Snapshots of an app for `status`: plain values, made on the loop thread and encoded by the daemon.
 
 import NetLifeEvent
+import Glibc
 
 /// A listener as `status` shows it.
 public struct ListenerStatus: Equatable, Sendable {
@@ -20,14 +21,63 @@ public struct TaskStatus: Equatable, Sendable {
     public var age: Duration
 }
 
+/// Who asked an app to terminate.
+public enum TerminationCause: String, Equatable, Sendable {
+    /// `netlifectl terminate` (or the Swift API).
+    case command
+    /// The daemon is shutting down (SIGTERM, SIGINT).
+    case shutdown
+    /// A reload removed the app or restarted it with other listeners.
+    case reload
+}
+
 /// Why an app last stopped running.
+public enum TerminationReason: Equatable, Sendable {
+    /// will-terminate ran.
+    case terminated(TerminationCause)
+    /// The app was suspended: it ended without running any code, as iOS ends a suspended app.
+    case terminatedWhileSuspended(TerminationCause)
+    /// `exits-on-suspend = yes` or `multitasking = no`: leaving the foreground ended it.
+    case exitedOnSuspend
+    /// The watchdog killed it.
+    case watchdog(WatchdogTimeout)
+    /// Memory pressure ended it while suspended (jetsam).
+    case memoryPressure
+
+    /// The name `status` gives the reason.
+    public var name: String {
+        switch self {
+        case .terminated(.reload), .terminatedWhileSuspended(.reload): return "reload"
+        case .terminated: return "terminated"
+        case .terminatedWhileSuspended: return "terminated-while-suspended"
+        case .exitedOnSuspend: return "exited-on-suspend"
+        case .watchdog: return "watchdog"
+        case .memoryPressure: return "memory-pressure"
+        }
+    }
+}
+
+/// How and when an app last stopped running.
 public struct TerminationRecord: Equatable, Sendable {
-    /// `watchdog`, `terminated` or `exited-on-suspend`.
-    public var reason: String
-    /// The stage that overran, for watchdog kills.
-    public var stage: String?
-    public var budget: Duration?
-    public var elapsed: Duration?
+    public var reason: TerminationReason
+    /// When it happened, in seconds since the Unix epoch.
+    public var at: Double
+
+    public init(reason: TerminationReason, at: Double = WallClock.now()) {
+        self.reason = reason
+        self.at = at
+    }
+}
+
+/// The wall clock, for records a person reads.
+public enum WallClock {
+    /// Seconds since the Unix epoch, with sub-second precision. The corresponding C function is
+    /// `clock_gettime(CLOCK_REALTIME)`.
+    public static func now() -> Double {
+        var spec = timespec()
+        clock_gettime(CLOCK_REALTIME, &spec)
+        return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
+    }
 }
 
 /// An app as `status` shows it.

@@ -5,16 +5,16 @@ import NetLifeEvent
 
 /// A one-shot timer of an app. Made with `App.schedule(after:_:)`.
 public final class AppTimer {
-    private weak var app: App?
+    private weak var set: AppTimers?
     private let handler: () -> Void
     private var timer: EventTimer?
     /// Whether the timer came due while the app was suspended and waits for it to run again.
     public private(set) var isDeferred = false
 
-    init(app: App, after delay: Duration, handler: @escaping () -> Void) {
-        self.app = app
+    fileprivate init(set: AppTimers, loop: EventLoop, after delay: Duration, handler: @escaping () -> Void) {
+        self.set = set
         self.handler = handler
-        timer = app.loop.schedule(after: delay) { [weak self] in
+        timer = loop.schedule(after: delay) { [weak self] in
             guard let self else { return }
             timer = nil
             fire()
@@ -29,25 +29,56 @@ public final class AppTimer {
         timer?.cancel()
         timer = nil
         isDeferred = false
-        app?.forget(self)
+        set?.forget(self)
     }
 
     private func fire() {
-        guard let app else { return }
-        if app.state == .suspended {
+        guard let set else { return }
+        if set.isSuspended {
             isDeferred = true
             return
         }
-        app.forget(self)
+        set.forget(self)
         handler()
     }
 
     /// Runs a timer that came due while the app was suspended.
-    func fireDeferred() {
+    fileprivate func fireDeferred() {
         guard isDeferred else { return }
         isDeferred = false
-        app?.forget(self)
+        set?.forget(self)
         handler()
+    }
+}
+
+/// The pending timers of one app.
+final class AppTimers {
+    private let loop: EventLoop
+    private var timers: [ObjectIdentifier: AppTimer] = [:]
+    /// While true, timers that come due wait (the app is suspended).
+    var isSuspended = false
+
+    init(loop: EventLoop) { self.loop = loop }
+
+    /// A new timer that calls `handler` after `delay`, as app code.
+    func schedule(after delay: Duration, _ handler: @escaping () -> Void) -> AppTimer {
+        let timer = AppTimer(set: self, loop: loop, after: delay, handler: handler)
+        timers[ObjectIdentifier(timer)] = timer
+        return timer
+    }
+
+    fileprivate func forget(_ timer: AppTimer) {
+        timers[ObjectIdentifier(timer)] = nil
+    }
+
+    /// Runs the timers that came due while the app was suspended, in no particular order.
+    func fireDeferred() {
+        for timer in timers.values where timer.isDeferred { timer.fireDeferred() }
+    }
+
+    /// Cancels every timer (the app stops running).
+    func cancelAll() {
+        for timer in Array(timers.values) { timer.cancel() }
     }
 }
 
@@ -58,22 +89,6 @@ extension App {
     @discardableResult
     public func schedule(after delay: Duration, _ handler: @escaping () -> Void) -> AppTimer {
         loop.assertInLoop()
-        let timer = AppTimer(app: self, after: delay, handler: handler)
-        appTimers[ObjectIdentifier(timer)] = timer
-        return timer
-    }
-
-    func forget(_ timer: AppTimer) {
-        appTimers[ObjectIdentifier(timer)] = nil
-    }
-
-    /// Runs the timers that came due while the app was suspended, in no particular order.
-    func fireDeferredTimers() {
-        for timer in appTimers.values where timer.isDeferred { timer.fireDeferred() }
-    }
-
-    /// Cancels every timer of the app (it stops running).
-    func cancelAppTimers() {
-        for timer in Array(appTimers.values) { timer.cancel() }
+        return timers.schedule(after: delay, handler)
     }
 }

@@ -150,10 +150,16 @@ public enum LifecycleRules {
         }
     }
 
-    /// Whether an app is suspend-eligible (SPEC section 2): in background, no transition running, no open
-    /// background task, no continuous background mode.
-    public static func isSuspendEligible(state: AppState, transitionRunning: Bool, openTasks: Int,
-                                         continuousMode: Bool) -> Bool {
-        state == .background && !transitionRunning && openTasks == 0 && !continuousMode
+    /// Why an app is not suspend-eligible (SPEC section 2), or nil when it is: it must be in background, with
+    /// no transition running, no open background task, no expiration handler running, and no continuous
+    /// background mode. The reason is worded for the user.
+    public static func suspendBlocker(state: AppState, transitionRunning: Bool, openTasks: Int,
+                                      expirationRunning: Bool, continuousMode: Bool) -> String? {
+        if state != .background { return "it is \(state), not in background" }
+        if transitionRunning { return "a transition is running" }
+        if continuousMode { return "its background mode is continuous (netlifectl mode APP idle ends it)" }
+        if expirationRunning { return "an expiration handler is running" }
+        if openTasks > 0 { return "\(openTasks) background task\(openTasks == 1 ? " is" : "s are") open" }
+        return nil
     }
 }

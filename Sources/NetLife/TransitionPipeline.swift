@@ -15,13 +15,32 @@ public struct StageReport: Equatable, Sendable {
     }
 }
 
+/// What overran its budget when the watchdog acted.
+public enum WatchdogStage: Equatable, Sendable, CustomStringConvertible {
+    /// A stage of a transition's pipeline.
+    case transition(LifecycleEvent)
+    /// An expiration handler.
+    case expiration
+    /// A background task left open past the background time and its grace.
+    case backgroundTask
+
+    /// The name `status` and the log use: the callback's name, `expiration` or `background-task`.
+    public var description: String {
+        switch self {
+        case .transition(let event): return event.rawValue
+        case .expiration: return "expiration"
+        case .backgroundTask: return "background-task"
+        }
+    }
+}
+
 /// Why the watchdog killed an app: the stage that overran, its budget, and the time it had taken.
 public struct WatchdogTimeout: Equatable, Sendable {
-    public var stage: String
+    public var stage: WatchdogStage
     public var budget: Duration
     public var elapsed: Duration
 
-    public init(stage: String, budget: Duration, elapsed: Duration) {
+    public init(stage: WatchdogStage, budget: Duration, elapsed: Duration) {
         self.stage = stage
         self.budget = budget
         self.elapsed = elapsed
@@ -69,7 +88,7 @@ public struct TransitionPipeline: Sendable {
 
     /// The next action, given that everything asked for before has completed.
     public mutating func next(now: MonotonicTime) -> Action {
-        precondition(!isOver, "TransitionPipeline used after it finished")
+        if isOver { return .finished(state: plan.finalState, stages: reports) }
         if now > deadline { return budgetExpired(now: now) }
         while stageIndex < plan.stages.count {
             let stage = plan.stages[stageIndex]
@@ -95,7 +114,9 @@ public struct TransitionPipeline: Sendable {
     /// stage running at that moment is blamed.
     public mutating func budgetExpired(now: MonotonicTime) -> Action {
         isOver = true
-        let stage = stageIndex < plan.stages.count ? plan.stages[stageIndex].event.rawValue : plan.command.description
+        // Past the last stage nothing of the app runs any more; the last stage is blamed then.
+        let index = min(stageIndex, plan.stages.count - 1)
+        let stage: WatchdogStage = index >= 0 ? .transition(plan.stages[index].event) : .transition(.willTerminate)
         return .kill(WatchdogTimeout(stage: stage, budget: budget, elapsed: now - startedAt))
     }
 }

@@ -68,9 +68,9 @@ enum Reply {
         case .completed(let state, let stages):
             return ok(["app": .string(app.name), "state": .string(state.rawValue), "already": false,
                        "stages": .array(stages.map(stage))])
-        case .suspendPending:
+        case .suspendPending(let reason):
             return ok(["app": .string(app.name), "state": .string(app.state.rawValue), "already": false,
-                       "suspendPending": true, "stages": []])
+                       "suspendPending": true, "reason": .string(reason), "stages": []])
         case .cancelled(let reason):
             return error(.reloaded, reason)
         case .killed(let timeout):
@@ -99,13 +99,25 @@ enum Reply {
         })
         object["sockets"] = []
         object["tasks"] = .array(status.tasks.map(task))
-        object["lastTermination"] = status.lastTermination.map { record in
-            .object(["reason": .string(record.reason),
-                     "stage": record.stage.map(JSON.string) ?? .null,
-                     "budget": record.budget.map { .number(seconds($0)) } ?? .null,
-                     "elapsed": record.elapsed.map { .number(seconds($0)) } ?? .null])
-        } ?? .null
+        object["lastTermination"] = status.lastTermination.map(termination) ?? .null
         object["lastStages"] = .array(status.lastStages.map(stage))
+        return .object(object)
+    }
+
+    /// A termination record: `reason`, `at` (seconds since the epoch), and per reason `by` (who asked) or the
+    /// watchdog's `stage`, `budget` and `elapsed`.
+    static func termination(_ record: TerminationRecord) -> JSON {
+        var object: JSONObject = ["reason": .string(record.reason.name), "at": .number((record.at * 1000).rounded() / 1000)]
+        switch record.reason {
+        case .terminated(let cause), .terminatedWhileSuspended(let cause):
+            object["by"] = .string(cause.rawValue)
+        case .watchdog(let timeout):
+            object["stage"] = .string(timeout.stage.description)
+            object["budget"] = .number(seconds(timeout.budget))
+            object["elapsed"] = .number(seconds(timeout.elapsed))
+        case .exitedOnSuspend, .memoryPressure:
+            break
+        }
         return .object(object)
     }
 

@@ -179,7 +179,7 @@ func renderTransition(_ reply: JSON) -> String {
     let state = reply["state"]?.stringValue ?? "?"
     if reply["already"]?.boolValue == true { return "\(app): already \(state)" }
     if reply["suspendPending"]?.boolValue == true {
-        return "\(app): suspend pending (\(state) until its background tasks end)"
+        return "\(app): suspend pending: stays \(state) because \(reply["reason"]?.stringValue ?? "it is not suspend-eligible yet")"
     }
     let stages = (reply["stages"]?.arrayValue ?? []).map { stage in
         "\(stage["name"]?.stringValue ?? "?") \(formatMilliseconds(stage["ms"]?.doubleValue ?? 0))"

@@ -106,7 +106,7 @@ extension DaemonRuntime {
         for name in plan.removed {
             guard let app = supervisor.app(named: name) else { continue }
             pending += 1
-            app.perform(.terminate) { [weak self] _ in
+            app.perform(.terminate, cause: .reload) { [weak self] _ in
                 self?.supervisor.remove(app, reason: "app \(name) was removed by a reload")
                 finish()
             }
@@ -129,7 +129,8 @@ extension DaemonRuntime {
             case .active, .inactive: .foreground
             case .background, .suspended: .background
             }
-            old.perform(.terminate) { [weak self] _ in
+            old.perform(.terminate, cause: .reload) { [weak self] _ in
+                app.inheritLastTermination(from: old)
                 self?.supervisor.replace(old, with: app, reason: "app \(name) was restarted by a reload; send the command again")
                 launch(relaunch)
             }

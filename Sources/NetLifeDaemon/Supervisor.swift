@@ -84,7 +84,7 @@ final class Supervisor {
         var remaining = apps.count
         guard remaining > 0 else { completion(); return }
         for app in apps {
-            app.perform(.terminate) { _ in
+            app.perform(.terminate, cause: .shutdown) { _ in
                 remaining -= 1
                 if remaining == 0 { completion() }
             }

@@ -45,6 +45,7 @@ struct AppTests {
     @Test func aTerminatedAppLeavesNothingRegisteredOnTheLoop() throws {
         let loop = try EventLoop()
         let app = try makeApp(loop, autoSuspend: .seconds(30))
+        let baseline = loop.registeredObjectCount   // the app's own deadline timers, kept until it retires
         app.perform(.launch(background: false)) { _ in }
         #expect(app.beginBackgroundTask(name: "upload") {} != 0)
         app.perform(.background) { _ in }
@@ -52,7 +53,9 @@ struct AppTests {
         #expect(loop.registeredObjectCount > 0, "task timers and the app timer are armed")
         app.perform(.terminate) { _ in }
         #expect(app.state == .notRunning)
-        #expect(loop.registeredObjectCount == 0, "every timer of the app was closed")
+        #expect(loop.registeredObjectCount == baseline, "every timer of the run was closed")
+        app.retire(reason: "test")
+        #expect(loop.registeredObjectCount == 0, "a retired app leaves nothing on the loop")
     }
 
     @Test func aRetiredAppAnswersQueuedCommandsKillsItsHooksAndLeavesNothingOnTheLoop() throws {

@@ -118,11 +118,18 @@ private func stages(_ plan: TransitionPlan?) -> [String] {
         #expect(LifecycleRules.decide(.suspend, in: .background, traits: plain, suspendEligible: false) == .suspendWhenEligible)
     }
 
-    @Test func suspendEligibilityNeedsBackgroundNoTransitionNoTaskNoContinuousMode() {
-        #expect(LifecycleRules.isSuspendEligible(state: .background, transitionRunning: false, openTasks: 0, continuousMode: false))
-        #expect(!LifecycleRules.isSuspendEligible(state: .active, transitionRunning: false, openTasks: 0, continuousMode: false))
-        #expect(!LifecycleRules.isSuspendEligible(state: .background, transitionRunning: true, openTasks: 0, continuousMode: false))
-        #expect(!LifecycleRules.isSuspendEligible(state: .background, transitionRunning: false, openTasks: 1, continuousMode: false))
-        #expect(!LifecycleRules.isSuspendEligible(state: .background, transitionRunning: false, openTasks: 0, continuousMode: true))
+    @Test func suspendEligibilityNeedsBackgroundNoTransitionNoTaskNoExpirationNoContinuousMode() {
+        func blocker(_ state: AppState = .background, transition: Bool = false, tasks: Int = 0, expiring: Bool = false,
+                     continuous: Bool = false) -> String? {
+            LifecycleRules.suspendBlocker(state: state, transitionRunning: transition, openTasks: tasks,
+                                          expirationRunning: expiring, continuousMode: continuous)
+        }
+        #expect(blocker() == nil)
+        #expect(blocker(.active) == "it is active, not in background")
+        #expect(blocker(transition: true) == "a transition is running")
+        #expect(blocker(tasks: 2) == "2 background tasks are open")
+        #expect(blocker(expiring: true) == "an expiration handler is running", "even after its task has ended")
+        #expect(blocker(tasks: 1, continuous: true)?.hasPrefix("its background mode is continuous") == true,
+                "the mode is named, not the tasks")
     }
 }

@@ -36,7 +36,7 @@ private func backgroundPlan(hooks: Set<LifecycleEvent> = []) -> TransitionPlan {
         _ = pipeline.next(now: at(0))
         _ = pipeline.next(now: at(0))
         #expect(pipeline.next(now: at(0)) == .perform(.hook, .didEnterBackground))
-        #expect(pipeline.next(now: at(501)) == .kill(WatchdogTimeout(stage: "did-enter-background", budget: .milliseconds(500), elapsed: .milliseconds(501))))
+        #expect(pipeline.next(now: at(501)) == .kill(WatchdogTimeout(stage: .transition(.didEnterBackground), budget: .milliseconds(500), elapsed: .milliseconds(501))))
     }
 
     @Test func theWatchdogTimerBlamesTheRunningStage() {
@@ -44,7 +44,7 @@ private func backgroundPlan(hooks: Set<LifecycleEvent> = []) -> TransitionPlan {
         _ = pipeline.next(now: at(0))
         #expect(pipeline.next(now: at(1)) == .perform(.hook, .willResignActive))
         #expect(pipeline.deadline == at(200))
-        #expect(pipeline.budgetExpired(now: at(203)) == .kill(WatchdogTimeout(stage: "will-resign-active", budget: .milliseconds(200), elapsed: .milliseconds(203))))
+        #expect(pipeline.budgetExpired(now: at(203)) == .kill(WatchdogTimeout(stage: .transition(.willResignActive), budget: .milliseconds(200), elapsed: .milliseconds(203))))
     }
 
     @Test func anEmptyPlanFinishesAtOnce() {

@@ -1,0 +1,180 @@
+// The background tasks of one app at run time (SPEC section 5): the shell around BackgroundTaskRegistry. It
+// keeps the Swift expiration handlers, arms one deadline timer for whatever the registry says is due next,
+// runs the handlers it hands out (a closure for tasks begun through the Swift API, the `on-expiration` hook
+// for tasks begun over the control socket), and tells its app when the watchdog must kill it or when the
+// app's suspend-eligibility may have changed.
+
+import NetLifeEvent
+
+/// What the background tasks need from their app.
+protocol BackgroundTasksOwner: AnyObject {
+    /// An expiration handler overran its budget, or a task outlived the background time and its grace.
+    func backgroundTasksRequireKill(_ timeout: WatchdogTimeout)
+    /// Tasks began or ended, or an expiration handler started or finished.
+    func backgroundTasksDidChange()
+}
+
+/// The open background tasks of one app and the running of their expiration handlers.
+final class BackgroundTasks {
+    private(set) var registry: BackgroundTaskRegistry
+    /// The Swift API's expiration handlers, by task.
+    private var handlers: [BackgroundTaskIdentifier: () -> Void] = [:]
+    private var deadline: DeadlineTimer?
+    private let hooks: HookRunner
+    private let logger: Logger
+    /// The `on-expiration` hook, for tasks begun over the control socket.
+    var expirationHook: HookCommand?
+    /// The `on-expiration` hook running now, if one is.
+    private var runningHook: HookRun?
+    weak var owner: BackgroundTasksOwner?
+
+    init(budgets: Budgets, expirationHook: HookCommand?, hooks: HookRunner, loop: EventLoop, logger: Logger) {
+        registry = BackgroundTaskRegistry(budgets: budgets)
+        self.expirationHook = expirationHook
+        self.hooks = hooks
+        self.logger = logger
+        deadline = DeadlineTimer(loop: loop) { [weak self] in self?.drive() }
+    }
+
+    // MARK: Tasks
+
+    /// The open tasks, in begin order.
+    var tasks: [BackgroundTaskRegistry.Task] { registry.tasks }
+
+    /// Whether an expiration handler is running.
+    var isRunningExpiration: Bool { registry.isRunningExpiration }
+
+    /// While a Swift expiration handler runs: when its budget ends.
+    var expirationHandlerDeadline: MonotonicTime? { registry.expirationHandlerDeadline }
+
+    /// Begins a task (see `App.beginBackgroundTask`); 0 when refused.
+    func begin(name: String?, origin: BackgroundTaskRegistry.Origin, allowed: Bool,
+               expirationHandler: (() -> Void)?) -> BackgroundTaskIdentifier {
+        let id = registry.begin(name: name, origin: origin, now: .now(), allowed: allowed)
+        guard id != BackgroundTaskRegistry.invalid else { return id }
+        if let expirationHandler { handlers[id] = expirationHandler }
+        logger.debug("background task \(id) begun\(name.map { " ('\($0)')" } ?? "")")
+        changed()
+        return id
+    }
+
+    /// Ends a task; its expiration handler, if it has not run, never will.
+    func end(_ id: BackgroundTaskIdentifier) -> BackgroundTaskRegistry.EndResult {
+        let result = registry.end(id)
+        if case .ended = result {
+            handlers[id] = nil
+            logger.debug("background task \(id) ended")
+            changed()
+        }
+        return result
+    }
+
+    // MARK: The app's state
+
+    /// The app entered the background (or was woken): a fresh background time.
+    func enterBackground() {
+        abandonRunningHook()
+        registry.enterBackground(now: .now())
+        deadline?.arm(at: registry.nextDeadline)
+    }
+
+    /// The app is coming to the foreground: expiration belongs to the background, so handlers not yet run are
+    /// dropped and every deadline disarmed; the tasks stay open.
+    func enterForeground() {
+        abandonRunningHook()
+        registry.enterForeground()
+        deadline?.cancel()
+    }
+
+    /// The app was suspended: no time counts and nothing is due.
+    func suspend() {
+        registry.suspend()
+        deadline?.cancel()
+    }
+
+    /// The app stopped running: every task and handler is dropped.
+    func removeAll() {
+        if !registry.tasks.isEmpty { logger.warning("dropping \(registry.tasks.count) background task(s)") }
+        abandonRunningHook()
+        registry.removeAll()
+        handlers.removeAll()
+        deadline?.cancel()
+    }
+
+    /// Takes a reloaded configuration's budgets and hook.
+    func update(budgets: Budgets, expirationHook: HookCommand?) {
+        registry.update(budgets: budgets)
+        self.expirationHook = expirationHook
+        deadline?.arm(at: registry.nextDeadline)
+    }
+
+    /// Frees the timer (the app leaves the daemon).
+    func close() {
+        removeAll()
+        deadline?.close()
+        deadline = nil
+    }
+
+    // MARK: Expiration
+
+    private func changed() {
+        deadline?.arm(at: registry.nextDeadline)
+        owner?.backgroundTasksDidChange()
+    }
+
+    private func abandonRunningHook() {
+        if let runningHook { hooks.abandon(runningHook) }
+        runningHook = nil
+    }
+
+    /// Performs what the registry says is due, until it says to wait.
+    private func drive() {
+        while let action = registry.next(now: .now()) {
+            switch action {
+            case .kill(let timeout):
+                deadline?.cancel()
+                owner?.backgroundTasksRequireKill(timeout)
+                return
+            case .runExpirationHandler(let task):
+                logger.info("background time nearly spent: task \(task.id)\(task.name.map { " ('\($0)')" } ?? "") expires")
+                if runExpirationHandler(of: task) {
+                    // An `on-expiration` hook runs; the registry waits for it (under its budget).
+                    changed()
+                    return
+                }
+            }
+        }
+        changed()
+    }
+
+    /// Runs a task's expiration handler. Returns true when it runs asynchronously (a hook); otherwise it has
+    /// finished, or there was none.
+    private func runExpirationHandler(of task: BackgroundTaskRegistry.Task) -> Bool {
+        switch task.origin {
+        case .api:
+            if let handler = handlers.removeValue(forKey: task.id) {
+                handler()
+                // A closure cannot be interrupted: its overrun is judged when it returns.
+                if let deadline = registry.expirationHandlerDeadline, MonotonicTime.now() > deadline,
+                   case .kill(let timeout) = registry.next(now: .now()) {
+                    owner?.backgroundTasksRequireKill(timeout)
+                    return true
+                }
+            }
+        case .control:
+            if let hook = expirationHook {
+                runningHook = hooks.run(hook, event: "expiration", task: task.id) { [weak self] _ in
+                    guard let self else { return }
+                    runningHook = nil
+                    registry.expirationHandlerFinished()
+                    drive()
+                }
+                if runningHook != nil { return true }
+            } else {
+                logger.warning("task \(task.id) is expiring and the app has no on-expiration hook")
+            }
+        }
+        registry.expirationHandlerFinished()
+        return false
+    }
+}
