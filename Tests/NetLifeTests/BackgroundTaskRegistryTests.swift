@@ -86,4 +86,62 @@ private func registry(taskTime: Duration = .seconds(3), lead: Duration = .millis
         tasks.enterBackground(now: at(10_000))
         #expect(tasks.expirationDeadline == at(12_500))
     }
+
+    @Test func expirationHandlersRunOneAtATimeInBeginOrderUnderTheirBudget() {
+        var tasks = registry()
+        tasks.expirationBudget = .milliseconds(100)
+        let ids = (0..<3).map { tasks.begin(name: "t\($0)", origin: .control, now: at(0), allowed: true) }
+        tasks.enterBackground(now: at(0))
+        #expect(tasks.next(now: at(2499)) == nil)
+        #expect(tasks.nextDeadline == at(2500))
+        guard case .runExpirationHandler(let first) = tasks.next(now: at(2500)) else { Issue.record("first"); return }
+        #expect(first.id == ids[0])
+        #expect(tasks.isRunningExpiration)
+        #expect(tasks.next(now: at(2550)) == nil, "the second waits for the first")
+        #expect(tasks.nextDeadline == at(2600), "the running handler's budget")
+        tasks.expirationHandlerFinished()
+        _ = tasks.end(ids[1])
+        guard case .runExpirationHandler(let third) = tasks.next(now: at(2560)) else { Issue.record("third"); return }
+        #expect(third.id == ids[2], "an ended task's handler never runs")
+        #expect(tasks.next(now: at(2660)) == .kill(WatchdogTimeout(stage: .expiration, budget: .milliseconds(100), elapsed: .milliseconds(100))))
+    }
+
+    @Test func aTaskOpenPastTheGraceGetsTheAppKilled() {
+        var tasks = registry()
+        _ = tasks.begin(name: nil, origin: .api, now: at(0), allowed: true)
+        tasks.enterBackground(now: at(0))
+        guard case .runExpirationHandler = tasks.next(now: at(2500)) else { Issue.record("no handler"); return }
+        tasks.expirationHandlerFinished()
+        #expect(tasks.nextDeadline == at(3400))
+        #expect(tasks.next(now: at(3399)) == nil)
+        #expect(tasks.next(now: at(3400)) == .kill(WatchdogTimeout(stage: .backgroundTask, budget: .milliseconds(3400), elapsed: .milliseconds(3400))))
+    }
+
+    @Test func theForegroundDropsWaitingAndRunningHandlersAndEveryDeadline() {
+        var tasks = registry()
+        let ids = (0..<3).map { _ in tasks.begin(name: nil, origin: .control, now: at(0), allowed: true) }
+        tasks.enterBackground(now: at(0))
+        _ = tasks.next(now: at(2500))
+        #expect(tasks.isRunningExpiration)
+        tasks.enterForeground()
+        #expect(!tasks.isRunningExpiration)
+        #expect(tasks.nextDeadline == nil)
+        #expect(tasks.next(now: at(100_000)) == nil, "nothing is due in the foreground")
+        #expect(tasks.tasks.map(\.id) == ids, "the tasks stay open")
+        tasks.enterBackground(now: at(200_000))
+        #expect(tasks.remaining(now: at(200_000)) == .seconds(3), "a fresh background time")
+        guard case .runExpirationHandler(let again) = tasks.next(now: at(202_500)) else { Issue.record("none"); return }
+        #expect(again.id == ids[0], "handlers run again only if a later background period runs out")
+    }
+
+    @Test func noTimeIsOfferedWhileSuspended() {
+        var tasks = registry()
+        tasks.enterBackground(now: at(0))
+        #expect(tasks.remaining(now: at(1000)) == .seconds(2))
+        tasks.suspend()
+        #expect(tasks.remaining(now: at(1000)) == .zero)
+        #expect(tasks.nextDeadline == nil)
+        tasks.enterBackground(now: at(50_000))   // woken
+        #expect(tasks.remaining(now: at(50_000)) == .seconds(3))
+    }
 }
