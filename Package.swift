@@ -6,6 +6,7 @@ let package = Package(
     name: "netlife",
     products: [
         .library(name: "NetLife", targets: ["NetLife"]),
+        .library(name: "NetLifeControl", targets: ["NetLifeControl"]),
         .library(name: "NetLifeDaemon", targets: ["NetLifeDaemon"]),
         .executable(name: "netlifed", targets: ["netlifed"]),
         .executable(name: "netlifectl", targets: ["netlifectl"]),
@@ -19,13 +20,16 @@ let package = Package(
         .target(name: "NetLifeEvent", dependencies: ["CLibevent"]),
         .target(name: "NetLife", dependencies: ["NetLifeEvent"]),
         .target(name: "NetLifeServices", dependencies: ["NetLife"]),
-        .target(name: "NetLifeDaemon", dependencies: ["NetLife", "NetLifeServices"]),
+        .target(name: "NetLifeControl"),
+        .target(name: "NetLifeDaemon", dependencies: ["NetLife", "NetLifeServices", "NetLifeControl"]),
         .executableTarget(name: "netlifed", dependencies: ["NetLifeDaemon"]),
-        .executableTarget(name: "netlifectl", dependencies: ["NetLifeDaemon"]),
+        // netlifectl links the protocol alone: no event loop, no framework.
+        .executableTarget(name: "netlifectl", dependencies: ["NetLifeControl"]),
 
         .testTarget(name: "NetLifeEventTests", dependencies: ["NetLifeEvent"]),
         .testTarget(name: "NetLifeTests", dependencies: ["NetLife"]),
         .testTarget(name: "NetLifeServicesTests", dependencies: ["NetLifeServices"]),
+        .testTarget(name: "NetLifeControlTests", dependencies: ["NetLifeControl"]),
         .testTarget(name: "NetLifeDaemonTests", dependencies: ["NetLifeDaemon"]),
         .testTarget(name: "IntegrationTests", dependencies: ["netlifed", "netlifectl"]),
     ],

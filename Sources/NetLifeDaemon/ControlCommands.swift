@@ -1,176 +1,109 @@
-// The control commands, in one table as tmux keeps its commands: a name, what the request must carry, and a
-// handler that replies (possibly later, when a transition's pipeline has finished).
+// What the daemon does for each control request: the request is typed (NetLifeControl's ControlRequest
+// names what is wrong with a bad one), the app it names is resolved, and the reply is sent when the work is
+// done (a transition replies when its pipeline has finished).
 
 @preconcurrency import Glibc
 import NetLife
+import NetLifeControl
 import NetLifeEvent
 
-/// The context a command runs in.
-struct CommandContext {
-    let supervisor: Supervisor
-    let daemon: DaemonRuntime
-    let request: JSON
-    let session: ControlSession?
-    let reply: (JSON) -> Void
-
-    /// The request's `app` member, resolved; replies with an error and returns nil when missing or unknown.
-    func app() -> App? {
-        guard let name = request["app"]?.stringValue else {
-            reply(Reply.error(.badRequest, "this command needs \"app\""))
-            return nil
-        }
-        guard let app = supervisor.app(named: name) else {
-            let known = supervisor.apps.map(\.name).joined(separator: ", ")
-            reply(Reply.error(.unknownApp, "no app named '\(name)' (known: \(known.isEmpty ? "none" : known))"))
-            return nil
-        }
-        return app
-    }
-}
-
-/// A control command.
-struct ControlCommand {
-    let name: String
-    /// Whether it exists only with `debug-commands = yes`.
-    var debugOnly = false
-    let run: @Sendable (CommandContext) -> Void
-}
-
 enum ControlCommands {
-    /// Every command the daemon knows. Commands the spec names that arrive in later versions answer
-    /// `unsupported`.
-    static let table: [ControlCommand] = [
-        ControlCommand(name: "version") { context in
-            context.reply(Reply.ok(["version": .string(ControlProtocol.daemonVersion),
-                                    "protocol": .number(Double(ControlProtocol.version))]))
-        },
-        ControlCommand(name: "status") { context in
-            if context.request["app"] != nil {
-                guard let app = context.app() else { return }
-                context.reply(Reply.ok(["apps": [Reply.status(app.status)]]))
-            } else {
-                context.reply(Reply.ok(["apps": .array(context.supervisor.apps.map { Reply.status($0.status) })]))
+    /// Runs a request, or replies with the error that explains why it cannot run.
+    ///
+    /// - Parameter session: the connection the request came on (a `watch` takes it over).
+    static func dispatch(_ json: JSON, supervisor: Supervisor, daemon: DaemonRuntime, session: ControlSession?,
+                         reply: @escaping (JSON) -> Void) {
+        let request: ControlRequest
+        do {
+            request = try ControlRequest(json: json)
+        } catch {
+            return reply(error.json)
+        }
+        if case .debugStall = request, !daemon.configuration.debugCommands {
+            return reply(Reply.error(.unknownCommand, "unknown command 'debug-stall' (it needs debug-commands = yes in [daemon])"))
+        }
+        var app: App?
+        if let name = request.app {
+            guard let found = supervisor.app(named: name) else {
+                let known = supervisor.apps.map(\.name).joined(separator: ", ")
+                return reply(Reply.error(.unknownApp, "no app named '\(name.prefix(256))' (known: \(known.isEmpty ? "none" : known))"))
             }
-        },
-        transition("launch") { request in .launch(background: request["background"]?.boolValue ?? false) },
-        transition("foreground") { _ in .foreground },
-        transition("background") { _ in .background },
-        transition("suspend") { _ in .suspend },
-        transition("terminate") { _ in .terminate },
-        ControlCommand(name: "task-begin") { context in
-            guard let app = context.app() else { return }
-            let name = context.request["name"]?.stringValue
-            if let name, name.utf8.count > ControlProtocol.maxTaskNameBytes {
-                context.reply(Reply.error(.badRequest, "a task name is at most \(ControlProtocol.maxTaskNameBytes) bytes long"))
-                return
-            }
+            app = found
+        }
+        run(request, app: app, supervisor: supervisor, daemon: daemon, reply: reply)
+    }
+
+    private static func run(_ request: ControlRequest, app: App?, supervisor: Supervisor, daemon: DaemonRuntime,
+                            reply: @escaping (JSON) -> Void) {
+        switch request {
+        case .version:
+            reply(VersionReply(version: ControlProtocol.daemonVersion, protocolVersion: ControlProtocol.version).json)
+        case .status:
+            let apps = app.map { [$0] } ?? supervisor.apps
+            reply(StatusReply(apps: apps.map { Reply.app($0.status) }).json)
+        case .launch(_, let background):
+            transition(.launch(background: background), app, daemon, reply)
+        case .foreground:
+            transition(.foreground, app, daemon, reply)
+        case .background:
+            transition(.background, app, daemon, reply)
+        case .suspend:
+            transition(.suspend, app, daemon, reply)
+        case .terminate:
+            transition(.terminate, app, daemon, reply)
+        case .taskBegin(_, let name):
+            guard let app else { return reply(missingApp) }
             guard app.openBackgroundTaskCount < ControlProtocol.maxTasksPerApp else {
-                context.reply(Reply.error(.limit, "app \(app.name) already has \(ControlProtocol.maxTasksPerApp) open background tasks, the most allowed; end some first"))
-                return
+                return reply(Reply.error(.limit, "app \(app.name) already has \(ControlProtocol.maxTasksPerApp) open background tasks, the most allowed; end some first"))
             }
-            context.reply(Reply.ok(["app": .string(app.name), "id": .number(Double(app.beginControlTask(name: name)))]))
-        },
-        ControlCommand(name: "task-end") { context in
-            guard let app = context.app() else { return }
-            guard let number = context.request["id"]?.doubleValue, number >= 0, number.rounded() == number,
-                  number < 9.0e15 else {
-                context.reply(Reply.error(.badRequest, "task-end needs \"id\", a whole number"))
-                return
+            reply(TaskBeginReply(app: app.name, id: app.beginControlTask(name: name)).json)
+        case .taskEnd(_, let id):
+            guard let app else { return reply(missingApp) }
+            let warning: String? = switch app.endBackgroundTask(id) {
+            case .ended: nil
+            case .invalidIdentifier: "task id 0 is the invalid id; nothing to end"
+            case .unknown: "app \(app.name) has no task \(id)"
+            case .alreadyEnded: "task \(id) of app \(app.name) has already ended"
             }
-            let id = BackgroundTaskIdentifier(number)
-            var reply: JSONObject = ["app": .string(app.name), "id": .number(number)]
-            switch app.endBackgroundTask(id) {
-            case .ended: reply["ended"] = true
-            case .invalidIdentifier: reply["ended"] = false; reply["warning"] = "task id 0 is the invalid id; nothing to end"
-            case .unknown: reply["ended"] = false; reply["warning"] = .string("app \(app.name) has no task \(id)")
-            case .alreadyEnded: reply["ended"] = false; reply["warning"] = .string("task \(id) of app \(app.name) has already ended")
-            }
-            context.reply(Reply.ok(reply))
-        },
-        ControlCommand(name: "task-list") { context in
-            guard let app = context.app() else { return }
+            reply(TaskEndReply(app: app.name, id: id, ended: warning == nil, warning: warning).json)
+        case .taskList:
+            guard let app else { return reply(missingApp) }
             let status = app.status
-            context.reply(Reply.ok(["app": .string(app.name), "tasks": .array(status.tasks.map(Reply.task)),
-                                    "backgroundTimeRemaining": status.backgroundTimeRemaining.map { .number(Reply.seconds($0)) } ?? .null]))
-        },
-        ControlCommand(name: "mode") { context in
-            guard let app = context.app() else { return }
-            guard let text = context.request["mode"]?.stringValue, let mode = BackgroundMode(rawValue: text) else {
-                context.reply(Reply.error(.badRequest, "mode needs \"mode\": \"idle\" or \"continuous\""))
-                return
-            }
+            reply(TaskListReply(app: app.name, tasks: status.tasks.map(Reply.task),
+                                backgroundTimeRemaining: status.backgroundTimeRemaining.map(Reply.seconds)).json)
+        case .mode(_, let text):
+            guard let app, let mode = BackgroundMode(rawValue: text) else { return reply(missingApp) }
             app.backgroundMode = mode
-            context.reply(Reply.ok(["app": .string(app.name), "mode": .string(mode.rawValue), "state": .string(app.state.rawValue)]))
-        },
-        ControlCommand(name: "debug-stall", debugOnly: true) { context in
-            guard let text = context.request["duration"]?.stringValue, let duration = ConfigValues.duration(text),
-                  duration <= .seconds(60) else {
-                context.reply(Reply.error(.badRequest, "debug-stall needs \"duration\" such as \"3s\" (at most 60s)"))
-                return
+            reply(ModeReply(app: app.name, mode: mode.rawValue, state: app.state.rawValue).json)
+        case .reload:
+            daemon.reload(completion: reply)
+        case .debugStall(let text):
+            guard let duration = ConfigValues.duration(text), duration <= .seconds(60) else {
+                return reply(Reply.error(.badRequest, "debug-stall needs \"duration\" such as \"3s\" (at most 60s)"))
             }
-            context.daemon.logger.warning("debug stall: blocking the event loop for \(text)")
+            daemon.logger.warning("debug stall: blocking the event loop for \(text)")
             // Deliberately blocks the loop thread: this is what the loop-stall watchdog exists to catch.
             let until = MonotonicTime.now() + duration
             while MonotonicTime.now() < until {
                 var step = (until - MonotonicTime.now()).timespec
                 nanosleep(&step, nil)
             }
-            context.reply(Reply.ok(["stalled": .string(text)]))
-        },
-        ControlCommand(name: "reload") { context in
-            guard !context.daemon.isShuttingDown else {
-                context.reply(Reply.error(.shuttingDown, "netlifed is shutting down"))
-                return
-            }
-            context.daemon.reload(completion: context.reply)
-        },
-    ] + ["reclaim", "lock", "memory-pressure", "download", "upload", "transfers", "watch"].map(unsupported)
-
-    static func transition(_ name: String, _ command: @escaping @Sendable (JSON) -> LifecycleCommand) -> ControlCommand {
-        ControlCommand(name: name) { context in
-            guard let app = context.app() else { return }
-            guard !context.daemon.isShuttingDown else {
-                context.reply(Reply.error(.shuttingDown, "netlifed is shutting down"))
-                return
-            }
-            app.perform(command(context.request)) { outcome in
-                context.reply(Reply.transition(app: app, outcome))
-            }
+            reply(StallReply(stalled: text).json)
+        case .reclaim, .lock, .memoryPressure, .download, .upload, .transfers, .watch:
+            reply(Reply.error(.unsupported, "'\(request.command)' is not supported by this version of netlifed yet"))
         }
     }
 
-    static func unsupported(_ name: String) -> ControlCommand {
-        ControlCommand(name: name) { context in
-            context.reply(Reply.error(.unsupported, "'\(name)' is not supported by this version of netlifed yet"))
-        }
-    }
+    /// Not reachable: ControlRequest guarantees an app for the commands that need one, and dispatch resolves
+    /// it. Answered rather than trapped all the same.
+    private static let missingApp = Reply.error(.badRequest, "this command needs \"app\"")
 
-    /// Runs the request's command, or replies with the error that explains why it cannot run.
-    static func dispatch(_ request: JSON, supervisor: Supervisor, daemon: DaemonRuntime, session: ControlSession?,
-                         reply: @escaping (JSON) -> Void) {
-        guard case .object = request else {
-            reply(Reply.error(.badRequest, "a request is a JSON object like {\"cmd\": \"status\"}"))
-            return
+    private static func transition(_ command: LifecycleCommand, _ app: App?, _ daemon: DaemonRuntime,
+                                   _ reply: @escaping (JSON) -> Void) {
+        guard let app else { return reply(missingApp) }
+        guard !daemon.isShuttingDown else {
+            return reply(Reply.error(.shuttingDown, "netlifed is shutting down"))
         }
-        if let version = request["protocol"] {
-            guard let number = version.intValue, number >= 1 else {
-                reply(Reply.error(.badRequest, "\"protocol\" must be a positive whole number"))
-                return
-            }
-            guard number <= ControlProtocol.version else {
-                reply(Reply.error(.protocolVersion, "protocol \(number) is newer than this netlifed speaks (\(ControlProtocol.version)); upgrade netlifed"))
-                return
-            }
-        }
-        guard let name = request["cmd"]?.stringValue else {
-            reply(Reply.error(.badRequest, "the request has no \"cmd\" string"))
-            return
-        }
-        guard let command = table.first(where: { $0.name == name }),
-              !command.debugOnly || daemon.configuration.debugCommands else {
-            reply(Reply.error(.unknownCommand, "unknown command '\(name)'"))
-            return
-        }
-        command.run(CommandContext(supervisor: supervisor, daemon: daemon, request: request, session: session, reply: reply))
+        app.perform(command) { outcome in reply(Reply.transition(app: app, outcome)) }
     }
 }

@@ -6,6 +6,7 @@
 
 @preconcurrency import Glibc
 import NetLife
+import NetLifeControl
 import NetLifeEvent
 
 /// Why the control socket could not be set up.

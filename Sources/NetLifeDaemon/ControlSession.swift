@@ -5,6 +5,7 @@
 // closed after `idle`. Replies to requests whose client has gone are dropped; the commands still complete.
 
 import NetLife
+import NetLifeControl
 import NetLifeEvent
 
 /// One control connection.

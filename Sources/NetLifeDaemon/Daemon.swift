@@ -4,6 +4,7 @@
 
 @preconcurrency import Glibc
 import NetLife
+import NetLifeControl
 import NetLifeEvent
 import NetLifeServices
 
@@ -116,7 +117,13 @@ struct DaemonOptions {
             }
             switch argument {
             case "--config": configPath = try take()
-            case "--control": controlPath = try take()
+            case "--control":
+                let path = try take()
+                guard path.hasPrefix("/") else { throw UsageError(message: "--control must be an absolute path, got '\(path)'") }
+                guard path.utf8.count <= ControlProtocol.maxSocketPathBytes else {
+                    throw UsageError(message: "--control: the path is \(path.utf8.count) bytes long; a Unix socket path holds at most \(ControlProtocol.maxSocketPathBytes)")
+                }
+                controlPath = path
             case "--check-config": action = .checkConfig(try take())
             case "--log-level":
                 let name = try take()
@@ -143,25 +150,8 @@ struct DaemonOptions {
         access("Config/netlifed.conf", R_OK) == 0 ? "Config/netlifed.conf" : "/etc/netlifed/netlifed.conf"
     }
 
-    /// The control socket path when the config names none: /run/netlifed/control.sock for root,
-    /// $XDG_RUNTIME_DIR/netlifed/control.sock otherwise (/tmp/netlifed-UID/control.sock without it).
+    /// The control socket path when the config names none (the protocol's default for this user).
     static func defaultControlPath(environment: [String: String]) -> String {
-        if geteuid() == 0 { return "/run/netlifed/control.sock" }
-        if let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty { return runtime + "/netlifed/control.sock" }
-        return "/tmp/netlifed-\(geteuid())/control.sock"
+        ControlProtocol.defaultSocketPath(environment: environment)
     }
-}
-
-/// The environment of this process as a dictionary.
-func processEnvironment() -> [String: String] {
-    var result: [String: String] = [:]
-    var pointer = environ
-    while let entry = pointer.pointee {
-        let text = String(cString: entry)
-        if let equals = text.firstIndex(of: "=") {
-            result[String(text[..<equals])] = String(text[text.index(after: equals)...])
-        }
-        pointer += 1
-    }
-    return result
 }

@@ -5,6 +5,7 @@
 
 @preconcurrency import Glibc
 import NetLife
+import NetLifeControl
 import NetLifeEvent
 
 /// Why the daemon could not start.

@@ -8,6 +8,7 @@
 // socket path and group are fixed for the daemon's lifetime.
 
 import NetLife
+import NetLifeControl
 import NetLifeEvent
 
 /// What a reload does to the apps, decided from the running and the new app configurations alone.
@@ -93,10 +94,8 @@ extension DaemonRuntime {
             isReloading = false
             logger.notice("reloaded \(configuration.file): added \(plan.added), removed \(plan.removed), restarted \(plan.restarted), updated \(plan.updated)")
             notifier.notify("READY=1\nSTATUS=\(supervisor.statusLine)")
-            completion(Reply.ok(["added": .array(plan.added.map(JSON.string)),
-                                 "removed": .array(plan.removed.map(JSON.string)),
-                                 "restarted": .array(plan.restarted.map(JSON.string)),
-                                 "updated": .array(plan.updated.map(JSON.string))]))
+            completion(ReloadReply(added: plan.added, removed: plan.removed, restarted: plan.restarted,
+                                   updated: plan.updated).json)
         }
         for name in plan.updated {
             if let app = supervisor.app(named: name), let appConfiguration = byName[name] {

@@ -1,5 +1,4 @@
-// netlifectl: the command-line client of netlifed's control socket. Everything is in NetLifeDaemon.
+// netlifectl: the command-line client of netlifed's control socket. It links only NetLifeControl.
 import Glibc
-import NetLifeDaemon
 
 exit(ControlTool.main())

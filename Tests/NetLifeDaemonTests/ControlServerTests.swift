@@ -4,6 +4,7 @@
 @testable import NetLifeDaemon
 import Glibc
 import NetLife
+import NetLifeControl
 import NetLifeEvent
 import Testing
 
@@ -14,7 +15,7 @@ struct ControlServerTests {
         let directory = "/tmp/netlife-unit-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         let path = directory + "/control.sock"
         let server = ControlServer(path: path, group: nil, loop: loop, logger: Logger(label: "test", minimumLevel: .critical)) { request, _, reply in
-            reply(Reply.ok(["echo": request["cmd"] ?? .null]))
+            reply(.object(["ok": true, "echo": request["cmd"] ?? .null]))
         }
         server.timeouts = ControlSession.Timeouts(request: idleTimeout, idle: idleTimeout)
         try server.start()

@@ -3,6 +3,7 @@
 
 @testable import NetLifeDaemon
 import NetLife
+import NetLifeControl
 import NetLifeEvent
 import NetLifeServices
 import Testing

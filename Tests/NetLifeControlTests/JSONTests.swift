@@ -1,6 +1,6 @@
 // The control protocol's JSON: strict parsing of untrusted input, and serialization in member order.
 
-@testable import NetLifeDaemon
+@testable import NetLifeControl
 import Testing
 
 @Suite struct JSONTests {

@@ -1,0 +1,92 @@
+// The client side of the control protocol, as netlifectl uses it: a blocking Unix stream socket, one
+// request line out, reply lines in. Plain libc, no event loop.
+
+@preconcurrency import Glibc
+
+/// A blocking connection to a daemon's control socket.
+public final class ControlClient {
+    /// Why talking to the daemon failed.
+    public enum Failure: Error {
+        /// Nothing answers at the socket.
+        case unreachable(String)
+        /// The daemon closed the connection or sent something that is not a reply.
+        case broken(String)
+    }
+
+    private let fd: CInt
+    private var buffer: [UInt8] = []
+
+    /// Connects to the socket at `path`. The corresponding C functions are `socket` and `connect`.
+    public init(path: String) throws(Failure) {
+        guard path.utf8.count <= ControlProtocol.maxSocketPathBytes else {
+            throw .unreachable("the control socket path is \(path.utf8.count) bytes long; at most \(ControlProtocol.maxSocketPathBytes) fit in a Unix socket address")
+        }
+        fd = socket(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw .unreachable("cannot make a socket: \(Self.errorText())") }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: path.utf8) }
+        let result = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        if result != 0 {
+            let error = errno
+            close(fd)
+            switch error {
+            case ENOENT, ECONNREFUSED: throw .unreachable("netlifed is not running (socket \(path))")
+            default: throw .unreachable("cannot reach netlifed at \(path): \(String(cString: strerror(error)))")
+            }
+        }
+    }
+
+    deinit { close(fd) }
+
+    private static func errorText() -> String { String(cString: strerror(errno)) }
+
+    /// Sends one request line.
+    public func send(_ request: ControlRequest) throws(Failure) {
+        try send(line: request.json.serialized)
+    }
+
+    /// Sends one line (a newline is added).
+    public func send(line: String) throws(Failure) {
+        let bytes = Array((line + "\n").utf8)
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, CInt(MSG_NOSIGNAL)) }
+            if written < 0 {
+                if errno == EINTR { continue }
+                throw .broken("sending the request failed: \(Self.errorText())")
+            }
+            offset += written
+        }
+    }
+
+    /// Reads one reply line; nil at end of stream.
+    public func receive() throws(Failure) -> JSON? {
+        while true {
+            if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
+                let line = Array(buffer[..<newline])
+                buffer.removeSubrange(...newline)
+                do {
+                    return try JSON.parse(line)
+                } catch {
+                    throw .broken("netlifed sent a reply that is not JSON: \(error)")
+                }
+            }
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            let count = recv(fd, &chunk, chunk.count, 0)
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw .broken("reading the reply failed: \(Self.errorText())")
+            }
+            if count == 0 {
+                if buffer.isEmpty { return nil }
+                throw .broken("netlifed closed the connection in the middle of a reply")
+            }
+            buffer.append(contentsOf: chunk[0..<count])
+        }
+    }
+}

@@ -1,0 +1,102 @@
+// The control protocol (SPEC section 8): one JSON object per line each way. This module holds what the
+// daemon and netlifectl share: the version, the limits, the error codes, and the typed requests and replies
+// (ControlRequest.swift, ControlReply.swift). It depends on no event loop: netlifectl links only this.
+
+@preconcurrency import Glibc
+
+/// The protocol's constants.
+public enum ControlProtocol {
+    /// The protocol version this daemon speaks. A request may carry `"protocol": N`; a larger N is refused.
+    public static let version = 1
+    /// The daemon's version.
+    public static let daemonVersion = "0.1.0"
+    /// The longest request line accepted.
+    public static let maxRequestBytes = 64 * 1024
+    /// The most control connections open at once.
+    public static let maxConnections = 32
+    /// How long an idle control connection is kept.
+    public static let idleTimeout: Duration = .seconds(60)
+    /// How long a client may take to complete a request it has begun (or its first one).
+    public static let requestTimeout: Duration = .seconds(5)
+    /// The most replies a session may leave unread before it is no longer read.
+    public static let maxUnreadReplyBytes = 1 << 20
+    /// The most open background tasks per app.
+    public static let maxTasksPerApp = 1024
+    /// The longest background task name, in bytes of UTF-8.
+    public static let maxTaskNameBytes = 256
+}
+
+/// An error reply's `code`.
+public enum ControlErrorCode: String, Sendable {
+    case badRequest = "bad-request"
+    case requestTooLarge = "request-too-large"
+    case unknownCommand = "unknown-command"
+    case unsupported
+    case unknownApp = "unknown-app"
+    case invalidTransition = "invalid-transition"
+    case watchdog
+    case permissionDenied = "permission-denied"
+    case tooManyConnections = "too-many-connections"
+    case protocolVersion = "protocol-version"
+    case shuttingDown = "shutting-down"
+    case configError = "config-error"
+    case busy
+    case timeout
+    case limit
+    case reloaded
+    /// A code this client does not know (a newer daemon).
+    case unknown
+}
+
+/// An error reply: its code and a message for a person.
+public struct ControlError: Error, Equatable, Sendable, CustomStringConvertible {
+    public var code: ControlErrorCode
+    public var message: String
+
+    public init(_ code: ControlErrorCode, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { message }
+
+    /// The reply line's value: `{"ok": false, "error": {"code": ..., "message": ...}}`.
+    public var json: JSON {
+        .object(["ok": false, "error": .object(["code": .string(code.rawValue), "message": .string(message)])])
+    }
+
+    /// Reads an error reply (`nil` when `json` is not one).
+    public init?(reply json: JSON) {
+        guard json["ok"]?.boolValue == false, let error = json["error"] else { return nil }
+        code = error["code"]?.stringValue.flatMap(ControlErrorCode.init(rawValue:)) ?? .unknown
+        message = error["message"]?.stringValue ?? "the request failed"
+    }
+}
+
+extension ControlProtocol {
+    /// The control socket path when neither the config nor the command line names one:
+    /// /run/netlifed/control.sock for root, $XDG_RUNTIME_DIR/netlifed/control.sock otherwise
+    /// (/tmp/netlifed-UID/control.sock without it).
+    public static func defaultSocketPath(environment: [String: String]) -> String {
+        if geteuid() == 0 { return "/run/netlifed/control.sock" }
+        if let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty { return runtime + "/netlifed/control.sock" }
+        return "/tmp/netlifed-\(geteuid())/control.sock"
+    }
+
+    /// The longest path a Unix socket address holds (sun_path less its terminating zero).
+    public static let maxSocketPathBytes = 107
+}
+
+/// The environment of this process as a dictionary.
+public func processEnvironment() -> [String: String] {
+    var result: [String: String] = [:]
+    var pointer = environ
+    while let entry = pointer.pointee {
+        let text = String(cString: entry)
+        if let equals = text.firstIndex(of: "=") {
+            result[String(text[..<equals])] = String(text[text.index(after: equals)...])
+        }
+        pointer += 1
+    }
+    return result
+}

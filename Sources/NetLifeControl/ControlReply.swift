@@ -1,0 +1,506 @@
+// The replies of the control protocol, typed once for both ends: the daemon fills one in and sends its
+// `json`; netlifectl reads it back with `init(json:)` and prints it. Each type spells its member names once,
+// in its `Key` enum. Times are seconds (durations in a transition's stages are milliseconds).
+
+/// How long one stage of a transition took.
+public struct StageTiming: Equatable, Sendable {
+    public var name: String
+    public var milliseconds: Double
+    public init(name: String, milliseconds: Double) { self.name = name; self.milliseconds = milliseconds }
+
+    enum Key: String { case name, ms }
+
+    public var json: JSON {
+        var members = JSONMembers<Key>()
+        members.set(.name, name)
+        members.set(.ms, milliseconds)
+        return members.json
+    }
+
+    public init(json: JSON) throws(ControlError) {
+        let fields = try JSONFields<Key>(json, what: "a stage")
+        name = try fields.string(.name)
+        milliseconds = try fields.number(.ms)
+    }
+}
+
+/// The reply to `launch`, `foreground`, `background`, `suspend` and `terminate`.
+public struct TransitionReply: Equatable, Sendable {
+    public var app: String
+    public var state: String
+    /// The app was already in the asked-for state; nothing ran.
+    public var already: Bool
+    /// `suspend` of an app not yet suspend-eligible; `reason` says what keeps it in background.
+    public var suspendPending: Bool
+    public var reason: String?
+    public var stages: [StageTiming]
+
+    public init(app: String, state: String, already: Bool = false, suspendPending: Bool = false,
+                reason: String? = nil, stages: [StageTiming] = []) {
+        self.app = app
+        self.state = state
+        self.already = already
+        self.suspendPending = suspendPending
+        self.reason = reason
+        self.stages = stages
+    }
+
+    enum Key: String { case app, state, already, suspendPending, reason, stages }
+
+    public var json: JSON {
+        var members = JSONMembers<Key>.reply()
+        members.set(.app, app)
+        members.set(.state, state)
+        members.set(.already, already)
+        if suspendPending {
+            members.set(.suspendPending, true)
+            members.set(.reason, reason)
+        }
+        members.set(.stages, .array(stages.map(\.json)))
+        return members.json
+    }
+
+    public init(json: JSON) throws(ControlError) {
+        let fields = try JSONFields<Key>(json, what: "a reply")
+        app = try fields.string(.app)
+        state = try fields.string(.state)
+        already = try fields.bool(.already, default: false)
+        suspendPending = try fields.bool(.suspendPending, default: false)
+        reason = try fields.optionalString(.reason)
+        stages = try fields.array(.stages, StageTiming.init(json:))
+    }
+}
+
+/// A listener in `status`.
+public struct ListenerInfo: Equatable, Sendable {
+    public var name: String
+    public var address: String
+    public var service: String
+    public var open: Bool
+    /// Why the listener is not open, if an open failed.
+    public var error: String?
+    public var connections: Int
+
+    public init(name: String, address: String, service: String, open: Bool, error: String?, connections: Int) {
+        self.name = name
+        self.address = address
+        self.service = service
+        self.open = open
+        self.error = error
+        self.connections = connections
+    }
+
+    enum Key: String { case name, address, service, open, error, connections }
+
+    public var json: JSON {
+        var members = JSONMembers<Key>()
+        members.set(.name, name)
+        members.set(.address, address)
+        members.set(.service, service)
+        members.set(.open, open)
+        members.set(.error, error)
+        members.set(.connections, Double(connections))
+        return members.json
+    }
+
+    public init(json: JSON) throws(ControlError) {
+        let fields = try JSONFields<Key>(json, what: "a listener")
+        name = try fields.string(.name)
+        address = try fields.string(.address)
+        service = try fields.string(.service)
+        open = try fields.bool(.open, default: false)
+        error = try fields.optionalString(.error)
+        connections = Int(try fields.count(.connections))
+    }
+}
+
+/// A data socket in `status` (SPEC section 8).
+public struct SocketInfo: Equatable, Sendable {
+    public var name: String
+    public var peer: String
+    public var policy: String
+    public var voip: Bool
+    /// `connecting`, `connected`, `quiet`, `closed` or `defunct`.
+    public var state: String
+    public var error: String?
+
+    public init(name: String, peer: String, policy: String, voip: Bool, state: String, error: String?) {
+        self.name = name
+        self.peer = peer
+        self.policy = policy
+        self.voip = voip
+        self.state = state
+        self.error = error
+    }
+
+    enum Key: String { case name, peer, policy, voip, state, error }
+
+    public var json: JSON {
+        var members = JSONMembers<Key>()
+        members.set(.name, name)
+        members.set(.peer, peer)
+        members.set(.policy, policy)
+        members.set(.voip, voip)
+        members.set(.state, state)
+        members.set(.error, error)
+        return members.json
+    }
+
+    public init(json: JSON) throws(ControlError) {
+        let fields = try JSONFields<Key>(json, what: "a socket")
+        name = try fields.string(.name)
+        peer = try fields.string(.peer)
+        policy = try fields.string(.policy)
+        voip = try fields.bool(.voip, default: false)
+        state = try fields.string(.state)
+        error = try fields.optionalString(.error)
+    }
+}
+
+/// An open background task.
+public struct TaskInfo: Equatable, Sendable {
+    public var id: UInt64
+    public var name: String?
+    /// Seconds since it began.
+    public var age: Double
+
+    public init(id: UInt64, name: String?, age: Double) {
+        self.id = id
+        self.name = name
+        self.age = age
+    }
+
+    enum Key: String { case id, name, age }
+
+    public var json: JSON {
+        var members = JSONMembers<Key>()
+        members.set(.id, .number(Double(id)))
+        members.set(.name, name)
+        members.set(.age, age)
+        return members.json
+    }
+
+    public init(json: JSON) throws(ControlError) {
+        let fields = try JSONFields<Key>(json, what: "a task")
+        id = try fields.count(.id)
+        name = try fields.optionalString(.name)
+        age = try fields.number(.age)
+    }
+}
+
+/// Why and when an app last stopped running.
+public struct TerminationInfo: Equatable, Sendable {
+    /// `terminated`, `terminated-while-suspended`, `exited-on-suspend`, `watchdog`, `reload` or
+    /// `memory-pressure`.
+    public var reason: String
+    /// Seconds since the Unix epoch.
+    public var at: Double
+    /// Who asked, for `terminated` and `terminated-while-suspended`: `command` or `shutdown`.
+    public var by: String?
+    /// For `watchdog`: what overran, its budget and the time it took (seconds).
+    public var stage: String?
+    public var budget: Double?
+    public var elapsed: Double?
+
+    public init(reason: String, at: Double, by: String? = nil, stage: String? = nil, budget: Double? = nil,
+                elapsed: Double? = nil) {
+        self.reason = reason
+        self.at = at
+        self.by = by
+        self.stage = stage
+        self.budget = budget
+        self.elapsed = elapsed
+    }
+
+    enum Key: String { case reason, at, by, stage, budget, elapsed }
+
+    public var json: JSON {
+        var members = JSONMembers<Key>()
+        members.set(.reason, reason)
+        members.set(.at, at)
+        members.setIfPresent(.by, by.map(JSON.string))
+        members.setIfPresent(.stage, stage.map(JSON.string))
+        members.setIfPresent(.budget, budget.map(JSON.number))
+        members.setIfPresent(.elapsed, elapsed.map(JSON.number))
+        return members.json
+    }
+
+    public init(json: JSON) throws(ControlError) {
+        let fields = try JSONFields<Key>(json, what: "a termination")
+        reason = try fields.string(.reason)
+        at = try fields.optionalNumber(.at) ?? 0
+        by = try fields.optionalString(.by)
+        stage = try fields.optionalString(.stage)
+        budget = try fields.optionalNumber(.budget)
+        elapsed = try fields.optionalNumber(.elapsed)
+    }
+}
+
+/// An app as `status` shows it.
+public struct AppInfo: Equatable, Sendable {
+    public var name: String
+    public var state: String
+    public var suspendPending: Bool
+    /// Seconds; nil means unlimited (the app is not in the background).
+    public var backgroundTimeRemaining: Double?
+    public var backgroundMode: String
+    public var listeners: [ListenerInfo]
+    public var sockets: [SocketInfo]
+    public var tasks: [TaskInfo]
+    public var lastTermination: TerminationInfo?
+    /// The stages of the last transition.
+    public var lastStages: [StageTiming]
+
+    public init(name: String, state: String, suspendPending: Bool, backgroundTimeRemaining: Double?,
+                backgroundMode: String, listeners: [ListenerInfo], sockets: [SocketInfo], tasks: [TaskInfo],
+                lastTermination: TerminationInfo?, lastStages: [StageTiming]) {
+        self.name = name
+        self.state = state
+        self.suspendPending = suspendPending
+        self.backgroundTimeRemaining = backgroundTimeRemaining
+        self.backgroundMode = backgroundMode
+        self.listeners = listeners
+        self.sockets = sockets
+        self.tasks = tasks
+        self.lastTermination = lastTermination
+        self.lastStages = lastStages
+    }
+
+    enum Key: String {
+        case name, state, suspendPending, backgroundTimeRemaining, backgroundMode, listeners, sockets, tasks,
+             lastTermination, lastStages
+    }
+
+    public var json: JSON {
+        var members = JSONMembers<Key>()
+        members.set(.name, name)
+        members.set(.state, state)
+        members.set(.suspendPending, suspendPending)
+        members.set(.backgroundTimeRemaining, backgroundTimeRemaining)
+        members.set(.backgroundMode, backgroundMode)
+        members.set(.listeners, .array(listeners.map(\.json)))
+        members.set(.sockets, .array(sockets.map(\.json)))
+        members.set(.tasks, .array(tasks.map(\.json)))
+        members.set(.lastTermination, lastTermination?.json ?? .null)
+        members.set(.lastStages, .array(lastStages.map(\.json)))
+        return members.json
+    }
+
+    public init(json: JSON) throws(ControlError) {
+        let fields = try JSONFields<Key>(json, what: "an app")
+        name = try fields.string(.name)
+        state = try fields.string(.state)
+        suspendPending = try fields.bool(.suspendPending, default: false)
+        backgroundTimeRemaining = try fields.optionalNumber(.backgroundTimeRemaining)
+        backgroundMode = try fields.optionalString(.backgroundMode) ?? "idle"
+        listeners = try fields.array(.listeners, ListenerInfo.init(json:))
+        sockets = try fields.array(.sockets, SocketInfo.init(json:))
+        tasks = try fields.array(.tasks, TaskInfo.init(json:))
+        lastTermination = try fields.value(.lastTermination).map { json throws(ControlError) in try TerminationInfo(json: json) }
+        lastStages = try fields.array(.lastStages, StageTiming.init(json:))
+    }
+}
+
+/// The reply to `status`.
+public struct StatusReply: Equatable, Sendable {
+    public var apps: [AppInfo]
+    public init(apps: [AppInfo]) { self.apps = apps }
+
+    enum Key: String { case apps }
+
+    public var json: JSON {
+        var members = JSONMembers<Key>.reply()
+        members.set(.apps, .array(apps.map(\.json)))
+        return members.json
+    }
+
+    public init(json: JSON) throws(ControlError) {
+        apps = try JSONFields<Key>(json, what: "a reply").array(.apps, AppInfo.init(json:))
+    }
+}
+
+/// The reply to `task begin`: the id, 0 when refused.
+public struct TaskBeginReply: Equatable, Sendable {
+    public var app: String
+    public var id: UInt64
+    public init(app: String, id: UInt64) { self.app = app; self.id = id }
+
+    enum Key: String { case app, id }
+
+    public var json: JSON {
+        var members = JSONMembers<Key>.reply()
+        members.set(.app, app)
+        members.set(.id, .number(Double(id)))
+        return members.json
+    }
+
+    public init(json: JSON) throws(ControlError) {
+        let fields = try JSONFields<Key>(json, what: "a reply")
+        app = try fields.string(.app)
+        id = try fields.count(.id)
+    }
+}
+
+/// The reply to `task end`.
+public struct TaskEndReply: Equatable, Sendable {
+    public var app: String
+    public var id: UInt64
+    public var ended: Bool
+    /// Why nothing ended (the invalid id, an unknown or already ended task).
+    public var warning: String?
+
+    public init(app: String, id: UInt64, ended: Bool, warning: String?) {
+        self.app = app
+        self.id = id
+        self.ended = ended
+        self.warning = warning
+    }
+
+    enum Key: String { case app, id, ended, warning }
+
+    public var json: JSON {
+        var members = JSONMembers<Key>.reply()
+        members.set(.app, app)
+        members.set(.id, .number(Double(id)))
+        members.set(.ended, ended)
+        members.setIfPresent(.warning, warning.map(JSON.string))
+        return members.json
+    }
+
+    public init(json: JSON) throws(ControlError) {
+        let fields = try JSONFields<Key>(json, what: "a reply")
+        app = try fields.string(.app)
+        id = try fields.count(.id)
+        ended = try fields.bool(.ended, default: false)
+        warning = try fields.optionalString(.warning)
+    }
+}
+
+/// The reply to `task list`.
+public struct TaskListReply: Equatable, Sendable {
+    public var app: String
+    public var tasks: [TaskInfo]
+    /// Seconds; nil means unlimited.
+    public var backgroundTimeRemaining: Double?
+
+    public init(app: String, tasks: [TaskInfo], backgroundTimeRemaining: Double?) {
+        self.app = app
+        self.tasks = tasks
+        self.backgroundTimeRemaining = backgroundTimeRemaining
+    }
+
+    enum Key: String { case app, tasks, backgroundTimeRemaining }
+
+    public var json: JSON {
+        var members = JSONMembers<Key>.reply()
+        members.set(.app, app)
+        members.set(.tasks, .array(tasks.map(\.json)))
+        members.set(.backgroundTimeRemaining, backgroundTimeRemaining)
+        return members.json
+    }
+
+    public init(json: JSON) throws(ControlError) {
+        let fields = try JSONFields<Key>(json, what: "a reply")
+        app = try fields.string(.app)
+        tasks = try fields.array(.tasks, TaskInfo.init(json:))
+        backgroundTimeRemaining = try fields.optionalNumber(.backgroundTimeRemaining)
+    }
+}
+
+/// The reply to `mode`.
+public struct ModeReply: Equatable, Sendable {
+    public var app: String
+    public var mode: String
+    public var state: String
+    public init(app: String, mode: String, state: String) { self.app = app; self.mode = mode; self.state = state }
+
+    enum Key: String { case app, mode, state }
+
+    public var json: JSON {
+        var members = JSONMembers<Key>.reply()
+        members.set(.app, app)
+        members.set(.mode, mode)
+        members.set(.state, state)
+        return members.json
+    }
+
+    public init(json: JSON) throws(ControlError) {
+        let fields = try JSONFields<Key>(json, what: "a reply")
+        app = try fields.string(.app)
+        mode = try fields.string(.mode)
+        state = try fields.string(.state)
+    }
+}
+
+/// The reply to `reload`: what happened to which app.
+public struct ReloadReply: Equatable, Sendable {
+    public var added: [String]
+    public var removed: [String]
+    public var restarted: [String]
+    public var updated: [String]
+
+    public init(added: [String], removed: [String], restarted: [String], updated: [String]) {
+        self.added = added
+        self.removed = removed
+        self.restarted = restarted
+        self.updated = updated
+    }
+
+    enum Key: String, CaseIterable { case added, removed, restarted, updated }
+
+    public var json: JSON {
+        var members = JSONMembers<Key>.reply()
+        for (key, names) in [(Key.added, added), (.removed, removed), (.restarted, restarted), (.updated, updated)] {
+            members.set(key, .array(names.map(JSON.string)))
+        }
+        return members.json
+    }
+
+    public init(json: JSON) throws(ControlError) {
+        let fields = try JSONFields<Key>(json, what: "a reply")
+        added = try fields.strings(.added)
+        removed = try fields.strings(.removed)
+        restarted = try fields.strings(.restarted)
+        updated = try fields.strings(.updated)
+    }
+}
+
+/// The reply to `version`.
+public struct VersionReply: Equatable, Sendable {
+    public var version: String
+    public var protocolVersion: Int
+    public init(version: String, protocolVersion: Int) { self.version = version; self.protocolVersion = protocolVersion }
+
+    enum Key: String { case version, `protocol` }
+
+    public var json: JSON {
+        var members = JSONMembers<Key>.reply()
+        members.set(.version, version)
+        members.set(.protocol, .number(Double(protocolVersion)))
+        return members.json
+    }
+
+    public init(json: JSON) throws(ControlError) {
+        let fields = try JSONFields<Key>(json, what: "a reply")
+        version = try fields.string(.version)
+        protocolVersion = Int(try fields.count(.protocol))
+    }
+}
+
+/// The reply to `debug stall`.
+public struct StallReply: Equatable, Sendable {
+    public var stalled: String
+    public init(stalled: String) { self.stalled = stalled }
+
+    enum Key: String { case stalled }
+
+    public var json: JSON {
+        var members = JSONMembers<Key>.reply()
+        members.set(.stalled, stalled)
+        return members.json
+    }
+
+    public init(json: JSON) throws(ControlError) {
+        stalled = try JSONFields<Key>(json, what: "a reply").string(.stalled)
+    }
+}

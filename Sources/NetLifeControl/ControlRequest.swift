@@ -1,0 +1,170 @@
+// The requests of the control protocol, typed once for both ends: netlifectl builds one and sends its
+// `json`; the daemon reads a line with `init(json:)`, which names exactly what is wrong with a request
+// (an unknown command, a missing member, a member of the wrong type, a newer protocol).
+
+/// A request to the daemon.
+public enum ControlRequest: Equatable, Sendable {
+    case version
+    case status(app: String?)
+    case launch(app: String, background: Bool)
+    case foreground(app: String)
+    case background(app: String)
+    case suspend(app: String)
+    case terminate(app: String)
+    case reclaim(app: String)
+    case lock
+    case memoryPressure
+    case taskBegin(app: String, name: String?)
+    case taskEnd(app: String, id: UInt64)
+    case taskList(app: String)
+    case mode(app: String, mode: String)
+    case download(app: String, url: String, output: String)
+    case upload(app: String, file: String, url: String)
+    case transfers(app: String?)
+    case watch(app: String?)
+    case reload
+    case debugStall(duration: String)
+
+    /// The member names of requests.
+    public enum Key: String {
+        case cmd, `protocol`, app, background, name, id, mode, url, output, file, duration
+    }
+
+    /// The command names, as `cmd` carries them.
+    public static let commandNames = ["version", "status", "launch", "foreground", "background", "suspend",
+                                      "terminate", "reclaim", "lock", "memory-pressure", "task-begin", "task-end",
+                                      "task-list", "mode", "download", "upload", "transfers", "watch", "reload",
+                                      "debug-stall"]
+
+    /// The `cmd` of this request.
+    public var command: String {
+        switch self {
+        case .version: return "version"
+        case .status: return "status"
+        case .launch: return "launch"
+        case .foreground: return "foreground"
+        case .background: return "background"
+        case .suspend: return "suspend"
+        case .terminate: return "terminate"
+        case .reclaim: return "reclaim"
+        case .lock: return "lock"
+        case .memoryPressure: return "memory-pressure"
+        case .taskBegin: return "task-begin"
+        case .taskEnd: return "task-end"
+        case .taskList: return "task-list"
+        case .mode: return "mode"
+        case .download: return "download"
+        case .upload: return "upload"
+        case .transfers: return "transfers"
+        case .watch: return "watch"
+        case .reload: return "reload"
+        case .debugStall: return "debug-stall"
+        }
+    }
+
+    /// The app the request is about, if any.
+    public var app: String? {
+        switch self {
+        case .status(let app), .transfers(let app), .watch(let app): return app
+        case .launch(let app, _), .foreground(let app), .background(let app), .suspend(let app),
+             .terminate(let app), .reclaim(let app), .taskBegin(let app, _), .taskEnd(let app, _),
+             .taskList(let app), .mode(let app, _), .download(let app, _, _), .upload(let app, _, _):
+            return app
+        case .version, .lock, .memoryPressure, .reload, .debugStall:
+            return nil
+        }
+    }
+
+    /// The request line's value, with the protocol version this client speaks.
+    public var json: JSON {
+        var members = JSONMembers<Key>()
+        members.set(.cmd, .string(command))
+        members.set(.protocol, .number(Double(ControlProtocol.version)))
+        switch self {
+        case .version, .lock, .memoryPressure, .reload:
+            break
+        case .status(let app), .transfers(let app), .watch(let app):
+            if let app { members.set(.app, app) }
+        case .foreground(let app), .background(let app), .suspend(let app), .terminate(let app),
+             .reclaim(let app), .taskList(let app):
+            members.set(.app, app)
+        case .launch(let app, let background):
+            members.set(.app, app)
+            members.set(.background, background)
+        case .taskBegin(let app, let name):
+            members.set(.app, app)
+            if let name { members.set(.name, name) }
+        case .taskEnd(let app, let id):
+            members.set(.app, app)
+            members.set(.id, .number(Double(id)))
+        case .mode(let app, let mode):
+            members.set(.app, app)
+            members.set(.mode, mode)
+        case .download(let app, let url, let output):
+            members.set(.app, app)
+            members.set(.url, url)
+            members.set(.output, output)
+        case .upload(let app, let file, let url):
+            members.set(.app, app)
+            members.set(.file, file)
+            members.set(.url, url)
+        case .debugStall(let duration):
+            members.set(.duration, duration)
+        }
+        return members.json
+    }
+
+    /// Reads a request line's value.
+    public init(json: JSON) throws(ControlError) {
+        let fields = try JSONFields<Key>(json, what: "a request")
+        if fields.value(.protocol) != nil {
+            let number = try fields.number(.protocol)
+            guard number >= 1, number.rounded() == number, number < 1e9 else {
+                throw ControlError(.badRequest, "\"protocol\" must be a positive whole number")
+            }
+            guard Int(number) <= ControlProtocol.version else {
+                throw ControlError(.protocolVersion, "protocol \(Int(number)) is newer than this netlifed speaks (\(ControlProtocol.version)); upgrade netlifed")
+            }
+        }
+        guard fields.value(.cmd) != nil else { throw ControlError(.badRequest, "the request has no \"cmd\"") }
+        let command = try fields.string(.cmd)
+        switch command {
+        case "version": self = .version
+        case "status": self = .status(app: try fields.optionalString(.app))
+        case "launch": self = .launch(app: try fields.string(.app), background: try fields.bool(.background, default: false))
+        case "foreground": self = .foreground(app: try fields.string(.app))
+        case "background": self = .background(app: try fields.string(.app))
+        case "suspend": self = .suspend(app: try fields.string(.app))
+        case "terminate": self = .terminate(app: try fields.string(.app))
+        case "reclaim": self = .reclaim(app: try fields.string(.app))
+        case "lock": self = .lock
+        case "memory-pressure": self = .memoryPressure
+        case "task-begin":
+            let app = try fields.string(.app)
+            let name = try fields.optionalString(.name)
+            if let name, name.utf8.count > ControlProtocol.maxTaskNameBytes {
+                throw ControlError(.badRequest, "a task name is at most \(ControlProtocol.maxTaskNameBytes) bytes long")
+            }
+            self = .taskBegin(app: app, name: name)
+        case "task-end": self = .taskEnd(app: try fields.string(.app), id: try fields.count(.id))
+        case "task-list": self = .taskList(app: try fields.string(.app))
+        case "mode":
+            let app = try fields.string(.app)
+            let mode = try fields.string(.mode)
+            guard mode == "idle" || mode == "continuous" else {
+                throw ControlError(.badRequest, "\"mode\" must be \"idle\" or \"continuous\"")
+            }
+            self = .mode(app: app, mode: mode)
+        case "download":
+            self = .download(app: try fields.string(.app), url: try fields.string(.url), output: try fields.string(.output))
+        case "upload":
+            self = .upload(app: try fields.string(.app), file: try fields.string(.file), url: try fields.string(.url))
+        case "transfers": self = .transfers(app: try fields.optionalString(.app))
+        case "watch": self = .watch(app: try fields.optionalString(.app))
+        case "reload": self = .reload
+        case "debug-stall": self = .debugStall(duration: try fields.string(.duration))
+        default:
+            throw ControlError(.unknownCommand, "unknown command '\(command.prefix(64))'")
+        }
+    }
+}

@@ -1,0 +1,78 @@
+// The daemon's side of the replies: the typed values of NetLifeControl filled in from the framework's
+// snapshots (AppStatus, TransitionOutcome). The member names live in NetLifeControl alone.
+
+import NetLife
+import NetLifeControl
+import NetLifeEvent
+
+enum Reply {
+    static func error(_ code: ControlErrorCode, _ message: String) -> JSON {
+        ControlError(code, message).json
+    }
+
+    /// The reply to a transition command (`launch`, `foreground`, `background`, `suspend`, `terminate`).
+    static func transition(app: App, _ outcome: TransitionOutcome) -> JSON {
+        switch outcome {
+        case .already(let state):
+            return TransitionReply(app: app.name, state: state.rawValue, already: true).json
+        case .refused(let message):
+            return error(.invalidTransition, message)
+        case .completed(let state, let stages):
+            return TransitionReply(app: app.name, state: state.rawValue, stages: stages.map(stage)).json
+        case .suspendPending(let reason):
+            return TransitionReply(app: app.name, state: app.state.rawValue, suspendPending: true, reason: reason).json
+        case .cancelled(let reason):
+            return error(.reloaded, reason)
+        case .killed(let timeout):
+            return error(.watchdog, "app \(app.name) was killed by the watchdog (0x8badf00d): \(timeout.stage) took \(milliseconds(timeout.elapsed)) ms, over its budget of \(milliseconds(timeout.budget)) ms")
+        }
+    }
+
+    static func stage(_ report: StageReport) -> StageTiming {
+        StageTiming(name: report.event.rawValue, milliseconds: milliseconds(report.duration))
+    }
+
+    /// An app as `status` shows it.
+    static func app(_ status: AppStatus) -> AppInfo {
+        AppInfo(name: status.name, state: status.state.rawValue, suspendPending: status.suspendPending,
+                backgroundTimeRemaining: status.backgroundTimeRemaining.map(seconds),
+                backgroundMode: status.backgroundMode.rawValue,
+                listeners: status.listeners.map { listener in
+                    ListenerInfo(name: listener.name, address: listener.address, service: listener.service,
+                                 open: listener.open, error: listener.error, connections: listener.connections)
+                },
+                sockets: [],
+                tasks: status.tasks.map(task),
+                lastTermination: status.lastTermination.map(termination),
+                lastStages: status.lastStages.map(stage))
+    }
+
+    static func termination(_ record: TerminationRecord) -> TerminationInfo {
+        var info = TerminationInfo(reason: record.reason.name, at: (record.at * 1000).rounded() / 1000)
+        switch record.reason {
+        case .terminated(let cause), .terminatedWhileSuspended(let cause):
+            if cause != .reload { info.by = cause.rawValue }
+        case .watchdog(let timeout):
+            info.stage = timeout.stage.description
+            info.budget = seconds(timeout.budget)
+            info.elapsed = seconds(timeout.elapsed)
+        case .exitedOnSuspend, .memoryPressure:
+            break
+        }
+        return info
+    }
+
+    static func task(_ task: TaskStatus) -> TaskInfo {
+        TaskInfo(id: task.id, name: task.name, age: seconds(task.age))
+    }
+
+    /// Seconds with millisecond precision.
+    static func seconds(_ duration: Duration) -> Double {
+        (duration.seconds * 1000).rounded() / 1000
+    }
+
+    /// Milliseconds with microsecond precision.
+    static func milliseconds(_ duration: Duration) -> Double {
+        (duration.milliseconds * 1000).rounded() / 1000
+    }
+}

@@ -1,0 +1,200 @@
+// netlifectl: sends one command to netlifed's control socket and prints the reply, as readable text or
+// (--json) as the daemon wrote it. Exit status: 0 ok, 1 the daemon refused, 2 usage error, 3 no daemon.
+
+@preconcurrency import Glibc
+import NetLifeControl
+
+/// netlifectl's entry point.
+enum ControlTool {
+    /// Exit statuses.
+    enum Exit {
+        static let ok: Int32 = 0, refused: Int32 = 1, usage: Int32 = 2, unreachable: Int32 = 3
+    }
+
+    /// netlifectl's own version (it speaks the protocol of the same release).
+    static let version = ControlProtocol.daemonVersion
+
+    struct UsageError: Error { var message: String }
+
+    /// Runs netlifectl with `arguments` (the program name first) and returns its exit status.
+    static func main(arguments: [String] = CommandLine.arguments) -> Int32 {
+        signal(SIGPIPE, SIG_IGN)
+        var controlPath: String?
+        var json = false
+        var showVersion = false
+        var wantsHelp = false
+        var words: [String] = []
+        var iterator = arguments.dropFirst().makeIterator()
+        // Options before the command are netlifectl's; after it they belong to the command.
+        while let argument = iterator.next() {
+            guard words.isEmpty else {
+                if argument == "-h" || argument == "--help" { wantsHelp = true } else { words.append(argument) }
+                continue
+            }
+            switch argument {
+            case "--json": json = true
+            case "--control":
+                guard let path = iterator.next() else { return usage("--control needs a path") }
+                controlPath = path
+            case _ where argument.hasPrefix("--control="):
+                controlPath = String(argument.dropFirst("--control=".count))
+            case "-h", "--help": wantsHelp = true
+            case "--version": showVersion = true
+            case _ where argument.hasPrefix("-") && argument.count > 1:
+                return usage("unknown option '\(argument)'")
+            default:
+                words.append(argument)
+            }
+        }
+        if showVersion { return printVersions(controlPath: controlPath) }
+        if words.first == "help" {
+            wantsHelp = true
+            words.removeFirst()
+        }
+        if wantsHelp {
+            print(words.isEmpty ? help : (CtlCommand.usage(of: words) ?? help))
+            return Exit.ok
+        }
+        guard !words.isEmpty else { return usage("no command given") }
+        guard let command = CtlCommand.find(words) else {
+            if let family = CtlCommand.usage(of: [words[0]]) {
+                return usage("unknown command '\(words.prefix(2).joined(separator: " "))'\n\(family)")
+            }
+            return usage("unknown command '\(words[0])'")
+        }
+        let request: ControlRequest
+        do {
+            request = try command.build(Array(words.dropFirst(command.words.count)))
+        } catch {
+            return usage("\(error.message)\nUSAGE: netlifectl \(command.usage)")
+        }
+        switch exchange(request, controlPath: controlPath) {
+        case .failure(let status):
+            return status.code
+        case .success(let reply):
+            if let error = ControlError(reply: reply) { return refused(error, reply: reply, json: json) }
+            if json {
+                print(reply.serialized)
+                return Exit.ok
+            }
+            if let warning = reply["warning"]?.stringValue { printError("netlifectl: warning: \(warning)") }
+            do {
+                let text = try command.render(reply)
+                if !text.isEmpty { print(text) }
+                return Exit.ok
+            } catch {
+                printError("netlifectl: netlifed sent a reply this netlifectl cannot read: \(error.message)")
+                return Exit.unreachable
+            }
+        }
+    }
+
+    /// Sends one request and returns the reply, or the exit status after reporting why there is none.
+    static func exchange(_ request: ControlRequest, controlPath: String?) -> Result<JSON, ExitStatus> {
+        let environment = processEnvironment()
+        let path = controlPath ?? environment["NETLIFE_CONTROL"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? ControlProtocol.defaultSocketPath(environment: environment)
+        do throws(ControlClient.Failure) {
+            let client = try ControlClient(path: path)
+            do throws(ControlClient.Failure) {
+                try client.send(request)
+            } catch {
+                // The daemon may have refused the connection at once (permissions, too many connections)
+                // and closed it: its reason is waiting to be read.
+                guard case .broken = error, let reply = try? client.receive(), ControlError(reply: reply) != nil else { throw error }
+                return .success(reply)
+            }
+            guard let reply = try client.receive() else {
+                printError("netlifectl: netlifed closed the connection without a reply")
+                return .failure(ExitStatus(Exit.unreachable))
+            }
+            return .success(reply)
+        } catch {
+            switch error {
+            case .unreachable(let message), .broken(let message):
+                printError("netlifectl: \(message)")
+                return .failure(ExitStatus(Exit.unreachable))
+            }
+        }
+    }
+
+    /// `--version`: netlifectl's version, then the daemon's (or why it cannot be had), each labelled.
+    static func printVersions(controlPath: String?) -> Int32 {
+        print("netlifectl \(version) (control protocol \(ControlProtocol.version))")
+        switch exchange(.version, controlPath: controlPath) {
+        case .failure(let status):
+            return status.code
+        case .success(let reply):
+            guard let daemon = try? VersionReply(json: reply) else {
+                printError("netlifectl: netlifed did not say its version")
+                return Exit.refused
+            }
+            print("netlifed \(daemon.version) (control protocol \(daemon.protocolVersion))")
+            return Exit.ok
+        }
+    }
+
+    /// Reports a refusal: the reply itself with --json, its message on stderr.
+    static func refused(_ error: ControlError, reply: JSON, json: Bool) -> Int32 {
+        if json { print(reply.serialized) }
+        printError("netlifectl: \(error.message)")
+        return Exit.refused
+    }
+
+    static func usage(_ message: String) -> Int32 {
+        printError("netlifectl: \(message)\nSee 'netlifectl --help'.")
+        return Exit.usage
+    }
+
+    static func printError(_ text: String) {
+        fputs(text + "\n", stderr)
+    }
+
+    static var help: String {
+        let width = (CtlCommand.all.map(\.usage.count).max() ?? 0) + 2
+        let lines = CtlCommand.all.map { command in
+            "  " + command.usage.padding(to: width) + command.summary
+        }
+        return """
+            OVERVIEW: netlifectl - drive the apps of netlifed through its control socket
+
+            USAGE: netlifectl [--control PATH] [--json] COMMAND [ARGUMENTS]
+
+            OPTIONS:
+              --control PATH   The control socket (default: $NETLIFE_CONTROL, else
+                               /run/netlifed/control.sock for root, else
+                               $XDG_RUNTIME_DIR/netlifed/control.sock).
+              --json           Print the daemon's JSON reply as is.
+              --version        Print netlifectl's version and the daemon's.
+              -h, --help       Show this help; after a command, that command's usage.
+
+            SUBCOMMANDS:
+            \(lines.joined(separator: "\n"))
+
+            EXIT STATUS: 0 ok, 1 the daemon refused, 2 usage error, 3 no daemon reachable.
+            """
+    }
+}
+
+/// An exit status, as a `Result` failure.
+struct ExitStatus: Error {
+    var code: Int32
+    init(_ code: Int32) { self.code = code }
+}
+
+extension String {
+    func padding(to width: Int) -> String {
+        count >= width ? self + " " : self + String(repeating: " ", count: width - count)
+    }
+}
+
+/// A wall-clock time as local `YYYY-MM-DD HH:MM:SS`. The corresponding C functions are `localtime_r` and
+/// `strftime`.
+func formatTime(_ secondsSinceEpoch: Double) -> String {
+    var seconds = time_t(secondsSinceEpoch)
+    var parts = tm()
+    localtime_r(&seconds, &parts)
+    var buffer = [CChar](repeating: 0, count: 32)
+    let count = strftime(&buffer, buffer.count, "%Y-%m-%d %H:%M:%S", &parts)
+    return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}

@@ -1,0 +1,246 @@
+// netlifectl's command table: for each subcommand its words, usage, how its arguments become a request,
+// and how its reply is printed as text (every command prints text; --json prints the reply as is).
+
+import NetLifeControl
+
+/// A netlifectl subcommand.
+struct CtlCommand: Sendable {
+    /// The words that name it: `["status"]`, `["task", "begin"]`.
+    let words: [String]
+    let usage: String
+    let summary: String
+    /// Turns the arguments after the command words into the request.
+    let build: @Sendable ([String]) throws(ControlTool.UsageError) -> ControlRequest
+    /// Prints a successful reply as text.
+    var render: @Sendable (JSON) throws(ControlError) -> String = renderTransition
+
+    /// The command named by the first words of `words`.
+    static func find(_ words: [String]) -> CtlCommand? {
+        all.filter { words.starts(with: $0.words) }.max { $0.words.count < $1.words.count }
+    }
+
+    /// The usage of the command (or the family of commands, such as `task`) that `words` names, or nil.
+    static func usage(of words: [String]) -> String? {
+        if let command = find(words) { return "USAGE: netlifectl \(command.usage)\n\n\(command.summary)" }
+        let family = all.filter { $0.words.starts(with: words) }
+        guard !family.isEmpty else { return nil }
+        return "USAGE:\n" + family.map { "  netlifectl \($0.usage)\n      \($0.summary)" }.joined(separator: "\n")
+    }
+
+    static let all: [CtlCommand] = [
+        CtlCommand(words: ["status"], usage: "status [APP]", summary: "Show the state of every app, or of APP.",
+                   build: { arguments throws(ControlTool.UsageError) in
+                       .status(app: try Arguments(arguments, positional: 0...1).positional.first)
+                   }, render: renderStatus),
+        CtlCommand(words: ["launch"], usage: "launch APP [--background]",
+                   summary: "Launch a not-running app (into the background with --background).",
+                   build: { arguments throws(ControlTool.UsageError) in
+                       let parsed = try Arguments(arguments, positional: 1...1, flags: ["--background"])
+                       return .launch(app: parsed.positional[0], background: parsed.flags.contains("--background"))
+                   }),
+        appCommand("foreground", "Bring a background or suspended app to the foreground; reopens its listeners.", ControlRequest.foreground),
+        appCommand("background", "Send an active app to the background; closes its listeners.", ControlRequest.background),
+        appCommand("suspend", "Suspend a background app (pending until it is suspend-eligible).", ControlRequest.suspend),
+        appCommand("reclaim", "Reclaim the sockets of a suspended app.", ControlRequest.reclaim),
+        plainCommand("lock", "Reclaim the sockets of every suspended app.", .lock),
+        appCommand("terminate", "Terminate an app (will-terminate runs, unless it is suspended).", ControlRequest.terminate),
+        plainCommand("memory-pressure", "Terminate suspended apps, largest first.", .memoryPressure),
+        CtlCommand(words: ["task", "begin"], usage: "task begin APP [--name N]",
+                   summary: "Begin a background task; prints its id (0 = refused).",
+                   build: { arguments throws(ControlTool.UsageError) in
+                       let parsed = try Arguments(arguments, positional: 1...1, options: ["--name"])
+                       return .taskBegin(app: parsed.positional[0], name: parsed.options["--name"])
+                   }, render: { reply throws(ControlError) in String(try TaskBeginReply(json: reply).id) }),
+        CtlCommand(words: ["task", "end"], usage: "task end APP ID", summary: "End a background task.",
+                   build: { arguments throws(ControlTool.UsageError) in
+                       let parsed = try Arguments(arguments, positional: 2...2)
+                       guard let id = UInt64(parsed.positional[1]) else {
+                           throw ControlTool.UsageError(message: "ID must be a whole number, got '\(parsed.positional[1])'")
+                       }
+                       return .taskEnd(app: parsed.positional[0], id: id)
+                   }, render: { reply throws(ControlError) in
+                       let ended = try TaskEndReply(json: reply)
+                       return ended.ended ? "ended task \(ended.id) of \(ended.app)" : ""
+                   }),
+        CtlCommand(words: ["task", "list"], usage: "task list APP", summary: "List an app's open background tasks.",
+                   build: { arguments throws(ControlTool.UsageError) in
+                       .taskList(app: try Arguments(arguments, positional: 1...1).positional[0])
+                   }, render: renderTasks),
+        CtlCommand(words: ["mode"], usage: "mode APP idle|continuous",
+                   summary: "Set an app's background execution mode.",
+                   build: { arguments throws(ControlTool.UsageError) in
+                       let parsed = try Arguments(arguments, positional: 2...2)
+                       guard ["idle", "continuous"].contains(parsed.positional[1]) else {
+                           throw ControlTool.UsageError(message: "mode must be idle or continuous")
+                       }
+                       return .mode(app: parsed.positional[0], mode: parsed.positional[1])
+                   }, render: { reply throws(ControlError) in
+                       let mode = try ModeReply(json: reply)
+                       return "\(mode.app): mode \(mode.mode)"
+                   }),
+        CtlCommand(words: ["download"], usage: "download APP URL --output PATH",
+                   summary: "Hand a resumable download to an app.",
+                   build: { arguments throws(ControlTool.UsageError) in
+                       let parsed = try Arguments(arguments, positional: 2...2, options: ["--output"])
+                       guard let output = parsed.options["--output"] else { throw ControlTool.UsageError(message: "--output PATH is required") }
+                       return .download(app: parsed.positional[0], url: parsed.positional[1], output: output)
+                   }, render: renderDone),
+        CtlCommand(words: ["upload"], usage: "upload APP FILE URL", summary: "Hand a resumable upload to an app.",
+                   build: { arguments throws(ControlTool.UsageError) in
+                       let parsed = try Arguments(arguments, positional: 3...3)
+                       return .upload(app: parsed.positional[0], file: parsed.positional[1], url: parsed.positional[2])
+                   }, render: renderDone),
+        CtlCommand(words: ["transfers"], usage: "transfers [APP]", summary: "Show downloads and uploads.",
+                   build: { arguments throws(ControlTool.UsageError) in
+                       .transfers(app: try Arguments(arguments, positional: 0...1).positional.first)
+                   }, render: renderDone),
+        CtlCommand(words: ["watch"], usage: "watch [APP]", summary: "Print lifecycle events as they happen.",
+                   build: { arguments throws(ControlTool.UsageError) in
+                       .watch(app: try Arguments(arguments, positional: 0...1).positional.first)
+                   }, render: renderDone),
+        CtlCommand(words: ["reload"], usage: "reload", summary: "Reload the config file (nothing changes if it has errors).",
+                   build: { arguments throws(ControlTool.UsageError) in
+                       _ = try Arguments(arguments, positional: 0...0)
+                       return .reload
+                   }, render: { reply throws(ControlError) in
+                       let reload = try ReloadReply(json: reply)
+                       return [("added", reload.added), ("removed", reload.removed), ("restarted", reload.restarted),
+                               ("updated", reload.updated)].map { key, names in
+                           "\(key): \(names.isEmpty ? "none" : names.joined(separator: ", "))"
+                       }.joined(separator: "\n")
+                   }),
+        CtlCommand(words: ["version"], usage: "version", summary: "Print netlifectl's and netlifed's versions.",
+                   build: { arguments throws(ControlTool.UsageError) in
+                       _ = try Arguments(arguments, positional: 0...0)
+                       return .version
+                   }, render: { reply throws(ControlError) in
+                       let daemon = try VersionReply(json: reply)
+                       return "netlifectl \(ControlTool.version) (control protocol \(ControlProtocol.version))\nnetlifed \(daemon.version) (control protocol \(daemon.protocolVersion))"
+                   }),
+        CtlCommand(words: ["debug", "stall"], usage: "debug stall DURATION",
+                   summary: "Block the event loop (needs [daemon] debug-commands = yes).",
+                   build: { arguments throws(ControlTool.UsageError) in
+                       .debugStall(duration: try Arguments(arguments, positional: 1...1).positional[0])
+                   }, render: { reply throws(ControlError) in "stalled the event loop for \(try StallReply(json: reply).stalled)" }),
+        CtlCommand(words: ["help"], usage: "help [COMMAND]", summary: "Show this help, or a command's usage.",
+                   build: { _ throws(ControlTool.UsageError) in .version }),
+    ]
+
+    static func appCommand(_ name: String, _ summary: String, _ request: @escaping @Sendable (String) -> ControlRequest) -> CtlCommand {
+        CtlCommand(words: [name], usage: "\(name) APP", summary: summary,
+                   build: { arguments throws(ControlTool.UsageError) in
+                       request(try Arguments(arguments, positional: 1...1).positional[0])
+                   })
+    }
+
+    static func plainCommand(_ name: String, _ summary: String, _ request: ControlRequest) -> CtlCommand {
+        CtlCommand(words: [name], usage: name, summary: summary,
+                   build: { arguments throws(ControlTool.UsageError) in
+                       _ = try Arguments(arguments, positional: 0...0)
+                       return request
+                   }, render: renderDone)
+    }
+}
+
+/// A command's arguments: positional words, boolean flags and options with a value.
+struct Arguments {
+    var positional: [String] = []
+    var flags: Set<String> = []
+    var options: [String: String] = [:]
+
+    init(_ arguments: [String], positional count: ClosedRange<Int>, flags knownFlags: Set<String> = [],
+         options knownOptions: Set<String> = []) throws(ControlTool.UsageError) {
+        var iterator = arguments.makeIterator()
+        while let argument = iterator.next() {
+            if knownFlags.contains(argument) {
+                flags.insert(argument)
+            } else if knownOptions.contains(argument) {
+                guard let value = iterator.next() else { throw ControlTool.UsageError(message: "\(argument) needs a value") }
+                options[argument] = value
+            } else if let equals = argument.firstIndex(of: "="), knownOptions.contains(String(argument[..<equals])) {
+                options[String(argument[..<equals])] = String(argument[argument.index(after: equals)...])
+            } else if argument.hasPrefix("-") && argument.count > 1 {
+                throw ControlTool.UsageError(message: "unknown option '\(argument)'")
+            } else {
+                positional.append(argument)
+            }
+        }
+        guard count.contains(positional.count) else {
+            throw ControlTool.UsageError(message: positional.count < count.lowerBound ? "missing arguments" : "too many arguments")
+        }
+    }
+}
+
+// MARK: Text output
+
+func renderTransition(_ reply: JSON) throws(ControlError) -> String {
+    let transition = try TransitionReply(json: reply)
+    if transition.already { return "\(transition.app): already \(transition.state)" }
+    if transition.suspendPending {
+        return "\(transition.app): suspend pending: stays \(transition.state) because \(transition.reason ?? "it is not suspend-eligible yet")"
+    }
+    let stages = transition.stages.map { "\($0.name) \(formatMilliseconds($0.milliseconds))" }
+    return stages.isEmpty ? "\(transition.app): \(transition.state)" : "\(transition.app): \(transition.state) (\(stages.joined(separator: ", ")))"
+}
+
+/// For commands whose reply carries nothing to show.
+func renderDone(_ reply: JSON) throws(ControlError) -> String { "ok" }
+
+func renderStatus(_ reply: JSON) throws(ControlError) -> String {
+    var lines: [String] = []
+    for app in try StatusReply(json: reply).apps {
+        var header = "\(app.name): \(app.state)"
+        if app.suspendPending { header += " (suspend pending)" }
+        if app.backgroundMode == "continuous" { header += " [continuous background mode]" }
+        lines.append(header)
+        switch (app.state, app.backgroundTimeRemaining) {
+        case ("not-running", _), ("suspended", _): break   // no time is offered
+        case (_, let remaining?): lines.append("  background time remaining: \(formatSeconds(remaining))")
+        case (_, nil): lines.append("  background time remaining: unlimited")
+        }
+        for listener in app.listeners {
+            var line = "  listener \(listener.name) \(listener.address) (\(listener.service)): \(listener.open ? "open" : "closed")"
+            if let error = listener.error { line += " (\(error))" }
+            line += ", \(listener.connections) connection\(listener.connections == 1 ? "" : "s")"
+            lines.append(line)
+        }
+        for socket in app.sockets {
+            var line = "  socket \(socket.name) \(socket.peer) (\(socket.policy)\(socket.voip ? ", voip" : "")): \(socket.state)"
+            if let error = socket.error { line += " (\(error))" }
+            lines.append(line)
+        }
+        for task in app.tasks { lines.append("  " + describe(task)) }
+        if let last = app.lastTermination { lines.append("  last termination: " + describe(last)) }
+    }
+    return lines.joined(separator: "\n")
+}
+
+func renderTasks(_ reply: JSON) throws(ControlError) -> String {
+    let list = try TaskListReply(json: reply)
+    var lines = ["background time remaining: \(list.backgroundTimeRemaining.map(formatSeconds) ?? "unlimited")"]
+    if list.tasks.isEmpty { lines.append("no open background tasks") }
+    lines += list.tasks.map(describe)
+    return lines.joined(separator: "\n")
+}
+
+func describe(_ task: TaskInfo) -> String {
+    "task \(task.id)\(task.name.map { " '\($0)'" } ?? ""): \(formatSeconds(task.age)) old"
+}
+
+func describe(_ termination: TerminationInfo) -> String {
+    var text = termination.reason
+    if let by = termination.by { text += " (by \(by))" }
+    if let stage = termination.stage {
+        text += " in \(stage) (\(formatSeconds(termination.elapsed ?? 0)), budget \(formatSeconds(termination.budget ?? 0)))"
+    }
+    if termination.at > 0 { text += " at \(formatTime(termination.at))" }
+    return text
+}
+
+func formatMilliseconds(_ ms: Double) -> String {
+    ms < 10 ? "\((ms * 100).rounded() / 100)ms" : "\(Int(ms.rounded()))ms"
+}
+
+func formatSeconds(_ seconds: Double) -> String {
+    seconds < 10 ? "\((seconds * 1000).rounded() / 1000)s" : "\(Int(seconds.rounded()))s"
+}
