@@ -26,8 +26,6 @@ public enum LifecycleEvent: String, Sendable, CaseIterable, CustomStringConverti
 
     public var description: String { rawValue }
 
-    /// The config key of this callback's hook, for example `on-did-enter-background`.
-    public var hookKey: String { "on-" + rawValue }
 }
 
 /// A request to move an app to another state, as `netlifectl` sends it.

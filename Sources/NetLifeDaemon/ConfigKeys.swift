@@ -42,3 +42,9 @@ enum OtherDurationKeys {
     static let loopStall = DurationKey(key: "loop-stall", range: .milliseconds(100) ... .seconds(600))
     static let keepaliveMinimum = DurationKey(key: "keepalive-min", range: .seconds(1) ... .seconds(86_400))
 }
+
+/// Key names that follow from the framework's vocabulary.
+enum ConfigKeys {
+    /// The `[app]` key of a callback's hook, for example `on-did-enter-background`.
+    static func hook(for event: LifecycleEvent) -> String { "on-" + event.rawValue }
+}

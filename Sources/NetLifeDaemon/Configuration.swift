@@ -113,7 +113,7 @@ private struct ConfigReader {
             case "listener":
                 listenerSections.append(section)
             case "socket":
-                error(section.line, "[socket] sections (data sockets, SPEC section 4) are not supported by this version of netlifed yet")
+                error(section.line, "[socket] sections (outbound data sockets) are not supported by this version of netlifed yet")
             default:
                 error(section.line, "unknown section [\(section.kind)]; expected [daemon], [app NAME], [listener APP.NAME] or [socket APP.NAME]")
             }
@@ -171,7 +171,7 @@ private struct ConfigReader {
                 error(entry.line, "profile must be one of \(Budgets.Profile.allCases.map(\.rawValue).joined(separator: ", ")), got '\(entry.value)'")
             }
         }
-        let hookEvents = Dictionary(uniqueKeysWithValues: LifecycleEvent.allCases.map { ($0.hookKey, $0) })
+        let hookEvents = Dictionary(uniqueKeysWithValues: LifecycleEvent.allCases.map { (ConfigKeys.hook(for: $0), $0) })
         for entry in entries {
             switch entry.key {
             case "profile":
