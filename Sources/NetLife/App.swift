@@ -1,7 +1,7 @@
 // An app at run time: the UIApplication of netlife. It holds the app's state and its command queue, and
 // drives each transition's pipeline (built-in policy steps, the Swift delegate, the hook) under the
 // watchdog. Its parts do the rest: BackgroundTasks (tasks and expiration), HookRunner (hook processes),
-// AppTimers (timers that wait while suspended), AppListener (listening sockets and their connections).
+// AppTimers (timers that wait while suspended), AppSockets (listeners and their connections).
 //
 // The rules live in pure values (LifecycleRules, TransitionPipeline, BackgroundTaskRegistry); this class
 // performs what they decide. Everything runs on the loop thread.
@@ -58,7 +58,7 @@ public final class App {
     let hooks: HookRunner
     let backgroundTasks: BackgroundTasks
     let timers: AppTimers
-    private var listeners: [AppListener]
+    private let sockets: AppSockets
 
     private struct QueuedCommand {
         var command: LifecycleCommand
@@ -97,10 +97,10 @@ public final class App {
             let service = try descriptor.make(listener.serviceOptions)
             listeners.append(AppListener(configuration: listener, service: service, loop: loop, logger: logger))
         }
-        self.listeners = listeners
+        sockets = AppSockets(listeners: listeners)
         backgroundTasks.owner = self
         pipelineDeadline = DeadlineTimer(loop: loop) { [weak self] in self?.pipelineBudgetExpired() }
-        for listener in listeners { listener.service.didAttach(to: self) }
+        sockets.attachServices(to: self)
     }
 
     // MARK: Commands
@@ -243,15 +243,8 @@ public final class App {
     }
 
     private func perform(_ step: PolicyStep) {
-        switch step {
-        case .openListeners:
-            for listener in listeners { listener.open() }
-        case .closeListeners:
-            for listener in listeners { listener.close() }
-        case .closeConnections:
-            for listener in listeners { listener.applyConnectionPolicy() }
-        case .resumeApp:
-            for listener in listeners { listener.setConnectionsPaused(false) }
+        sockets.perform(step)
+        if step == .resumeApp {
             timers.isSuspended = false
             timers.fireDeferred()
         }
@@ -278,10 +271,7 @@ public final class App {
     /// Stops everything the app runs: hooks (killed and abandoned), sockets, tasks, timers.
     private func tearDown(closing mode: Connection.CloseMode) {
         hooks.killAll()
-        for listener in listeners {
-            listener.close()
-            listener.closeConnections(mode)
-        }
+        sockets.closeAll(mode)
         backgroundTasks.removeAll()
         timers.cancelAll()
         timers.isSuspended = false
@@ -329,7 +319,7 @@ public final class App {
         hooks.killAll()
         backgroundTasks.suspend()
         timers.isSuspended = true
-        for listener in listeners { listener.setConnectionsPaused(true) }
+        sockets.setPaused(true)
         enter(.suspended)
     }
 
@@ -398,7 +388,7 @@ public final class App {
         return AppStatus(name: name, state: state, suspendPending: suspendPending,
                          backgroundTimeRemaining: backgroundTimeRemaining,
                          backgroundMode: backgroundMode,
-                         listeners: listeners.map(\.status),
+                         listeners: sockets.listenerStatus,
                          tasks: backgroundTasks.tasks.map { TaskStatus(id: $0.id, name: $0.name, age: now - $0.begunAt) },
                          lastTermination: lastTermination,
                          lastStages: lastStages)
