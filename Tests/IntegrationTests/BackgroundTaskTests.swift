@@ -5,9 +5,9 @@
 import Foundation
 import Testing
 
-/// An app `app` with compressed budgets and an echo listener.
-private func taskConfig(port: UInt16, extra: String = "") -> String {
-    echoConfig(app: "app", port: port, appLines: """
+/// An app `app` with compressed budgets and an echo listener on a port the kernel picks.
+private func taskConfig(extra: String = "") -> String {
+    echoConfig(app: "app", port: 0, appLines: """
         task-time = 3s
         expiration-lead = 1s
         expiration-grace = 500ms
@@ -26,7 +26,7 @@ struct BackgroundTaskTests {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
         let record = directory.file("expirations")
-        let daemon = try TestDaemon(config: taskConfig(port: freePort(), extra: """
+        let daemon = try TestDaemon(config: taskConfig(extra: """
             auto-suspend = 100ms
             on-did-enter-background = /bin/sh -c 'date +%s.%N > \(record).background'
             on-expiration = /bin/sh -c 'echo "$NETLIFE_TASK $(date +%s.%N) $NETLIFE_EVENT" >> \(record)'
@@ -54,7 +54,7 @@ struct BackgroundTaskTests {
     }
 
     @Test func aTaskLeftOpenPastTheGraceGetsTheAppKilled() throws {
-        let daemon = try TestDaemon(config: taskConfig(port: freePort()))
+        let daemon = try TestDaemon(config: taskConfig())
         defer { daemon.stop() }
         let first = taskID(daemon.ctl("task", "begin", "app"))
         let second = taskID(daemon.ctl("task", "begin", "app", "--name", "forgotten"))
@@ -75,7 +75,7 @@ struct BackgroundTaskTests {
     }
 
     @Test func idsAreUniqueAndIncreasingZeroWhenSuspendedAndTheTimeCountsDown() throws {
-        let daemon = try TestDaemon(config: taskConfig(port: freePort(), extra: "auto-suspend = 100ms"))
+        let daemon = try TestDaemon(config: taskConfig(extra: "auto-suspend = 100ms"))
         defer { daemon.stop() }
         let a = taskID(daemon.ctl("task", "begin", "app"))
         let b = taskID(daemon.ctl("task", "begin", "app"))
@@ -107,7 +107,7 @@ struct BackgroundTaskTests {
     }
 
     @Test func suspendWithOpenTasksIsPendingUntilTheLastEnds() throws {
-        let daemon = try TestDaemon(config: taskConfig(port: freePort(), extra: "auto-suspend = never"))
+        let daemon = try TestDaemon(config: taskConfig(extra: "auto-suspend = never"))
         defer { daemon.stop() }
         let id = taskID(daemon.ctl("task", "begin", "app"))
         #expect(daemon.ctl("background", "app").status == 0)
@@ -124,7 +124,7 @@ struct BackgroundTaskTests {
     }
 
     @Test func autoSuspendAndAnImmediateSuspend() throws {
-        let daemon = try TestDaemon(config: taskConfig(port: freePort(), extra: "auto-suspend = 300ms") + """
+        let daemon = try TestDaemon(config: taskConfig(extra: "auto-suspend = 300ms") + """
 
             [app manual]
             auto-suspend = never
@@ -145,14 +145,14 @@ struct BackgroundTaskTests {
         defer { directory.remove() }
         let events = directory.file("events")
         let hook = "/bin/sh -c 'echo $NETLIFE_EVENT >> \(events)'"
-        let port = freePort()
-        let daemon = try TestDaemon(config: echoConfig(app: "app", port: port, appLines: """
+        let daemon = try TestDaemon(config: echoConfig(app: "app", port: 0, appLines: """
             exits-on-suspend = yes
             on-will-resign-active = \(hook)
             on-did-enter-background = \(hook)
             on-will-terminate = \(hook)
             """))
         defer { daemon.stop() }
+        let port = daemon.port(of: "app")
         let background = daemon.ctl("background", "app")
         #expect(background.status == 0)
         #expect(background.stdout.hasPrefix("app: not-running (will-resign-active"))
@@ -162,14 +162,14 @@ struct BackgroundTaskTests {
     }
 
     @Test func withoutMultitaskingTasksAreRefusedAndBackgroundTerminates() throws {
-        let daemon = try TestDaemon(config: taskConfig(port: freePort(), extra: "multitasking = no"))
+        let daemon = try TestDaemon(config: taskConfig(extra: "multitasking = no"))
         defer { daemon.stop() }
         #expect(taskID(daemon.ctl("task", "begin", "app")) == 0)
         #expect(daemon.ctl("background", "app").stdout.hasPrefix("app: not-running"))
     }
 
     @Test func continuousBackgroundModeKeepsTheAppFromSuspending() throws {
-        let daemon = try TestDaemon(config: taskConfig(port: freePort(), extra: "auto-suspend = 100ms\nbackground-mode = continuous"))
+        let daemon = try TestDaemon(config: taskConfig(extra: "auto-suspend = 100ms\nbackground-mode = continuous"))
         defer { daemon.stop() }
         #expect(daemon.status("app")["backgroundMode"] as? String == "continuous")
         #expect(daemon.ctl("status", "app").stdout.contains("[continuous background mode]"))

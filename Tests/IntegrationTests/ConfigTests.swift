@@ -67,7 +67,7 @@ struct ConfigTests {
     }
 
     @Test func aSecondDaemonOnTheSameControlSocketRefusesToStart() throws {
-        let daemon = try TestDaemon(config: echoConfig(port: freePort()))
+        let daemon = try TestDaemon(config: echoConfig(port: 0))
         defer { daemon.stop() }
         daemon.directory.write("other.conf", "[app other]\nlaunch = no\n")
         let second = run([product("netlifed"), "--config", daemon.directory.file("other.conf"), "--control", daemon.controlPath], timeout: 10)

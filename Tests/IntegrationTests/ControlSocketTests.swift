@@ -55,7 +55,7 @@ private func errorCode(_ reply: [String: Any]?) -> String? {
 @Suite(.timeLimit(.minutes(1)))
 struct ControlSocketTests {
     @Test func socketIsMode0600InADirectoryOfMode0700() throws {
-        let daemon = try TestDaemon(config: echoConfig(port: freePort()))
+        let daemon = try TestDaemon(config: echoConfig(port: 0))
         defer { daemon.stop() }
         let socketMode = try FileManager.default.attributesOfItem(atPath: daemon.controlPath)[.posixPermissions] as? Int
         let directory = (daemon.controlPath as NSString).deletingLastPathComponent
@@ -65,7 +65,7 @@ struct ControlSocketTests {
     }
 
     @Test func malformedUnknownAndOversizedRequestsGetErrorsAndTheDaemonKeepsServing() throws {
-        let daemon = try TestDaemon(config: echoConfig(port: freePort()))
+        let daemon = try TestDaemon(config: echoConfig(port: 0))
         defer { daemon.stop() }
         let connection = try #require(ControlConnection(path: daemon.controlPath))
         defer { connection.close() }
@@ -94,7 +94,7 @@ struct ControlSocketTests {
     }
 
     @Test func aRequestFromAClientThatHalfClosesIsStillAnswered() throws {
-        let daemon = try TestDaemon(config: echoConfig(port: freePort()))
+        let daemon = try TestDaemon(config: echoConfig(port: 0))
         defer { daemon.stop() }
         let connection = try #require(ControlConnection(path: daemon.controlPath))
         defer { connection.close() }
@@ -106,7 +106,7 @@ struct ControlSocketTests {
     }
 
     @Test func atMost32ControlConnectionsAndANewcomerEvictsTheLongestWaiting() throws {
-        let daemon = try TestDaemon(config: echoConfig(port: freePort()))
+        let daemon = try TestDaemon(config: echoConfig(port: 0))
         defer { daemon.stop() }
         var connections: [ControlConnection] = []
         defer { connections.forEach { $0.close() } }
@@ -130,7 +130,7 @@ struct ControlSocketTests {
 
     @Test(.enabled(if: getuid() == 0, "connecting as another uid needs root"))
     func aPeerWithAnotherUidIsRefused() throws {
-        let daemon = try TestDaemon(config: echoConfig(port: freePort()))
+        let daemon = try TestDaemon(config: echoConfig(port: 0))
         defer { daemon.stop() }
         // Open the path up, as a careless administrator might: SO_PEERCRED must still refuse the peer.
         let directory = (daemon.controlPath as NSString).deletingLastPathComponent
@@ -147,7 +147,7 @@ struct ControlSocketTests {
 
     @Test(.enabled(if: getuid() == 0, "connecting as another uid needs root"))
     func membersOfTheControlGroupAreAllowed() throws {
-        let daemon = try TestDaemon(config: echoConfig(port: freePort(), daemonLines: "control-group = nogroup"))
+        let daemon = try TestDaemon(config: echoConfig(port: 0, daemonLines: "control-group = nogroup"))
         defer { daemon.stop() }
         let directory = (daemon.controlPath as NSString).deletingLastPathComponent
         let socketAttributes = try FileManager.default.attributesOfItem(atPath: daemon.controlPath)

@@ -25,8 +25,8 @@ private struct BuildFailure: Error, CustomStringConvertible {
     var description: String { "building Examples/ failed: \(output)" }
 }
 
-/// A TestDaemon running reporterd instead of netlifed.
-private func startReporter(port: UInt16, taskTime: String = "3s", lead: String = "1s") throws -> TestDaemon {
+/// A TestDaemon running reporterd instead of netlifed, its listener on a port the kernel picks.
+private func startReporter(taskTime: String = "3s", lead: String = "1s") throws -> TestDaemon {
     let binary = try reporterd.get()
     return try TestDaemon(config: """
         [app reporter]
@@ -34,7 +34,7 @@ private func startReporter(port: UInt16, taskTime: String = "3s", lead: String =
         expiration-lead = \(lead)
         auto-suspend = 200ms
         [listener reporter.main]
-        address = 127.0.0.1:\(port)
+        address = 127.0.0.1:0
         service = report
         interval = 50
         """, executable: binary)
@@ -56,9 +56,9 @@ private func readUntil(_ peer: Peer, timeout: TimeInterval = 5, _ predicate: (St
 @Suite(.timeLimit(.minutes(10)), .serialized)
 struct ExampleAppTests {
     @Test func aReportGoesOnInTheBackgroundAndIsTruncatedWhenTimeRunsOut() throws {
-        let port = freePort()
-        let daemon = try startReporter(port: port)
+        let daemon = try startReporter()
         defer { daemon.stop() }
+        let port = daemon.port(of: "reporter")
         #expect(daemon.log.contains("reporter delegate: launched; multitasking supported"))
         let peer = try #require(Peer.connect(port: port))
         defer { peer.close() }
@@ -80,9 +80,9 @@ struct ExampleAppTests {
     }
 
     @Test func appTimersWaitWhileTheAppIsSuspended() throws {
-        let port = freePort()
-        let daemon = try startReporter(port: port, taskTime: "30s", lead: "5s")
+        let daemon = try startReporter(taskTime: "30s", lead: "5s")
         defer { daemon.stop() }
+        let port = daemon.port(of: "reporter")
         let peer = try #require(Peer.connect(port: port))
         defer { peer.close() }
         #expect(peer.readText(count: 6) == "READY\n")

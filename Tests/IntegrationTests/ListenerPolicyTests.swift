@@ -1,6 +1,7 @@
 // SPEC section 3 seen from a peer: echo bytes, ECONNREFUSED once `background` returns, the same port again
 // after `foreground`, FIN for `connections = close`, an open but unserviced socket for `keep`, RST for
 // connections left in the accept queue, max-connections, and accept paused on EMFILE without spinning.
+// Also PortReservation, for the tests whose config must name a port before netlifed listens on it.
 
 import Foundation
 import Testing
@@ -8,9 +9,9 @@ import Testing
 @Suite(.timeLimit(.minutes(1)))
 struct ListenerPolicyTests {
     @Test func echoesBytes() throws {
-        let port = freePort()
-        let daemon = try TestDaemon(config: echoConfig(port: port))
+        let daemon = try TestDaemon(config: echoConfig(port: 0))
         defer { daemon.stop() }
+        let port = daemon.port(of: "echo")
         let peer = try #require(Peer.connect(port: port))
         defer { peer.close() }
         #expect(peer.roundTrip("hello, netlife\n") == "hello, netlife\n")
@@ -19,9 +20,9 @@ struct ListenerPolicyTests {
     }
 
     @Test func backgroundRefusesConnectionsAndForegroundReopensTheSamePort() throws {
-        let port = freePort()
-        let daemon = try TestDaemon(config: echoConfig(port: port))
+        let daemon = try TestDaemon(config: echoConfig(port: 0))
         defer { daemon.stop() }
+        let port = daemon.port(of: "echo")
         #expect(connectTCP(port: port) != .failed(ECONNREFUSED))
 
         let background = daemon.ctl("background", "echo")
@@ -47,9 +48,9 @@ struct ListenerPolicyTests {
     }
 
     @Test func aPortTakenMeanwhileIsReportedAndRetriedWhileTheAppBecomesActive() throws {
-        let port = freePort()
-        let daemon = try TestDaemon(config: echoConfig(port: port))
+        let daemon = try TestDaemon(config: echoConfig(port: 0))
         defer { daemon.stop() }
+        let port = daemon.port(of: "echo")
         #expect(daemon.ctl("background", "echo").status == 0)
         // Someone else takes the port while the app is in the background.
         let squatter = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -77,9 +78,9 @@ struct ListenerPolicyTests {
     }
 
     @Test func closePolicySendsFINOnBackground() throws {
-        let port = freePort()
-        let daemon = try TestDaemon(config: echoConfig(port: port, listenerLines: "connections = close"))
+        let daemon = try TestDaemon(config: echoConfig(port: 0, listenerLines: "connections = close"))
         defer { daemon.stop() }
+        let port = daemon.port(of: "echo")
         let peer = try #require(Peer.connect(port: port))
         defer { peer.close() }
         #expect(peer.roundTrip("before\n") == "before\n")
@@ -92,9 +93,9 @@ struct ListenerPolicyTests {
     }
 
     @Test func keepPolicyLeavesConnectionsOpenAndUnservicedWhileSuspended() throws {
-        let port = freePort()
-        let daemon = try TestDaemon(config: echoConfig(port: port, appLines: "auto-suspend = 200ms"))
+        let daemon = try TestDaemon(config: echoConfig(port: 0, appLines: "auto-suspend = 200ms"))
         defer { daemon.stop() }
+        let port = daemon.port(of: "echo")
         let peer = try #require(Peer.connect(port: port))
         defer { peer.close() }
         #expect(peer.roundTrip("one\n") == "one\n")
@@ -109,9 +110,9 @@ struct ListenerPolicyTests {
     }
 
     @Test func connectionsStillInTheAcceptQueueAreResetWhenTheListenerCloses() throws {
-        let port = freePort()
-        let daemon = try TestDaemon(config: echoConfig(port: port, listenerLines: "max-connections = 1"))
+        let daemon = try TestDaemon(config: echoConfig(port: 0, listenerLines: "max-connections = 1"))
         defer { daemon.stop() }
+        let port = daemon.port(of: "echo")
         let served = try #require(Peer.connect(port: port))
         defer { served.close() }
         #expect(served.roundTrip("a\n") == "a\n")
@@ -125,9 +126,9 @@ struct ListenerPolicyTests {
     }
 
     @Test func maxConnectionsResumesAcceptingWhenAConnectionCloses() throws {
-        let port = freePort()
-        let daemon = try TestDaemon(config: echoConfig(port: port, listenerLines: "max-connections = 2"))
+        let daemon = try TestDaemon(config: echoConfig(port: 0, listenerLines: "max-connections = 2"))
         defer { daemon.stop() }
+        let port = daemon.port(of: "echo")
         let first = try #require(Peer.connect(port: port))
         let second = try #require(Peer.connect(port: port))
         defer { second.close() }
@@ -144,10 +145,10 @@ struct ListenerPolicyTests {
     }
 
     @Test func descriptorExhaustionPausesAcceptWithoutSpinning() throws {
-        let port = freePort()
         // A tiny descriptor limit: the daemon itself needs about a dozen descriptors.
-        let daemon = try TestDaemon(config: echoConfig(port: port), launcher: ["/usr/bin/prlimit", "--nofile=24:24", "--"])
+        let daemon = try TestDaemon(config: echoConfig(port: 0), launcher: ["/usr/bin/prlimit", "--nofile=24:24", "--"])
         defer { daemon.stop() }
+        let port = daemon.port(of: "echo")
         var peers: [Peer] = []
         defer { peers.forEach { $0.close() } }
         for _ in 0..<30 {
@@ -178,4 +179,33 @@ func cpuSeconds(pid: Int32) -> Double {
     // Fields after the command: state is 0, utime is 11, stime is 12.
     guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
     return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+}
+
+/// A port that a config names before netlifed opens the listener (a test that checks the port while nothing
+/// listens on it yet): a TCP socket bound to `127.0.0.1:0` with SO_REUSEADDR that never listens. While it is
+/// held, connects to the port are refused, no one else's bind takes the port, and netlifed, whose listeners set
+/// SO_REUSEADDR too, can still bind and listen on it. This replaces picking a port by binding and closing one,
+/// which races with every other test.
+final class PortReservation {
+    let port: UInt16
+    private let fd: Int32
+
+    init() {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        precondition(fd >= 0, "socket: \(String(cString: strerror(errno)))")
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        precondition(bound, "cannot bind 127.0.0.1:0: \(String(cString: strerror(errno)))")
+        self.fd = fd
+        port = UInt16(bigEndian: address.sin_port)
+    }
+
+    func close() { Foundation.close(fd) }
 }

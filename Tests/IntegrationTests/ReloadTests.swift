@@ -21,14 +21,19 @@ struct ReloadTests {
     }
 
     @Test func reloadAppliesAddedRemovedRestartedAndUpdatedApps() throws {
-        let (a, b, c, c2, d) = (freePort(), freePort(), freePort(), freePort(), freePort())
-        let daemon = try TestDaemon(config: config([("a", a, ""), ("b", b, ""), ("c", c, "")]))
+        let daemon = try TestDaemon(config: config([("a", 0, ""), ("b", 0, ""), ("c", 0, "")]))
         defer { daemon.stop() }
+        let (a, b, c) = (daemon.port(of: "a"), daemon.port(of: "b"), daemon.port(of: "c"))
         let keptOnA = try #require(Peer.connect(port: a))
         defer { keptOnA.close() }
         #expect(keptOnA.roundTrip("1\n") == "1\n")
 
-        daemon.directory.write("netlifed.conf", config([("a", a, "background-budget = 2s"), ("c", c2, ""), ("d", d, "")]))
+        // c's listener moves to a port the config names, held by the test until netlifed listens on it; d gets
+        // one from the kernel.
+        let movedC = PortReservation()
+        defer { movedC.close() }
+        let c2 = movedC.port
+        daemon.directory.write("netlifed.conf", config([("a", 0, "background-budget = 2s"), ("c", c2, ""), ("d", 0, "")]))
         let reload = daemon.ctl("reload")
         #expect(reload.status == 0, "\(reload)")
         #expect(reload.stdout == "added: d\nremoved: b\nrestarted: c\nupdated: a\n")
@@ -39,6 +44,7 @@ struct ReloadTests {
         #expect(connectTCP(port: c) == .failed(ECONNREFUSED))
         #expect(daemon.state("c") == "active")
         #expect(daemon.state("d") == "active")
+        let d = daemon.port(of: "d")
         for port in [c2, d] {
             let peer = try #require(Peer.connect(port: port))
             #expect(peer.roundTrip("x\n") == "x\n")
@@ -47,9 +53,9 @@ struct ReloadTests {
     }
 
     @Test func aConfigWithErrorsChangesNothing() throws {
-        let port = freePort()
-        let daemon = try TestDaemon(config: config([("a", port, "")]))
+        let daemon = try TestDaemon(config: config([("a", 0, "")]))
         defer { daemon.stop() }
+        let port = daemon.port(of: "a")
         daemon.directory.write("netlifed.conf", "[app a]\nlaunch = whenever\n")
         let reload = daemon.ctl("reload")
         #expect(reload.status == 1)
@@ -62,10 +68,9 @@ struct ReloadTests {
     }
 
     @Test func sighupReloadsAndTellsSystemd() throws {
-        let port = freePort()
-        let daemon = try TestDaemon(config: config([("a", port, "")]))
+        let daemon = try TestDaemon(config: config([("a", 0, "")]))
         defer { daemon.stop() }
-        daemon.directory.write("netlifed.conf", config([("a", port, ""), ("b", freePort(), "launch = no")]))
+        daemon.directory.write("netlifed.conf", config([("a", 0, ""), ("b", 0, "launch = no")]))
         daemon.signal(SIGHUP)
         #expect(daemon.notify.wait(for: "RELOADING=1", timeout: 3))
         #expect(daemon.notify.wait(for: "READY=1\nSTATUS=", timeout: 3))
@@ -84,11 +89,11 @@ struct NotifySocketTests {
         defer { close(deaf) }
         let path = directory.file("deaf.sock")
         #expect(withUnixAddress(path, { bind(deaf, $0, $1) }) == 0)
-        let port = freePort()
-        let daemon = try TestDaemon(config: echoConfig(port: port, appLines: "auto-suspend = never"),
+        let daemon = try TestDaemon(config: echoConfig(port: 0, appLines: "auto-suspend = never"),
                                     environment: ["NOTIFY_SOCKET": path], waitForReady: false)
         defer { daemon.stop() }
         #expect(waitUntil { daemon.ctl("status").status == 0 })
+        let port = daemon.port(of: "echo")
         for _ in 0..<15 {
             #expect(daemon.ctl("background", "echo").status == 0)
             #expect(daemon.ctl("foreground", "echo").status == 0)

@@ -7,8 +7,7 @@ import Testing
 @Suite(.timeLimit(.minutes(1)))
 struct TransitionCommandTests {
     @Test func repeatedCommandsSayAlready() throws {
-        let port = freePort()
-        let daemon = try TestDaemon(config: echoConfig(port: port, appLines: "auto-suspend = never"))
+        let daemon = try TestDaemon(config: echoConfig(port: 0, appLines: "auto-suspend = never"))
         defer { daemon.stop() }
         let foreground = daemon.ctl("foreground", "echo")
         #expect(foreground.status == 0)
@@ -26,8 +25,7 @@ struct TransitionCommandTests {
     }
 
     @Test func transitionRepliesCarryTheStagesAndTheirDurations() throws {
-        let port = freePort()
-        let daemon = try TestDaemon(config: echoConfig(port: port))
+        let daemon = try TestDaemon(config: echoConfig(port: 0))
         defer { daemon.stop() }
         let json = daemon.ctl("--json", "background", "echo")
         #expect(json.status == 0)
@@ -41,8 +39,7 @@ struct TransitionCommandTests {
     }
 
     @Test func impossibleTransitionsAndUnknownAppsAreErrors() throws {
-        let port = freePort()
-        let config = echoConfig(port: port) + """
+        let config = echoConfig(port: 0) + """
 
             [app idle]
             launch = no
@@ -65,8 +62,11 @@ struct TransitionCommandTests {
     }
 
     @Test func launchModesAndLaunchTerminateFromNetlifectl() throws {
-        let port = freePort()
-        let otherPort = freePort()
+        // Both ports are checked before their listeners ever open, so the config names them: the test holds
+        // them until the end, and netlifed binds them beside the holders.
+        let laterPort = PortReservation(), quietPort = PortReservation()
+        defer { laterPort.close(); quietPort.close() }
+        let (port, otherPort) = (laterPort.port, quietPort.port)
         let config = """
             [app later]
             launch = no
@@ -106,9 +106,9 @@ struct TransitionCommandTests {
     }
 
     @Test func sigtermRunsWillTerminateForEveryAppAndExitsZero() throws {
-        let port = freePort()
-        let daemon = try TestDaemon(config: echoConfig(port: port, listenerLines: "connections = close"))
+        let daemon = try TestDaemon(config: echoConfig(port: 0, listenerLines: "connections = close"))
         defer { daemon.stop() }
+        let port = daemon.port(of: "echo")
         let peer = try #require(Peer.connect(port: port))
         defer { peer.close() }
         #expect(peer.roundTrip("bye\n") == "bye\n")
@@ -122,9 +122,9 @@ struct TransitionCommandTests {
     }
 
     @Test func statusJSONHasTheFieldsOfTheSpec() throws {
-        let port = freePort()
-        let daemon = try TestDaemon(config: echoConfig(port: port))
+        let daemon = try TestDaemon(config: echoConfig(port: 0))
         defer { daemon.stop() }
+        let port = daemon.port(of: "echo")
         let app = daemon.status("echo")
         for key in ["name", "state", "suspendPending", "backgroundTimeRemaining", "listeners", "sockets", "tasks", "lastTermination"] {
             #expect(app.keys.contains(key), "status lacks \(key)")
