@@ -112,7 +112,8 @@ struct WatchdogTests {
     }
 
     @Test func aStalledEventLoopAbortsTheDaemonAfterTellingSystemd() throws {
-        let daemon = try TestDaemon(config: echoConfig(port: freePort(), daemonLines: "debug-commands = yes\nloop-stall = 500ms"))
+        let daemon = try TestDaemon(config: echoConfig(port: freePort(), daemonLines: "debug-commands = yes\nloop-stall = 500ms"),
+                                    expectedEnd: .signal(SIGABRT))
         defer { daemon.stop() }
         let started = Date()
         let stall = daemon.ctl("debug", "stall", "5s")

@@ -1,5 +1,8 @@
 // A real netlifed started for one test: its own directory, config, control socket and notify socket; ready
 // when it sends READY=1; driven with the real netlifectl; always stopped (and its directory removed).
+// Stopping it checks how it ended: exit 0 after SIGTERM unless the test declared otherwise. Under a
+// sanitizer (scripts/test-sanitized) the daemon runs with halt_on_error and exit code 66, so that a report
+// from the daemon fails the test that started it, with the report (in the daemon's log) in the issue.
 
 import Foundation
 import Testing
@@ -50,6 +53,31 @@ final class NotifyReceiver: @unchecked Sendable {
     }
 }
 
+/// How a test expects its daemon to end.
+enum ExpectedEnd: Equatable {
+    /// Exit status 0 after SIGTERM (the default).
+    case cleanExit
+    /// Death by this signal (the loop-stall watchdog aborts: SIGABRT).
+    case signal(Int32)
+    /// Anything: the test kills the daemon itself or does not care.
+    case anything
+}
+
+/// The exit status of a daemon that a sanitizer stopped (`exitcode` in the options below).
+let sanitizerExitStatus: Int32 = 66
+
+/// Sanitizer options for the daemons the tests start: stop at the first report, with a status of its own.
+/// They replace the test process's own options (its suppressions cover Foundation and XCTest, which a
+/// daemon does not run): a daemon is checked with no suppressions. An uninstrumented build ignores them.
+func sanitizerEnvironment(base: [String: String]) -> [String: String] {
+    let common = "halt_on_error=1:exitcode=\(sanitizerExitStatus)"
+    var environment = base
+    environment["ASAN_OPTIONS"] = common + ":detect_leaks=1:abort_on_error=0"
+    environment["LSAN_OPTIONS"] = "exitcode=\(sanitizerExitStatus)"
+    environment["TSAN_OPTIONS"] = common + ":second_deadlock_stack=1"
+    return environment
+}
+
 /// A netlifed under test.
 final class TestDaemon {
     let directory = TemporaryDirectory()
@@ -58,15 +86,19 @@ final class TestDaemon {
     let notify: NotifyReceiver
     private let process = Process()
     private var stopped = false
+    /// How the daemon should end; `stop()` records an issue otherwise.
+    var expectedEnd: ExpectedEnd
 
     /// Starts netlifed with `config` (a full config text) and waits for READY=1.
     init(config: String, environment extra: [String: String] = [:], waitForReady: Bool = true,
-         launcher: [String] = [], executable: String? = nil, sourceLocation: SourceLocation = #_sourceLocation) throws {
+         launcher: [String] = [], executable: String? = nil, expectedEnd: ExpectedEnd = .cleanExit,
+         sourceLocation: SourceLocation = #_sourceLocation) throws {
+        self.expectedEnd = expectedEnd
         controlPath = directory.file("control/control.sock")
         configPath = directory.file("netlifed.conf")
         directory.write("netlifed.conf", config)
         notify = NotifyReceiver(path: directory.file("notify.sock"))
-        var environment = ProcessInfo.processInfo.environment
+        var environment = sanitizerEnvironment(base: ProcessInfo.processInfo.environment)
         environment["NOTIFY_SOCKET"] = notify.path
         environment["SWIFT_BACKTRACE"] = "enable=no"
         for (key, value) in extra { environment[key] = value }
@@ -127,17 +159,47 @@ final class TestDaemon {
         waitUntil(timeout: timeout) { !process.isRunning }
     }
 
-    /// Stops the daemon (SIGTERM, then SIGKILL after 10 s) and removes its directory.
-    func stop() {
+    /// How the daemon ended, in words: "exit status 0", "signal 6 (SIGABRT)".
+    var endDescription: String {
+        switch process.terminationReason {
+        case .exit:
+            let status = process.terminationStatus
+            return "exit status \(status)" + (status == sanitizerExitStatus ? " (a sanitizer report)" : "")
+        case .uncaughtSignal:
+            let number = process.terminationStatus
+            return "signal \(number)" + (strsignal(number).map { " (\(String(cString: $0)))" } ?? "")
+        @unknown default:
+            return "status \(process.terminationStatus)"
+        }
+    }
+
+    /// Whether the daemon ended as `expectedEnd` says.
+    private var endedAsExpected: Bool {
+        switch expectedEnd {
+        case .anything: true
+        case .cleanExit: process.terminationReason == .exit && process.terminationStatus == 0
+        case .signal(let number): process.terminationReason == .uncaughtSignal && process.terminationStatus == number
+        }
+    }
+
+    /// Stops the daemon (SIGTERM, then SIGKILL after 10 s), checks that it ended as `expectedEnd` says
+    /// (else records an issue with its log, which holds any sanitizer report), and removes its directory.
+    func stop(sourceLocation: SourceLocation = #_sourceLocation) {
         guard !stopped else { return }
         stopped = true
+        var killed = false
         if process.isRunning {
             signal(SIGTERM)
             if !waitForExit(timeout: 10) {
                 kill(process.processIdentifier, SIGKILL)
                 process.waitUntilExit()
-                Issue.record("netlifed did not exit within 10 s of SIGTERM; log:\n\(log)")
+                killed = true
+                Issue.record("netlifed did not exit within 10 s of SIGTERM; log:\n\(log)", sourceLocation: sourceLocation)
             }
+        }
+        process.waitUntilExit()
+        if !killed && !endedAsExpected {
+            Issue.record("netlifed ended with \(endDescription), expected \(expectedEnd); log:\n\(log)", sourceLocation: sourceLocation)
         }
         notify.close()
         directory.remove()

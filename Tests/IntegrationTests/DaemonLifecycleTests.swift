@@ -1,0 +1,76 @@
+// The daemon's own lifecycle against the real binary: a SIGHUP that arrives once shutdown has begun is
+// ignored (a reload then would launch apps that never get will-terminate), and reloads that change
+// `loop-stall` keep one watchdog thread instead of adding one each. Listeners bind port 0: these tests never
+// connect to them.
+
+import Foundation
+import Testing
+
+@Suite(.timeLimit(.minutes(2)))
+struct DaemonLifecycleTests {
+    private func app(_ name: String, _ extra: String = "") -> String {
+        """
+        [app \(name)]
+        \(extra)
+        [listener \(name).main]
+        address = 127.0.0.1:0
+        service = echo
+
+        """
+    }
+
+    @Test func aSighupDuringShutdownIsIgnoredAndLaunchesNothing() throws {
+        let marker = TemporaryDirectory()
+        defer { marker.remove() }
+        let launched = marker.file("late.launched")
+        // Will-terminate takes a second: the window in which the SIGHUP arrives.
+        let daemon = try TestDaemon(config: app("a", "on-will-terminate = /bin/sleep 1"))
+        defer { daemon.stop() }
+        #expect(daemon.state("a") == "active")
+        // Meanwhile the config gained an app whose launch would leave a file behind.
+        daemon.directory.write("netlifed.conf", app("a", "on-will-terminate = /bin/sleep 1")
+            + app("late", "on-did-finish-launching = /bin/sh -c 'echo $$ > \(launched)'"))
+
+        daemon.signal(SIGTERM)
+        #expect(daemon.notify.wait(for: "STOPPING=1", timeout: 5), "shutdown began")
+        daemon.signal(SIGHUP)
+        #expect(daemon.waitForExit(timeout: 10))
+        #expect(daemon.exitStatus == 0, "\(daemon.endDescription); log:\n\(daemon.log)")
+        // Give a hook that did start the time to write its file.
+        usleep(200_000)
+        #expect(!FileManager.default.fileExists(atPath: launched), "the app added to the config was launched during shutdown")
+        #expect(daemon.log.contains("SIGHUP ignored: shutting down"), "\(daemon.log)")
+        #expect(!daemon.log.contains("reloaded"), "\(daemon.log)")
+        #expect(!daemon.notify.messages.contains { $0.contains("RELOADING=1") })
+    }
+
+    @Test func reloadsThatChangeLoopStallAddNoThreads() throws {
+        // Long thresholds: a watchdog thread left behind by a reload would sleep for a minute.
+        let configs = ["[daemon]\nloop-stall = 5m\n" + app("a"), "[daemon]\nloop-stall = 6m\n" + app("a")]
+        let daemon = try TestDaemon(config: configs[1])
+        defer { daemon.stop() }
+        func reload(to index: Int) -> ProcessResult {
+            daemon.directory.write("netlifed.conf", configs[index])
+            return daemon.ctl("reload")
+        }
+        // One round first, so that whatever a first reload creates lazily is counted in the baseline.
+        for index in [0, 1] { #expect(reload(to: index).status == 0) }
+        let before = threadCount(of: daemon.pid)
+        #expect(before > 0)
+        var failures: [ProcessResult] = []
+        for round in 0..<100 {
+            let result = reload(to: round % 2)
+            if result.status != 0 { failures.append(result) }
+        }
+        #expect(failures.isEmpty, "\(failures.count) reloads failed; first: \(String(describing: failures.first))")
+        let after = threadCount(of: daemon.pid)
+        #expect(after == before, "threads: \(before) before 100 reloads that changed loop-stall, \(after) after")
+        print("threads: \(before) before 100 loop-stall reloads, \(after) after")
+        #expect(daemon.ctl("status").status == 0)
+    }
+}
+
+/// The number of threads of process `pid` (entries of /proc/PID/task).
+private func threadCount(of pid: Int32) -> Int {
+    (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task").count) ?? -1
+}
