@@ -1,6 +1,7 @@
 // The daemon's own lifecycle against the real binary: a SIGHUP that arrives once shutdown has begun is
-// ignored (a reload then would launch apps that never get will-terminate), and reloads that change
-// `loop-stall` keep one watchdog thread instead of adding one each. Listeners bind port 0: these tests never
+// ignored (a reload then would launch apps that never get will-terminate), a reload already under way when
+// shutdown begins launches nothing more, and reloads that change `loop-stall` keep one watchdog thread
+// instead of adding one each. Listeners bind port 0: these tests never
 // connect to them.
 
 import Foundation
@@ -42,6 +43,29 @@ struct DaemonLifecycleTests {
         #expect(daemon.log.contains("SIGHUP ignored: shutting down"), "\(daemon.log)")
         #expect(!daemon.log.contains("reloaded"), "\(daemon.log)")
         #expect(!daemon.notify.messages.contains { $0.contains("RELOADING=1") })
+    }
+
+    @Test func aReloadInFlightWhenShutdownBeginsRelaunchesNothing() throws {
+        let marker = TemporaryDirectory()
+        defer { marker.remove() }
+        let launches = marker.file("launches")
+        let hooks = """
+            on-will-terminate = /bin/sleep 1
+            on-did-finish-launching = /bin/sh -c 'echo launched >> \(launches)'
+            """
+        let daemon = try TestDaemon(config: app("a", hooks))
+        defer { daemon.stop() }
+        // A new listener address: the reload restarts the app (will-terminate, then a new launch).
+        daemon.directory.write("netlifed.conf", app("a", hooks).replacingOccurrences(of: "127.0.0.1:0", with: "127.0.0.2:0"))
+        let reload = try BackgroundProcess([product("netlifectl"), "--control", daemon.controlPath, "reload"])
+        #expect(waitUntil { daemon.log.contains("terminate: will-terminate") }, "the reload began restarting a")
+        daemon.signal(SIGTERM)
+        #expect(daemon.waitForExit(timeout: 10))
+        _ = reload.wait(timeout: 5)
+        #expect(daemon.exitStatus == 0, "\(daemon.endDescription); log:\n\(daemon.log)")
+        usleep(200_000)
+        let launched = ((try? String(contentsOfFile: launches, encoding: .utf8)) ?? "").split(separator: "\n").count
+        #expect(launched == 1, "a was launched \(launched) times: a restart finished after SIGTERM launched it again, and it never got will-terminate; log:\n\(daemon.log)")
     }
 
     @Test func reloadsThatChangeLoopStallAddNoThreads() throws {
