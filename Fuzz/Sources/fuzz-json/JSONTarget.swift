@@ -1,0 +1,33 @@
+// Fuzz target: the control protocol's JSON parser and request decoder, which read every request line a
+// client sends. Any input may be rejected; none may crash, hang or take more than linear time. What is
+// accepted must survive a round trip: a parsed value serializes to one line that parses to the same value,
+// and a decoded request encodes to JSON that decodes to the same request.
+
+import FuzzSupport
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzJSON(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
+    let bytes = Array(UnsafeBufferPointer(start: data, count: size))
+    guard let value = try? JSON.parse(bytes) else { return 0 }
+    let text = value.serialized
+    guard !text.utf8.contains(UInt8(ascii: "\n")) else {
+        fatalError("serialized JSON holds a newline, so it does not fit one protocol line: \(text)")
+    }
+    let again: JSON
+    do {
+        again = try JSON.parse(text)
+    } catch {
+        fatalError("serialized JSON does not parse again (\(error)): \(text)")
+    }
+    guard again == value else { fatalError("JSON round trip changed the value: \(value) became \(again)") }
+
+    guard let request = try? ControlRequest(json: value) else { return 0 }
+    let decoded: ControlRequest
+    do {
+        decoded = try ControlRequest(json: JSON.parse(request.json.serialized))
+    } catch {
+        fatalError("request \(request) encodes to \(request.json.serialized), which does not decode: \(error)")
+    }
+    guard decoded == request else { fatalError("request round trip changed \(request) into \(decoded)") }
+    return 0
+}
