@@ -6,6 +6,7 @@ let package = Package(
     name: "netlife",
     products: [
         .library(name: "NetLife", targets: ["NetLife"]),
+        .library(name: "NetLifeServices", targets: ["NetLifeServices"]),
         .library(name: "NetLifeControl", targets: ["NetLifeControl"]),
         .library(name: "NetLifeDaemon", targets: ["NetLifeDaemon"]),
         .executable(name: "netlifed", targets: ["netlifed"]),

@@ -254,7 +254,9 @@ private struct JSONParser {
             if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
             guard digits(&self) > 0 else { throw error("bad exponent") }
         }
+        // A number beyond a Double's range would become infinity, which JSON cannot write back.
         guard let value = Double(String(decoding: bytes[start..<index], as: UTF8.self)) else { throw error("bad number") }
+        guard value.isFinite else { throw error("number out of range") }
         return .number(value)
     }
 

@@ -39,7 +39,8 @@ enum INIFile {
         var sections: [INISection] = []
         var errors: [ConfigError] = []
         var lineNumber = 0
-        for rawLine in text.split(separator: "\n", omittingEmptySubsequences: false) {
+        // "\r\n" is one Character in Swift: a CRLF file splits on it too.
+        for rawLine in text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" }) {
             lineNumber += 1
             let line = rawLine.trimmingWhitespace()
             if line.isEmpty || line.hasPrefix("#") || line.hasPrefix(";") { continue }

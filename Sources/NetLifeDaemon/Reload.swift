@@ -113,8 +113,10 @@ extension DaemonRuntime {
         for name in plan.restarted + plan.added {
             guard let app = built[name] else { continue }
             pending += 1
-            let launch = { (mode: LaunchMode) in
-                guard mode != .no else { return finish() }
+            let launch = { [weak self] (mode: LaunchMode) in
+                // A shutdown that began meanwhile has already terminated every app it knew: launching now
+                // would start an app that never gets will-terminate.
+                guard mode != .no, let self, !isShuttingDown else { return finish() }
                 app.perform(.launch(background: mode == .background)) { _ in finish() }
             }
             guard let old = supervisor.app(named: name) else {

@@ -33,4 +33,11 @@ import Testing
         #expect(value.serialized == #"{"ok":true,"app":"echo","n":3,"ms":0.25,"none":null,"text":"line\n\"q\"\u0001"}"#)
         #expect(try JSON.parse(value.serialized) == value)
     }
+
+    @Test func numbersBeyondADoubleAreRejected() throws {
+        // Found by fuzz-json: `[1e999]` parsed as infinity, which serializes as null.
+        #expect(throws: JSONParseError.self) { try JSON.parse([0x5b, 0x31, 0x65, 0x39, 0x39, 0x39, 0x5d]) }
+        #expect(throws: JSONParseError.self) { try JSON.parse("-1e999") }
+        #expect(try JSON.parse("1e308") == .number(1e308))
+    }
 }

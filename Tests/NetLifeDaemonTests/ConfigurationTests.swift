@@ -120,4 +120,14 @@ private func errors(_ text: String) -> [String] {
         #expect(throws: DaemonOptions.UsageError.self) { try DaemonOptions(arguments: ["--config"]) }
         #expect(throws: DaemonOptions.UsageError.self) { try DaemonOptions(arguments: ["--bogus"]) }
     }
+
+    @Test func aCRLFConfigReadsAsItsLFTwin() throws {
+        // Found while building the fuzz corpus: "\r\n" is one Character, so a CRLF file was one long line.
+        let lf = "[daemon]\nloop-stall = 3s\n\n[app a]\nlaunch = no\n"
+        let crlf = lf.split(separator: "\n", omittingEmptySubsequences: false).joined(separator: "\r\n")
+        let fromCRLF = try parse(crlf)
+        let fromLF = try parse(lf)
+        #expect(fromCRLF == fromLF)
+        #expect(errors("[app a]\r\nlaunch = maybe\r\n") == ["test.conf:2: launch must be foreground, background or no, got 'maybe'"])
+    }
 }
