@@ -10,6 +10,7 @@
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/pidfd.h>
 #include <sys/wait.h>
 #include <netinet/in.h>
@@ -48,6 +49,13 @@ static inline int netlife_get_peer_credentials(int fd, struct netlife_peer_crede
 static inline int netlife_disconnect(int fd) {
     struct sockaddr sa = { .sa_family = AF_UNSPEC };
     return connect(fd, &sa, sizeof(sa));
+}
+
+// The bytes a socket has queued and the peer has not acknowledged yet (SIOCOUTQ, the same request as
+// TIOCOUTQ); -1 on error. ioctl is variadic, which Swift cannot call.
+static inline int netlife_unsent_bytes(int fd) {
+    int queued = 0;
+    return ioctl(fd, TIOCOUTQ, &queued) < 0 ? -1 : queued;
 }
 
 // pipe2 is declared only under _GNU_SOURCE, which the Swift Glibc module is not built with.

@@ -75,8 +75,9 @@ public final class Connection {
     public private(set) var state: State = .open
     /// When `output` holds more than this many bytes, reading pauses until it drains (back-pressure).
     public var outputHighWaterMark = 4 << 20
-    /// How long `close(.afterFlush)` waits without being able to write a byte (a peer that does not read)
-    /// before resetting. A slow reader that keeps taking bytes is served to the end.
+    /// How long `close(.afterFlush)` waits for a peer that takes none of the bytes still to send (neither
+    /// from the output buffer nor from the kernel's send queue) before resetting. A slow reader that keeps
+    /// taking bytes is served to the end.
     public var flushTimeout: Duration = .seconds(5)
     /// The peer's end of input has been seen.
     public private(set) var inputEnded = false
@@ -88,6 +89,8 @@ public final class Connection {
     private var readsPausedByOwner = false
     private var readsPausedByBackPressure = false
     private var closeTimer: EventTimer?
+    /// While closing after a flush: the bytes not yet taken by the peer when the flush timer was last armed.
+    private var unsentAtLastCheck = Int.max
     /// The read and write events on a restricted-mode base while a restricted run serves this connection.
     private var restrictedEvents: (read: OpaquePointer, write: OpaquePointer)?
 
@@ -210,9 +213,6 @@ public final class Connection {
                     fail(SystemError("writev", error))
                     return
                 }
-            } else if written > 0, state == .closing {
-                // Progress: the flush timeout measures a peer that stops reading, not a slow one.
-                closeTimer?.arm(after: flushTimeout)
             }
         }
         if output.isEmpty {
@@ -280,7 +280,8 @@ public final class Connection {
             updateReadInterest()
             flush()
             if state == .closing {
-                let timer = EventTimer(loop: loop) { [weak self] in self?.finishClose(error: nil, how: .reset) }
+                unsentAtLastCheck = unsentBytes
+                let timer = EventTimer(loop: loop) { [weak self] in self?.flushTimerFired() }
                 timer.arm(after: flushTimeout)
                 closeTimer = timer
             }
@@ -295,6 +296,24 @@ public final class Connection {
     public func makeDefunct() throws(SystemError) {
         guard state != .closed else { return }
         try SocketCalls.disconnect(fd)
+    }
+
+    /// The bytes the peer has not taken yet: those in `output` and those in the kernel's send queue. Writing
+    /// moves bytes from one to the other; only the peer's reading makes the sum smaller.
+    private var unsentBytes: Int {
+        output.count + max(0, Int(netlife_unsent_bytes(fd)))
+    }
+
+    /// The flush timer: the peer took bytes since the last check (progress: wait again), or none (reset).
+    private func flushTimerFired() {
+        guard state == .closing else { return }
+        let unsent = unsentBytes
+        if unsent < unsentAtLastCheck {
+            unsentAtLastCheck = unsent
+            closeTimer?.arm(after: flushTimeout)
+        } else {
+            finishClose(error: nil, how: .reset)
+        }
     }
 
     private func fail(_ error: SystemError) {
