@@ -12,6 +12,9 @@ public enum ControlProtocol {
     public static let daemonVersion = "0.1.0"
     /// The longest request line accepted.
     public static let maxRequestBytes = 64 * 1024
+    /// The deepest nesting and the most members per object or array a request may have.
+    public static let maxRequestDepth = 16
+    public static let maxRequestElements = 256
     /// The most control connections open at once.
     public static let maxConnections = 32
     /// How long an idle control connection is kept.

@@ -143,8 +143,13 @@ public struct JSONParseError: Error, Equatable, Sendable, CustomStringConvertibl
 
 extension JSON {
     /// Parses one JSON value that fills all of `bytes` (surrounding whitespace allowed).
-    public static func parse(_ bytes: [UInt8], maxDepth: Int = 64) throws(JSONParseError) -> JSON {
-        var parser = JSONParser(bytes: bytes, maxDepth: maxDepth)
+    ///
+    /// - Parameters:
+    ///   - maxDepth: the deepest nesting accepted.
+    ///   - maxElements: the most members of one object or elements of one array. A request needs a handful;
+    ///     a bound keeps the work a hostile line can cause small whatever its shape.
+    public static func parse(_ bytes: [UInt8], maxDepth: Int = 64, maxElements: Int = .max) throws(JSONParseError) -> JSON {
+        var parser = JSONParser(bytes: bytes, maxDepth: maxDepth, maxElements: maxElements)
         parser.skipWhitespace()
         let value = try parser.value(depth: 0)
         parser.skipWhitespace()
@@ -161,6 +166,7 @@ extension JSON {
 private struct JSONParser {
     let bytes: [UInt8]
     let maxDepth: Int
+    let maxElements: Int
     var index = 0
 
     func error(_ reason: String) -> JSONParseError { JSONParseError(offset: index, reason: reason) }
@@ -202,6 +208,7 @@ private struct JSONParser {
         if index < bytes.count, bytes[index] == UInt8(ascii: "}") { index += 1; return .object(object) }
         while true {
             skipWhitespace()
+            guard object.members.count < maxElements else { throw error("more than \(maxElements) members in an object") }
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw error("expected a member name") }
             let key = try string()
             skipWhitespace()
@@ -225,6 +232,7 @@ private struct JSONParser {
         if index < bytes.count, bytes[index] == UInt8(ascii: "]") { index += 1; return .array(items) }
         while true {
             skipWhitespace()
+            guard items.count < maxElements else { throw error("more than \(maxElements) elements in an array") }
             items.append(try value(depth: depth + 1))
             skipWhitespace()
             guard index < bytes.count else { throw error("unterminated array") }

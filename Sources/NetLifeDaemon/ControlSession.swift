@@ -140,7 +140,8 @@ final class ControlSession: ConnectionDelegate {
         deadline?.cancel()
         let request: JSON
         do {
-            request = try JSON.parse(bytes)
+            request = try JSON.parse(bytes, maxDepth: ControlProtocol.maxRequestDepth,
+                                     maxElements: ControlProtocol.maxRequestElements)
         } catch {
             replied(with: Reply.error(.badRequest, "request is not valid JSON: \(error)"))
             return

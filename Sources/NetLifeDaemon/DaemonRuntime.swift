@@ -20,6 +20,7 @@ final class DaemonRuntime {
     let logger: Logger
     let supervisor: Supervisor
     let notifier: SystemdNotifier
+    let announcer: SystemdAnnouncer
     let services: ServiceRegistry
     let delegates: [String: () -> AppDelegate]
     let hookEnvironment: [String: String]
@@ -45,6 +46,7 @@ final class DaemonRuntime {
         } catch {
             throw StartError(description: "cannot create the event loop: \(error)")
         }
+        announcer = SystemdAnnouncer(notifier: notifier, loop: loop)
         supervisor = Supervisor(loop: loop, logger: logger)
         let controlPath = configuration.control ?? DaemonOptions.defaultControlPath(environment: environment)
         var hookEnvironment = environment
@@ -76,7 +78,7 @@ final class DaemonRuntime {
         }
         controlServer = server
         supervisor.onAppStateChange = { [unowned self] _ in
-            notifier.notify("STATUS=\(supervisor.statusLine)")
+            announcer.status(supervisor.statusLine)
         }
     }
 
@@ -97,7 +99,7 @@ final class DaemonRuntime {
         logger.notice("netlifed \(ControlProtocol.daemonVersion) starting with \(configuration.file): \(supervisor.apps.count) app(s)")
         supervisor.launchApps { [unowned self] in
             logger.notice("ready: \(supervisor.statusLine)")
-            notifier.notify("READY=1\nSTATUS=\(supervisor.statusLine)\nMAINPID=\(getpid())")
+            announcer.state("READY=1\nSTATUS=\(supervisor.statusLine)\nMAINPID=\(getpid())")
         }
         do {
             try loop.run()
@@ -120,6 +122,7 @@ final class DaemonRuntime {
         controlServer = nil
         for watcher in signalWatchers { watcher.close() }
         signalWatchers = []
+        announcer.close()
         guard !loop.isClosed else { return }
         let leftovers = loop.close()
         if !leftovers.isEmpty {
@@ -166,7 +169,7 @@ final class DaemonRuntime {
         }
         isShuttingDown = true
         logger.notice("\(signal == SIGTERM ? "SIGTERM" : "SIGINT"): terminating every app")
-        notifier.notify("STOPPING=1")
+        announcer.state("STOPPING=1")
         supervisor.terminateAll { [unowned self] in
             // Let the last replies and FINs go out before the loop ends.
             loop.schedule(after: .milliseconds(10)) { [unowned self] in loop.stop() }

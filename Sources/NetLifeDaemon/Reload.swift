@@ -75,7 +75,7 @@ extension DaemonRuntime {
         }
 
         isReloading = true
-        notifier.notify("RELOADING=1\nMONOTONIC_USEC=\(MonotonicTime.now().nanoseconds / 1000)")
+        announcer.state("RELOADING=1\nMONOTONIC_USEC=\(MonotonicTime.now().nanoseconds / 1000)")
         for setting in ReloadPlan.fixedSettingsChanged(from: configuration, to: newConfiguration) {
             logger.warning("reload: '\(setting)' changes only when netlifed restarts")
         }
@@ -93,7 +93,7 @@ extension DaemonRuntime {
             guard pending == 0 else { return }
             isReloading = false
             logger.notice("reloaded \(configuration.file): added \(plan.added), removed \(plan.removed), restarted \(plan.restarted), updated \(plan.updated)")
-            notifier.notify("READY=1\nSTATUS=\(supervisor.statusLine)")
+            announcer.state("READY=1\nSTATUS=\(supervisor.statusLine)")
             completion(ReloadReply(added: plan.added, removed: plan.removed, restarted: plan.restarted,
                                    updated: plan.updated).json)
         }

@@ -392,7 +392,7 @@ struct AbuseTests {
         }
         let busy = daemon.statusLatency()
         print("status with 20 deaf peers holding echo output: median \(String(format: "%.2f", busy.median)) ms, worst \(String(format: "%.2f", busy.worst)) ms")
-        #expect(busy.median < 15)
+        #expect(busy.median < 15 * slowdown)
         let fresh = try #require(Peer.connect(port: port))
         #expect(fresh.roundTrip("still serving\n") == "still serving\n")
         fresh.close()
@@ -431,7 +431,7 @@ struct AbuseTests {
         #expect(sendRequests(100_000) == 100_000)
         let after = daemon.probe.residentBytes
         print("10,000 hook runs in \(String(format: "%.1f", hooksDone.timeIntervalSince(start))) s and 100,000 requests in \(String(format: "%.1f", Date().timeIntervalSince(hooksDone))) s: RSS \(before / 1024) KiB -> \(after / 1024) KiB (\((after - before) / 1024) KiB)")
-        #expect(after - before < 1 << 20, "RSS grew by \((after - before) / 1024) KiB")
+        if rssIsMeaningful { #expect(after - before < 1 << 20, "RSS grew by \((after - before) / 1024) KiB") }
         daemon.expectHealthy(comparedTo: nil, label: "10,000 hook runs and 100,000 requests")
     }
 }

@@ -92,6 +92,32 @@ struct DaemonLifecycleTests {
         print("threads: \(before) before 100 loop-stall reloads, \(after) after")
         #expect(daemon.ctl("status").status == 0)
     }
+
+    @Test func readyReachesAServiceManagerThatReadsLateEvenWhenManyAppsLaunch() throws {
+        // A receiver that reads nothing until the launch is over, like a busy systemd: its queue holds 10
+        // datagrams (net.unix.max_dgram_qlen), and a STATUS per state change of 12 apps used to fill it, so
+        // READY=1 was dropped.
+        let scratch = TemporaryDirectory()
+        defer { scratch.remove() }
+        let path = scratch.file("late.sock")
+        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        defer { close(fd) }
+        #expect(withUnixAddress(path, { bind(fd, $0, $1) }) == 0)
+        let config = (0..<12).map { app("a\($0)") }.joined()
+        let daemon = try TestDaemon(config: config, environment: ["NOTIFY_SOCKET": path], waitForReady: false)
+        defer { daemon.stop() }
+        #expect(waitUntil(timeout: 10) { daemon.currentState("a11") == "active" })
+        usleep(300_000)
+        var messages: [String] = []
+        let deadline = Date().addingTimeInterval(3)
+        while Date() < deadline && !messages.contains(where: { $0.contains("READY=1") }) {
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            let count = recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+            if count > 0 { messages.append(String(decoding: buffer[0..<count], as: UTF8.self)) } else { usleep(20_000) }
+        }
+        #expect(messages.contains { $0.contains("READY=1") }, "READY=1 arrived; got \(messages.count) datagrams: \(messages)")
+        #expect(messages.filter { $0.hasPrefix("STATUS=") }.count < 5, "STATUS lines were coalesced: \(messages)")
+    }
 }
 
 /// The number of threads of process `pid` (entries of /proc/PID/task).

@@ -240,13 +240,14 @@ struct BoundedWorkHardeningTests {
         var alone: [Double] = []
         for _ in 0..<5 {
             let (reply, ms) = probe.roundTrip(object, timeout: 10)
-            #expect(isOK(reply))
+            // A request has a handful of members: past 256 the parse stops, with an error that says why.
+            #expect(errorCode(of: reply) == "bad-request")
             alone.append(ms)
         }
         print("one object of \(key) keys alone: round trip median \(String(format: "%.2f", median(alone))) ms")
         // Linear: well under 10 ms in a release build; the margin covers a debug build on a loaded machine.
         // Today's quadratic check of duplicate keys took about 200 ms (release) for this object.
-        #expect(median(alone) < 100, "a 64 KiB object of \(key) keys took \(median(alone)) ms")
+        #expect(median(alone) < 100 * slowdown, "a 64 KiB object of \(key) keys took \(median(alone)) ms")
         var clients: [RawControlClient] = []
         defer { clients.forEach { $0.close() } }
         for _ in 0..<31 { clients.append(try #require(RawControlClient(path: daemon.controlPath))) }
@@ -257,12 +258,12 @@ struct BoundedWorkHardeningTests {
             #expect(isOK(reply))
             times.append(ms)
         }
-        let answered = clients.filter { isOK($0.line(timeout: 10)) }.count
+        let answered = clients.filter { errorCode(of: $0.line(timeout: 10)) == "bad-request" }.count
         print("31 objects of \(key) keys (\(bytes.count) bytes) at once: status during the burst median \(String(format: "%.2f", median(times))) ms, worst \(String(format: "%.2f", times.max() ?? 0)) ms")
         #expect(answered == 31)
         // Each parse is one callback; the probe's request waits for at most the 31 of them, far from the 2 s
         // loop-stall that aborted the daemon.
-        #expect((times.max() ?? .infinity) < 1500, "status took up to \(times.max() ?? 0) ms while the objects were parsed")
+        #expect((times.max() ?? .infinity) < 1500 * slowdown, "status took up to \(times.max() ?? 0) ms while the objects were parsed")
         clients.forEach { $0.close() }
         clients = []
         daemon.expectHealthy(comparedTo: nil, label: "31 wide objects")
@@ -301,7 +302,7 @@ struct BoundedWorkHardeningTests {
         print("\(lines.count) pipelined status requests (200 apps): \(outcome.received) replies in \(String(format: "%.1f", outcome.elapsed)) s; concurrent status median \(String(format: "%.2f", median(times))) ms, worst \(String(format: "%.2f", times.max() ?? 0)) ms over \(times.count)")
         #expect(outcome.received == lines.count)
         #expect(outcome.outOfOrder == 0, "\(outcome.outOfOrder) replies out of order")
-        #expect(median(times) < 100, "the other client's status median was \(median(times)) ms")
+        #expect(median(times) < 100 * slowdown, "the other client's status median was \(median(times)) ms")
         #expect((times.max() ?? .infinity) < 1000)
         #expect(daemon.isRunning, "log:\n\(daemon.log.suffix(2000))")
     }
@@ -355,7 +356,7 @@ struct BoundedWorkHardeningTests {
         let latency = daemon.statusLatency(count: 21)
         print("status while a hook floods its output: median \(String(format: "%.2f", latency.median)) ms, worst \(String(format: "%.2f", latency.worst)) ms")
         #expect(latency.failures == 0)
-        #expect(latency.median < 15, "status median \(latency.median) ms while a hook floods")
+        #expect(latency.median < 15 * slowdown, "status median \(latency.median) ms while a hook floods")
         let result = background.wait(timeout: 10)
         #expect(result.status == 1 && result.stderr.contains("0x8badf00d"), "the flooding hook is killed at its budget: \(result)")
         let log = daemon.log
@@ -521,7 +522,7 @@ struct HookHardeningTests {
         #expect(driveHookRuns(client, app: "a", cycles: 750) == 0)  // 3,000 hook runs
         let after = daemon.probe.residentBytes
         print("3,000 hook runs: RSS \(before / 1024) KiB -> \(after / 1024) KiB (\((after - before) / 3000) bytes per run)")
-        #expect(after - before < 300 * 1024, "RSS grew by \((after - before) / 1024) KiB over 3,000 hook runs")
+        if rssIsMeaningful { #expect(after - before < 300 * 1024, "RSS grew by \((after - before) / 1024) KiB over 3,000 hook runs") }
     }
 }
 

@@ -40,4 +40,11 @@ import Testing
         #expect(throws: JSONParseError.self) { try JSON.parse("-1e999") }
         #expect(try JSON.parse("1e308") == .number(1e308))
     }
+
+    @Test func elementLimitsStopAHostileObjectEarly() throws {
+        let wide = "{" + (0..<300).map { "\"k\($0)\":1" }.joined(separator: ",") + "}"
+        #expect(throws: JSONParseError.self) { try JSON.parse(Array(wide.utf8), maxElements: 256) }
+        #expect(throws: JSONParseError.self) { try JSON.parse(Array(("[" + String(repeating: "1,", count: 300) + "1]").utf8), maxElements: 256) }
+        #expect(try JSON.parse(Array(wide.utf8))["k299"] == 1, "no limit unless asked")
+    }
 }

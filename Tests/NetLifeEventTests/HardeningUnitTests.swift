@@ -138,10 +138,13 @@ struct HardeningUnitTests {
         ticker?.arm(after: .milliseconds(10))
         runLoop(loop, timeout: .milliseconds(500)) { false }
         ticker?.close()
+        ticker = nil   // its closure holds the variable: let go of the cycle
         child.signalGroup(SIGKILL)
         #expect(runLoop(loop) { status != nil })
-        #expect(ticks >= 20, "the loop kept turning: \(ticks) ticks in 500 ms")
-        #expect((lateness.max() ?? .zero) < .milliseconds(100), "worst timer lateness \(lateness.max() ?? .zero)")
+        // A reader that drained the pipe in one callback never let the loop turn at all; sanitized builds
+        // turn slower, hence the modest bounds.
+        #expect(ticks >= 10, "the loop kept turning: \(ticks) ticks in 500 ms")
+        #expect((lateness.max() ?? .zero) < .milliseconds(200), "worst timer lateness \(lateness.max() ?? .zero)")
         #expect(delivered <= 100 + 10, "delivered \(delivered) lines: the burst and the rate")
         #expect(dropped > 0, "the rest were counted as dropped")
     }

@@ -245,7 +245,7 @@ extension TestDaemon {
         print("\(label): status round trip median \(String(format: "%.2f", latency.median)) ms, worst \(String(format: "%.2f", latency.worst)) ms")
         #expect(latency.failures == 0, "status failed \(latency.failures) times after \(label)", sourceLocation: sourceLocation)
         // The goal is 10 ms; the margin covers a loaded 2-core machine running debug builds.
-        #expect(latency.median < 15, "status median \(latency.median) ms after \(label)", sourceLocation: sourceLocation)
+        #expect(latency.median < 15 * slowdown, "status median \(latency.median) ms after \(label)", sourceLocation: sourceLocation)
         guard let baseline else { return }
         let probe = self.probe
         let settled = waitUntil(timeout: settle) {
@@ -345,3 +345,14 @@ func sendAllBytes(fd: Int32, _ bytes: [UInt8], timeout: TimeInterval) -> Int {
     }
     return offset
 }
+
+/// The sanitizer the suite runs under (`scripts/test-sanitized` sets NETLIFE_SANITIZER), or nil.
+let activeSanitizer = ProcessInfo.processInfo.environment["NETLIFE_SANITIZER"].flatMap { $0.isEmpty ? nil : $0 }
+
+/// How much slower than a plain debug build the daemon runs: sanitized builds take several times the CPU
+/// per request, so latency limits scale with this.
+let slowdown: Double = activeSanitizer == nil ? 1 : 6
+
+/// Whether RSS growth means anything: AddressSanitizer's quarantine holds freed memory on purpose (it grew a
+/// daemon by 200+ MB in these tests), so under it the memory figures are printed but not judged.
+let rssIsMeaningful = activeSanitizer != "address"
