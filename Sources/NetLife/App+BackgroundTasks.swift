@@ -13,7 +13,7 @@ extension App {
     /// `task-time` in the background (afresh on every entry), shared by all tasks; zero when spent, and zero
     /// while suspended.
     public var backgroundTimeRemaining: Duration? {
-        state.isRunning ? backgroundTasks.registry.remaining(now: .now()) : nil
+        state.isRunning ? backgroundTasks.remaining(now: .now()) : nil
     }
 
     /// How many background tasks are open.

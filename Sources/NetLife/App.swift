@@ -204,8 +204,10 @@ public final class App {
         lastStages = stages
         if finalState == .notRunning {
             tearDown(closing: .afterFlush)
-            lastTermination = TerminationRecord(reason: terminationReason(of: plan, stateBefore: stateBefore))
+            let record = TerminationRecord(reason: terminationReason(of: plan, stateBefore: stateBefore))
+            lastTermination = record
             enter(.notRunning)
+            logger.notice("stopped: \(record.reason.name)\(record.reason.cause.map { " (by \($0.rawValue))" } ?? "")")
         }
         completion?(.completed(state, stages))
         evaluateSuspension()

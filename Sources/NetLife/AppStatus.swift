@@ -44,6 +44,14 @@ public enum TerminationReason: Equatable, Sendable {
     /// Memory pressure ended it while suspended (jetsam).
     case memoryPressure
 
+    /// Who asked, for the reasons that have a cause.
+    public var cause: TerminationCause? {
+        switch self {
+        case .terminated(let cause), .terminatedWhileSuspended(let cause): return cause
+        case .exitedOnSuspend, .watchdog, .memoryPressure: return nil
+        }
+    }
+
     /// The name `status` gives the reason.
     public var name: String {
         switch self {

@@ -16,7 +16,7 @@ protocol BackgroundTasksOwner: AnyObject {
 
 /// The open background tasks of one app and the running of their expiration handlers.
 final class BackgroundTasks {
-    private(set) var registry: BackgroundTaskRegistry
+    private var registry: BackgroundTaskRegistry
     /// The Swift API's expiration handlers, by task.
     private var handlers: [BackgroundTaskIdentifier: () -> Void] = [:]
     private var deadline: DeadlineTimer?
@@ -43,6 +43,9 @@ final class BackgroundTasks {
 
     /// Whether an expiration handler is running.
     var isRunningExpiration: Bool { registry.isRunningExpiration }
+
+    /// The background time left at `now` (see `BackgroundTaskRegistry.remaining(now:)`).
+    func remaining(now: MonotonicTime) -> Duration? { registry.remaining(now: now) }
 
     /// While a Swift expiration handler runs: when its budget ends.
     var expirationHandlerDeadline: MonotonicTime? { registry.expirationHandlerDeadline }

@@ -9,8 +9,6 @@ import Testing
 @Suite(.timeLimit(.minutes(1)))
 struct WatchdogTests {
     @Test func aHookPastItsBudgetGetsTheAppKilledAndOtherAppsKeepWorking() throws {
-        let slowPort = freePort()
-        let otherPort = freePort()
         let directory = TemporaryDirectory()
         defer { directory.remove() }
         let pidFile = directory.file("hook.pid")
@@ -19,17 +17,19 @@ struct WatchdogTests {
             background-budget = 500ms
             on-did-enter-background = /bin/sh -c 'echo $$ > \(pidFile); exec sleep 30'
             [listener slow.main]
-            address = 127.0.0.1:\(slowPort)
+            address = 127.0.0.1:0
             service = echo
             connections = keep
 
             [app other]
             [listener other.main]
-            address = 127.0.0.1:\(otherPort)
+            address = 127.0.0.1:0
             service = echo
             """
         let daemon = try TestDaemon(config: config)
         defer { daemon.stop() }
+        let slowPort = daemon.port(of: "slow")
+        let otherPort = daemon.port(of: "other")
         let kept = try #require(Peer.connect(port: slowPort))
         defer { kept.close() }
         let otherPeer = try #require(Peer.connect(port: otherPort))
@@ -72,8 +72,7 @@ struct WatchdogTests {
     }
 
     @Test func aHookWithinItsBudgetRunsToTheEnd() throws {
-        let port = freePort()
-        let daemon = try TestDaemon(config: echoConfig(port: port, appLines: """
+        let daemon = try TestDaemon(config: echoConfig(port: 0, appLines: """
             background-budget = 500ms
             on-did-enter-background = /bin/sleep 0.2
             """))
@@ -91,8 +90,7 @@ struct WatchdogTests {
     }
 
     @Test func hooksGetTheirEnvironmentAndTheirOutputIsLogged() throws {
-        let port = freePort()
-        let daemon = try TestDaemon(config: echoConfig(port: port, appLines: """
+        let daemon = try TestDaemon(config: echoConfig(port: 0, appLines: """
             on-did-become-active = /bin/sh -c 'echo "app=$NETLIFE_APP event=$NETLIFE_EVENT control=$NETLIFE_CONTROL"; echo oops >&2; exit 3'
             """))
         defer { daemon.stop() }
@@ -103,8 +101,7 @@ struct WatchdogTests {
     }
 
     @Test func aHookThatCannotStartIsLoggedAndTheTransitionGoesOn() throws {
-        let port = freePort()
-        let daemon = try TestDaemon(config: echoConfig(port: port, appLines: "on-did-enter-background = /nonexistent/hook --flag"))
+        let daemon = try TestDaemon(config: echoConfig(port: 0, appLines: "on-did-enter-background = /nonexistent/hook --flag"))
         defer { daemon.stop() }
         let background = daemon.ctl("background", "echo")
         #expect(background.status == 0)
@@ -112,7 +109,7 @@ struct WatchdogTests {
     }
 
     @Test func aStalledEventLoopAbortsTheDaemonAfterTellingSystemd() throws {
-        let daemon = try TestDaemon(config: echoConfig(port: freePort(), daemonLines: "debug-commands = yes\nloop-stall = 500ms"),
+        let daemon = try TestDaemon(config: echoConfig(port: 0, daemonLines: "debug-commands = yes\nloop-stall = 500ms"),
                                     expectedEnd: .signal(SIGABRT))
         defer { daemon.stop() }
         let started = Date()
@@ -126,7 +123,7 @@ struct WatchdogTests {
     }
 
     @Test func debugCommandsAreOffByDefault() throws {
-        let daemon = try TestDaemon(config: echoConfig(port: freePort()))
+        let daemon = try TestDaemon(config: echoConfig(port: 0))
         defer { daemon.stop() }
         let stall = daemon.ctl("debug", "stall", "1s")
         #expect(stall.status == 1)

@@ -26,6 +26,7 @@ struct AppTests {
     @Test func theDelegateSeesEachCallbackInTheStateIOSGivesIt() throws {
         let loop = try EventLoop()
         let app = try makeApp(loop)
+        defer { app.retire(reason: "test over") }   // frees its timers: a loop is never left holding them
         let delegate = RecordingDelegate()
         app.delegate = delegate
         var outcomes: [TransitionOutcome] = []

@@ -24,7 +24,20 @@ func connectTCP(port: UInt16, timeout: TimeInterval = 2) -> ConnectResult {
     let result = withUnsafePointer(to: &address) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
     }
-    if result == 0 { return .connected(fd) }
+    if result == 0 {
+        // A connect to a closed port in the ephemeral range can, rarely, become a TCP self-connect (the kernel
+        // picked the same source port): that is what a refused connect looks like here.
+        var local = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &local) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        if UInt16(bigEndian: local.sin_port) == port {
+            close(fd)
+            return .failed(ECONNREFUSED)
+        }
+        return .connected(fd)
+    }
     let error = errno
     close(fd)
     return .failed(error)
@@ -97,25 +110,6 @@ final class Peer {
     }
 
     func close() { Foundation.close(fd) }
-}
-
-/// A port below the ephemeral range that nothing listens on right now (see RECIPES: a closed port in the
-/// ephemeral range can self-connect).
-func freePort() -> UInt16 {
-    for _ in 0..<200 {
-        let port = UInt16.random(in: 20000...32000)
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        close(fd)
-        if bound == 0 { return port }
-    }
-    fatalError("no free port found")
 }
 
 /// Calls `body` with `path` as a Unix socket address.
