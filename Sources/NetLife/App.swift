@@ -35,8 +35,8 @@ public final class App {
     public private(set) var state: AppState = .notRunning
     /// The Swift delegate receiving lifecycle callbacks.
     public var delegate: AppDelegate?
-    /// Called after every change of state (for `watch` and systemd's STATUS=).
-    public var onStateChange: ((App) -> Void)?
+    /// Told everything that happens to the app (for `watch`, systemd's STATUS= and mDNS).
+    public var onEvent: ((App, AppEvent) -> Void)?
     /// Whether `suspend` was asked while the app was not yet suspend-eligible.
     public private(set) var suspendPending = false
     /// The app's background mode (`background-mode`; `netlifectl mode`).
@@ -99,6 +99,7 @@ public final class App {
         }
         sockets = AppSockets(listeners: listeners)
         backgroundTasks.owner = self
+        sockets.onEvent = { [weak self] event in self?.emit(event) }
         pipelineDeadline = DeadlineTimer(loop: loop) { [weak self] in self?.pipelineBudgetExpired() }
         sockets.attachServices(to: self)
     }
@@ -208,7 +209,9 @@ public final class App {
             lastTermination = record
             enter(.notRunning)
             logger.notice("stopped: \(record.reason.name)\(record.reason.cause.map { " (by \($0.rawValue))" } ?? "")")
+            emit(.stopped(record))
         }
+        emit(.transitionFinished(command: plan.command, state: state, stages: stages))
         completion?(.completed(state, stages))
         evaluateSuspension()
         runQueuedCommands()
@@ -241,7 +244,11 @@ public final class App {
             break
         }
         logger.info("\(oldState) -> \(newState)")
-        onStateChange?(self)
+        emit(.stateChanged(from: oldState, to: newState))
+    }
+
+    func emit(_ event: AppEvent) {
+        onEvent?(self, event)
     }
 
     private func perform(_ step: PolicyStep) {
@@ -262,10 +269,13 @@ public final class App {
         pipelineDeadline?.cancel()
         let completion = pipelineCompletion
         pipelineCompletion = nil
+        emit(.watchdogKilled(timeout))
         tearDown(closing: .now)
-        lastTermination = TerminationRecord(reason: .watchdog(timeout))
+        let record = TerminationRecord(reason: .watchdog(timeout))
+        lastTermination = record
         lastStages = []
         enter(.notRunning)
+        emit(.stopped(record))
         completion?(.killed(timeout))
         runQueuedCommands()
     }
@@ -378,7 +388,7 @@ public final class App {
         completion?(.cancelled(reason))
         for entry in queued { entry.completion(.cancelled(reason)) }
         delegate = nil
-        onStateChange = nil
+        onEvent = nil
         logger.info("retired: \(reason)")
     }
 
@@ -408,6 +418,10 @@ extension App: BackgroundTasksOwner {
 
     func backgroundTasksDidChange() {
         evaluateSuspension()
+    }
+
+    func backgroundTasksReport(_ event: AppEvent) {
+        emit(event)
     }
 }
 

@@ -27,6 +27,8 @@ final class AppListener: ConnectionTracker {
     private var acceptPause: AcceptPause = .none
     private var resumeTimer: EventTimer?
     private var connectionsPaused = false
+    /// Told when the listener opens, closes or fails to open.
+    var onEvent: ((AppEvent) -> Void)?
 
     private enum AcceptPause { case none, descriptors, maxConnections }
 
@@ -63,10 +65,12 @@ final class AppListener: ConnectionTracker {
             retryDelay = .milliseconds(100)
             if atConnectionLimit { pauseAccepting(.maxConnections) }
             logger.debug("listening on \(address)")
+            onEvent?(.listenerOpened(name: configuration.name, address: address))
             return true
         } catch {
             openError = "\(error)"
             logger.warning("cannot listen on \(address): \(error); retrying in \(retryDelay)")
+            onEvent?(.listenerFailed(name: configuration.name, error: "\(error)"))
             scheduleRetry()
             return false
         }
@@ -91,9 +95,11 @@ final class AppListener: ConnectionTracker {
         resumeTimer?.cancel()
         resumeTimer = nil
         acceptPause = .none
+        let wasOpen = listener != nil
         listener?.close()
         listener = nil
         openError = nil
+        if wasOpen { onEvent?(.listenerClosed(name: configuration.name)) }
     }
 
     /// Closes the accepted connections if the listener's policy is `close` (on did-enter-background).

@@ -8,6 +8,10 @@ import NetLifeEvent
 /// The listeners (and accepted connections) of one app.
 final class AppSockets {
     private let listeners: [AppListener]
+    /// Told when a listener opens, closes or fails to open.
+    var onEvent: ((AppEvent) -> Void)? {
+        didSet { for listener in listeners { listener.onEvent = onEvent } }
+    }
 
     init(listeners: [AppListener]) {
         self.listeners = listeners

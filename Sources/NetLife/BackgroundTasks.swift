@@ -12,6 +12,8 @@ protocol BackgroundTasksOwner: AnyObject {
     func backgroundTasksRequireKill(_ timeout: WatchdogTimeout)
     /// Tasks began or ended, or an expiration handler started or finished.
     func backgroundTasksDidChange()
+    /// Something a watcher may want to see (a task began, ended, or started expiring).
+    func backgroundTasksReport(_ event: AppEvent)
 }
 
 /// The open background tasks of one app and the running of their expiration handlers.
@@ -57,6 +59,7 @@ final class BackgroundTasks {
         guard id != BackgroundTaskRegistry.invalid else { return id }
         if let expirationHandler { handlers[id] = expirationHandler }
         logger.debug("background task \(id) begun\(name.map { " ('\($0)')" } ?? "")")
+        owner?.backgroundTasksReport(.taskBegan(id: id, name: registry.tasks.last?.name))
         changed()
         return id
     }
@@ -67,6 +70,7 @@ final class BackgroundTasks {
         if case .ended = result {
             handlers[id] = nil
             logger.debug("background task \(id) ended")
+            owner?.backgroundTasksReport(.taskEnded(id: id))
             changed()
         }
         return result
@@ -140,6 +144,7 @@ final class BackgroundTasks {
                 return
             case .runExpirationHandler(let task):
                 logger.info("background time nearly spent: task \(task.id)\(task.name.map { " ('\($0)')" } ?? "") expires")
+                owner?.backgroundTasksReport(.taskExpiring(id: task.id))
                 if runExpirationHandler(of: task) {
                     // An `on-expiration` hook runs; the registry waits for it (under its budget).
                     changed()

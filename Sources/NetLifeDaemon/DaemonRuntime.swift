@@ -77,9 +77,7 @@ final class DaemonRuntime {
             throw StartError(description: error.description)
         }
         controlServer = server
-        supervisor.onAppStateChange = { [unowned self] _ in
-            announcer.status(supervisor.statusLine)
-        }
+        supervisor.onAppEvent = { [unowned self] app, event in appEvent(app, event) }
     }
 
     /// Runs until SIGTERM or SIGINT has terminated every app, then tears everything down (`tearDown()`).
@@ -174,5 +172,11 @@ final class DaemonRuntime {
             // Let the last replies and FINs go out before the loop ends.
             loop.schedule(after: .milliseconds(10)) { [unowned self] in loop.stop() }
         }
+    }
+
+    /// Everything that happens to an app goes to systemd's STATUS= (state changes) and, as the daemon grows,
+    /// to watchers and mDNS.
+    private func appEvent(_ app: App, _ event: AppEvent) {
+        if case .stateChanged = event { announcer.status(supervisor.statusLine) }
     }
 }

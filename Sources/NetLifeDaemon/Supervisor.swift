@@ -9,8 +9,8 @@ final class Supervisor {
     private(set) var apps: [App] = []
     private unowned let loop: EventLoop
     private let logger: Logger
-    /// Called whenever an app changes state.
-    var onAppStateChange: ((App) -> Void)?
+    /// Told everything that happens to every app.
+    var onAppEvent: ((App, AppEvent) -> Void)?
 
     init(loop: EventLoop, logger: Logger) {
         self.loop = loop
@@ -33,7 +33,7 @@ final class Supervisor {
         let app = try App(configuration: configuration, services: services, loop: loop, logger: logger,
                           hookEnvironment: hookEnvironment)
         app.delegate = delegates[app.name]?()
-        app.onStateChange = { [weak self] in self?.onAppStateChange?($0) }
+        app.onEvent = { [weak self] app, event in self?.onAppEvent?(app, event) }
         return app
     }
 

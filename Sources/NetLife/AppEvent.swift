@@ -1,0 +1,27 @@
+// What happens to an app, as events its owner can follow: the daemon turns them into `netlifectl watch`
+// lines, systemd STATUS= updates and mDNS registrations. Plain values, emitted on the loop thread in the
+// order things happen.
+
+import NetLifeEvent
+
+/// Something that happened to an app.
+public enum AppEvent: Equatable, Sendable {
+    /// The app moved from one state to another (each stage of a transition enters a state).
+    case stateChanged(from: AppState, to: AppState)
+    /// A transition's pipeline finished: the command, the state reached, each stage and its duration.
+    case transitionFinished(command: LifecycleCommand, state: AppState, stages: [StageReport])
+    /// A background task began or ended, or its expiration handler was started.
+    case taskBegan(id: BackgroundTaskIdentifier, name: String?)
+    case taskEnded(id: BackgroundTaskIdentifier)
+    case taskExpiring(id: BackgroundTaskIdentifier)
+    /// The watchdog killed the app.
+    case watchdogKilled(WatchdogTimeout)
+    /// The app stopped running (also after a watchdog kill), and why.
+    case stopped(TerminationRecord)
+    /// A listener is open on `address` (with the port the kernel gave).
+    case listenerOpened(name: String, address: SocketAddress)
+    /// A listener was closed (the app left the foreground or stopped).
+    case listenerClosed(name: String)
+    /// A listener could not be opened; it is retried with back-off.
+    case listenerFailed(name: String, error: String)
+}
