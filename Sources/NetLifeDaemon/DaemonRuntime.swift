@@ -29,6 +29,9 @@ final class DaemonRuntime {
     private var controlServer: ControlServer?
     private var signalWatchers: [SignalWatcher] = []
     private var stallWatchdog: LoopStallWatchdog?
+    private var systemdPinger: SystemdWatchdogPinger?
+    /// Observers of every app event besides STATUS= (watch sessions, mDNS): each is called on the loop.
+    var appEventSinks: [(App, AppEvent) -> Void] = []
     private(set) var isShuttingDown = false
 
     init(configuration: DaemonConfiguration, options: DaemonOptions, services: ServiceRegistry,
@@ -51,7 +54,8 @@ final class DaemonRuntime {
         let controlPath = configuration.control ?? DaemonOptions.defaultControlPath(environment: environment)
         var hookEnvironment = environment
         hookEnvironment["NETLIFE_CONTROL"] = controlPath
-        hookEnvironment["NOTIFY_SOCKET"] = nil
+        // systemd's notification and watchdog settings are the daemon's, not its hooks'.
+        for key in ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"] { hookEnvironment[key] = nil }
         self.hookEnvironment = hookEnvironment
         do {
             try supervisor.makeApps(configuration, services: services, delegates: delegates, hookEnvironment: hookEnvironment)
@@ -94,6 +98,7 @@ final class DaemonRuntime {
             return 1
         }
         restartStallWatchdog(threshold: configuration.loopStall)
+        systemdPinger = SystemdWatchdogPinger(environment: processEnvironment(), pid: getpid(), notifier: notifier, loop: loop)
         logger.notice("netlifed \(ControlProtocol.daemonVersion) starting with \(configuration.file): \(supervisor.apps.count) app(s)")
         supervisor.launchApps { [unowned self] in
             logger.notice("ready: \(supervisor.statusLine)")
@@ -121,6 +126,8 @@ final class DaemonRuntime {
         for watcher in signalWatchers { watcher.close() }
         signalWatchers = []
         announcer.close()
+        systemdPinger?.close()
+        systemdPinger = nil
         guard !loop.isClosed else { return }
         let leftovers = loop.close()
         if !leftovers.isEmpty {
@@ -178,5 +185,6 @@ final class DaemonRuntime {
     /// to watchers and mDNS.
     private func appEvent(_ app: App, _ event: AppEvent) {
         if case .stateChanged = event { announcer.status(supervisor.statusLine) }
+        for sink in appEventSinks { sink(app, event) }
     }
 }

@@ -111,3 +111,36 @@ final class SystemdAnnouncer {
         retryTimer = nil
     }
 }
+
+/// systemd's service watchdog (`WatchdogSec=`): `WATCHDOG=1` from the event loop every half `WATCHDOG_USEC`,
+/// when systemd set it for this process (`WATCHDOG_PID` absent or ours). The pings come from a timer on the
+/// loop, so a loop that stalls stops them, and systemd catches the stall even if the loop-stall watchdog's
+/// own report is lost.
+final class SystemdWatchdogPinger {
+    /// The interval between pings: half of WATCHDOG_USEC.
+    let interval: Duration
+    private var timer: EventTimer?
+    private let notifier: SystemdNotifier
+
+    /// Nil when systemd asked for no pings (no WATCHDOG_USEC, a WATCHDOG_PID of another process, no
+    /// NOTIFY_SOCKET).
+    init?(environment: [String: String], pid: Int32, notifier: SystemdNotifier, loop: EventLoop) {
+        guard notifier.socketPath != nil, let text = environment["WATCHDOG_USEC"], let usec = UInt64(text), usec > 0 else { return nil }
+        if let owner = environment["WATCHDOG_PID"], !owner.isEmpty, owner != String(pid) { return nil }
+        interval = .microseconds(Int64(clamping: usec / 2))
+        self.notifier = notifier
+        timer = EventTimer(loop: loop) { [weak self] in self?.ping() }
+        ping()
+    }
+
+    private func ping() {
+        notifier.notify("WATCHDOG=1")
+        timer?.arm(after: interval)
+    }
+
+    /// Stops the pings (at exit).
+    func close() {
+        timer?.close()
+        timer = nil
+    }
+}
