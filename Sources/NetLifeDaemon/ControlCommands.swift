@@ -30,11 +30,11 @@ enum ControlCommands {
             }
             app = found
         }
-        run(request, app: app, supervisor: supervisor, daemon: daemon, reply: reply)
+        run(request, app: app, supervisor: supervisor, daemon: daemon, session: session, reply: reply)
     }
 
     private static func run(_ request: ControlRequest, app: App?, supervisor: Supervisor, daemon: DaemonRuntime,
-                            reply: @escaping (JSON) -> Void) {
+                            session: ControlSession?, reply: @escaping (JSON) -> Void) {
         switch request {
         case .version:
             reply(VersionReply(version: ControlProtocol.daemonVersion, protocolVersion: ControlProtocol.version).json)
@@ -89,7 +89,11 @@ enum ControlCommands {
                 nanosleep(&step, nil)
             }
             reply(StallReply(stalled: text).json)
-        case .reclaim, .lock, .memoryPressure, .download, .upload, .transfers, .watch:
+        case .watch(let name):
+            guard let session else { return reply(Reply.error(.badRequest, "watch needs a control connection")) }
+            daemon.watchers.add(session, app: name)
+            reply(WatchReply(app: name).json)
+        case .reclaim, .lock, .memoryPressure, .download, .upload, .transfers:
             reply(Reply.error(.unsupported, "'\(request.command)' is not supported by this version of netlifed yet"))
         }
     }

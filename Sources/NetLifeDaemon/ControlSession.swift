@@ -30,8 +30,13 @@ final class ControlSession: ConnectionDelegate {
     /// Re-enters `processInput` on the next loop turn: after a yield, or after an asynchronous reply.
     private var continuation: EventTimer?
     private var deadlineIsForRequest = true
-    /// Whether a command is running (its reply has not been sent yet).
-    private(set) var isBusy = false
+    /// Whether a command is running (its reply has not been sent yet), or the session streams events: such a
+    /// session is never evicted to make room.
+    var isBusy: Bool { commandRunning || isStreaming }
+    private var commandRunning = false
+    /// Whether the session has become a stream of events (`watch`); it reads no more requests.
+    private(set) var isStreaming = false
+    private var onStreamEnd: (() -> Void)?
     /// Since when the session has been waiting for a request (for eviction).
     private(set) var waitingSince = MonotonicTime.now()
     /// Whether `processInput` is on the stack: a reply given synchronously lets that loop continue.
@@ -75,6 +80,25 @@ final class ControlSession: ConnectionDelegate {
         deadline?.close()
         continuation?.close()
         server?.sessionClosed(self)
+        onStreamEnd?()
+        onStreamEnd = nil
+    }
+
+    // MARK: Streaming
+
+    /// Turns the session into a stream of lines (`watch`): no deadline, no more requests read; `onEnd` runs
+    /// when the connection closes.
+    func startStreaming(onEnd: @escaping () -> Void) {
+        isStreaming = true
+        onStreamEnd = onEnd
+        deadline?.cancel()
+    }
+
+    /// Appends one line to a streaming session and writes what the socket takes now.
+    func stream(_ line: String) {
+        guard connection.state == .open else { return }
+        connection.output.append(line)
+        connection.flush()
     }
 
     /// Ends the session with an error line (for example when it is evicted).
@@ -93,6 +117,12 @@ final class ControlSession: ConnectionDelegate {
         defer {
             isProcessing = false
             regulateReading()
+        }
+        if isStreaming {
+            // A watcher sends nothing more; what it sends is dropped, and its end of input ends the watch.
+            connection.input.removeAll()
+            if connection.inputEnded { connection.close(.afterFlush) }
+            return
         }
         var handled = 0
         while !isBusy && connection.state == .open {
@@ -128,7 +158,7 @@ final class ControlSession: ConnectionDelegate {
     /// Reads only while less than one maximal request is waiting to be handled, so that a client pipelining
     /// faster than its requests are answered cannot grow the input without bound.
     private func regulateReading() {
-        guard connection.state == .open else { return }
+        guard connection.state == .open, !isStreaming else { return }
         if connection.input.count > ControlProtocol.maxRequestBytes {
             connection.pauseReading()
         } else {
@@ -146,14 +176,14 @@ final class ControlSession: ConnectionDelegate {
             replied(with: Reply.error(.badRequest, "request is not valid JSON: \(error)"))
             return
         }
-        isBusy = true
+        commandRunning = true
         server?.handle(request, from: self) { [weak self] reply in self?.replied(with: reply) }
     }
 
     /// Sends a command's reply and waits for the next request.
     private func replied(with reply: JSON) {
-        isBusy = false
-        guard send(reply) else { return }
+        commandRunning = false
+        guard send(reply), !isStreaming else { return }
         waitingSince = .now()
         deadlineIsForRequest = !connection.input.isEmpty
         deadline?.arm(after: deadlineIsForRequest ? timeouts.request : timeouts.idle)

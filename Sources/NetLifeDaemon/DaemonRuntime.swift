@@ -32,6 +32,8 @@ final class DaemonRuntime {
     private var systemdPinger: SystemdWatchdogPinger?
     /// Observers of every app event besides STATUS= (watch sessions, mDNS): each is called on the loop.
     var appEventSinks: [(App, AppEvent) -> Void] = []
+    /// The `netlifectl watch` connections.
+    let watchers: Watchers
     private(set) var isShuttingDown = false
 
     init(configuration: DaemonConfiguration, options: DaemonOptions, services: ServiceRegistry,
@@ -50,6 +52,7 @@ final class DaemonRuntime {
             throw StartError(description: "cannot create the event loop: \(error)")
         }
         announcer = SystemdAnnouncer(notifier: notifier, loop: loop)
+        watchers = Watchers(logger: logger)
         supervisor = Supervisor(loop: loop, logger: logger)
         let controlPath = configuration.control ?? DaemonOptions.defaultControlPath(environment: environment)
         var hookEnvironment = environment
@@ -82,6 +85,8 @@ final class DaemonRuntime {
         }
         controlServer = server
         supervisor.onAppEvent = { [unowned self] app, event in appEvent(app, event) }
+        let watchers = self.watchers
+        appEventSinks.append { app, event in watchers.appEvent(app, event) }
     }
 
     /// Runs until SIGTERM or SIGINT has terminated every app, then tears everything down (`tearDown()`).
@@ -176,6 +181,7 @@ final class DaemonRuntime {
         logger.notice("\(signal == SIGTERM ? "SIGTERM" : "SIGINT"): terminating every app")
         announcer.state("STOPPING=1")
         supervisor.terminateAll { [unowned self] in
+            watchers.endAll("netlifed is stopping")
             // Let the last replies and FINs go out before the loop ends.
             loop.schedule(after: .milliseconds(10)) { [unowned self] in loop.stop() }
         }

@@ -94,6 +94,7 @@ extension DaemonRuntime {
             isReloading = false
             logger.notice("reloaded \(configuration.file): added \(plan.added), removed \(plan.removed), restarted \(plan.restarted), updated \(plan.updated)")
             announcer.state("READY=1\nSTATUS=\(supervisor.statusLine)")
+            watchers.reloaded(added: plan.added, removed: plan.removed, restarted: plan.restarted, updated: plan.updated)
             completion(ReloadReply(added: plan.added, removed: plan.removed, restarted: plan.restarted,
                                    updated: plan.updated).json)
         }

@@ -68,6 +68,7 @@ enum ControlTool {
         } catch {
             return usage("\(error.message)\nUSAGE: netlifectl \(command.usage)")
         }
+        if case .watch = request { return watch(request, controlPath: controlPath, json: json) }
         switch exchange(request, controlPath: controlPath) {
         case .failure(let status):
             return status.code
@@ -116,6 +117,53 @@ enum ControlTool {
                 return .failure(ExitStatus(Exit.unreachable))
             }
         }
+    }
+
+    /// `watch`: prints each event line as it comes (text, or the line as is with --json) until interrupted.
+    /// When the daemon ends the watch (it stops or restarts), says so and exits 3.
+    static func watch(_ request: ControlRequest, controlPath: String?, json: Bool) -> Int32 {
+        let environment = processEnvironment()
+        let path = controlPath ?? environment["NETLIFE_CONTROL"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? ControlProtocol.defaultSocketPath(environment: environment)
+        do throws(ControlClient.Failure) {
+            let client = try ControlClient(path: path)
+            try client.send(request)
+            guard let reply = try client.receive() else {
+                printError("netlifectl: netlifed closed the connection without a reply")
+                return Exit.unreachable
+            }
+            if let error = ControlError(reply: reply) { return refused(error, reply: reply, json: json) }
+            if json { emit(reply.serialized) }
+            while let line = try client.receive() {
+                if json {
+                    emit(line.serialized)
+                    continue
+                }
+                guard let event = try? WatchEvent(json: line) else {
+                    emit(line.serialized)
+                    continue
+                }
+                if event.kind == .end {
+                    printError("netlifectl: \(event.text)")
+                    return Exit.unreachable
+                }
+                emit("\(formatClock(event.at)) \(event.text)")
+            }
+            printError("netlifectl: netlifed closed the watch (it stopped or restarted)")
+            return Exit.unreachable
+        } catch {
+            switch error {
+            case .unreachable(let message), .broken(let message):
+                printError("netlifectl: \(message)")
+                return Exit.unreachable
+            }
+        }
+    }
+
+    /// Prints one line at once, even when stdout is a pipe (a watcher reads it as it comes).
+    static func emit(_ line: String) {
+        print(line)
+        fflush(stdout)
     }
 
     /// `--version`: netlifectl's version, then the daemon's (or why it cannot be had), each labelled.
@@ -197,4 +245,15 @@ func formatTime(_ secondsSinceEpoch: Double) -> String {
     var buffer = [CChar](repeating: 0, count: 32)
     let count = strftime(&buffer, buffer.count, "%Y-%m-%d %H:%M:%S", &parts)
     return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}
+
+/// A wall-clock time as local `HH:MM:SS.mmm`, for watch lines.
+func formatClock(_ secondsSinceEpoch: Double) -> String {
+    var seconds = time_t(secondsSinceEpoch)
+    var parts = tm()
+    localtime_r(&seconds, &parts)
+    let milliseconds = Int((secondsSinceEpoch - Double(seconds)) * 1000)
+    func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+    let ms = milliseconds < 10 ? "00\(milliseconds)" : milliseconds < 100 ? "0\(milliseconds)" : "\(milliseconds)"
+    return "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)).\(ms)"
 }
