@@ -59,8 +59,10 @@ final class ControlServer {
         }
         if let group {
             // The directory is still 0700, so nobody else can reach the socket while it changes group.
-            chown(path, uid_t.max, group)
-            chown(directory, uid_t.max, group)
+            // Under the hardened unit this needs a drop-in (SupplementaryGroups=, SystemCallFilter=@chown).
+            if chown(path, uid_t.max, group) != 0 || chown(directory, uid_t.max, group) != 0 {
+                logger.warning("control-group: cannot give the control socket to group \(group): \(Errno.current); only root and uid \(geteuid()) can use it")
+            }
             chmod(directory, 0o750)
         }
         logger.info("listening on \(path)")
