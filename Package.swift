@@ -18,11 +18,16 @@ let package = Package(
             pkgConfig: "libevent",
             providers: [.apt(["libevent-dev"])]
         ),
+        .systemLibrary(
+            name: "CAvahi",
+            pkgConfig: "avahi-client",
+            providers: [.apt(["libavahi-client-dev"])]
+        ),
         .target(name: "NetLifeEvent", dependencies: ["CLibevent"]),
         .target(name: "NetLife", dependencies: ["NetLifeEvent"]),
         .target(name: "NetLifeServices", dependencies: ["NetLife"]),
         .target(name: "NetLifeControl"),
-        .target(name: "NetLifeDaemon", dependencies: ["NetLife", "NetLifeServices", "NetLifeControl"]),
+        .target(name: "NetLifeDaemon", dependencies: ["NetLife", "NetLifeServices", "NetLifeControl", "CAvahi"]),
         .executableTarget(name: "netlifed", dependencies: ["NetLifeDaemon"]),
         // netlifectl links the protocol alone: no event loop, no framework.
         .executableTarget(name: "netlifectl", dependencies: ["NetLifeControl"]),

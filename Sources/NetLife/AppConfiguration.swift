@@ -27,6 +27,22 @@ public struct ServiceOptions: Sendable, Equatable {
     public subscript(key: String) -> String? { values[key] }
 }
 
+/// How a listener is announced over mDNS (DNS-SD, as Bonjour does) while it is open.
+public struct MDNSAnnouncement: Sendable, Equatable {
+    /// The service type, such as `_http._tcp`.
+    public var type: String
+    /// The instance name; nil: the app's name.
+    public var name: String?
+    /// The TXT record's strings, each `key=value`.
+    public var txt: [String]
+
+    public init(type: String, name: String? = nil, txt: [String] = []) {
+        self.type = type
+        self.name = name
+        self.txt = txt
+    }
+}
+
 /// A listening socket of an app.
 public struct ListenerConfiguration: Sendable, Equatable {
     /// The name after the dot in `[listener APP.NAME]`.
@@ -44,6 +60,8 @@ public struct ListenerConfiguration: Sendable, Equatable {
     public var maxConnections: Int? = nil
     /// The kernel's accept queue length.
     public var backlog: Int32 = 511
+    /// `mdns`, `mdns-name`, `mdns-txt`: announced over mDNS while open; nil: not announced.
+    public var mdns: MDNSAnnouncement? = nil
 
     public init(name: String, address: SocketAddress, service: String) {
         self.name = name

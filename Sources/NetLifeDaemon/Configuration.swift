@@ -39,7 +39,6 @@ public enum ConfigLoader {
     /// Keys the spec defines for later versions: using one is an error that says so, not "unknown key".
     static let notYetSupported: [String: Set<String>] = [
         "app": ["reclaim-on-suspend", "on-voip-data"],
-        "listener": ["mdns"],
     ]
 
     /// Reads and checks the config at `path`.
@@ -251,12 +250,15 @@ private struct ConfigReader {
             case "backlog":
                 if let value = Int32(entry.value), value > 0 { listener.backlog = value }
                 else { error(entry.line, "backlog must be a positive whole number, got '\(entry.value)'") }
+            case "mdns", "mdns-name", "mdns-txt":
+                break
             case _ where serviceKeys.contains(entry.key):
                 listener.serviceOptions.values[entry.key] = entry.value
             default:
                 unknownKey(entry, in: "listener", service: serviceName)
             }
         }
+        listener.mdns = mdnsAnnouncement(entries, address: address)
         guard let address, let serviceName, let descriptor = services[serviceName] else { return }
         listener.address = address
         do {
@@ -266,6 +268,70 @@ private struct ConfigReader {
             self.error(line, "service \(serviceName): \(error.message)")
         }
         configuration.apps[appIndex].listeners.append(listener)
+    }
+
+    /// `mdns = _type._tcp`, with the optional `mdns-name` and `mdns-txt = key=value ...` (split as hook
+    /// command lines are). Limits are DNS-SD's (RFC 6763, RFC 6335): a type's name of 1 to 15 letters, digits
+    /// and '-'; an instance name of 1 to 63 bytes; TXT strings of at most 255 bytes, 1300 in all.
+    mutating func mdnsAnnouncement(_ entries: [INIEntry], address: SocketAddress?) -> MDNSAnnouncement? {
+        let typeEntry = entries.first { $0.key == "mdns" }
+        let nameEntry = entries.first { $0.key == "mdns-name" }
+        let txtEntry = entries.first { $0.key == "mdns-txt" }
+        guard let typeEntry else {
+            for entry in [nameEntry, txtEntry].compactMap({ $0 }) {
+                error(entry.line, "\(entry.key) needs 'mdns = _type._tcp' in the same listener")
+            }
+            return nil
+        }
+        var valid = true
+        if !ConfigReader.isServiceType(typeEntry.value) {
+            error(typeEntry.line, "mdns must be a DNS-SD service type like _http._tcp (1 to 15 letters, digits or '-' after the '_'), got '\(typeEntry.value)'")
+            valid = false
+        }
+        if case .unix = address {
+            error(typeEntry.line, "mdns announces TCP listeners only; this listener's address is a Unix socket")
+            valid = false
+        }
+        var announcement = MDNSAnnouncement(type: typeEntry.value)
+        if let nameEntry {
+            let bytes = nameEntry.value.utf8.count
+            if bytes == 0 || bytes > 63 || nameEntry.value.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
+                error(nameEntry.line, "mdns-name must be 1 to 63 bytes without control characters, got '\(nameEntry.value)'")
+                valid = false
+            } else {
+                announcement.name = nameEntry.value
+            }
+        }
+        if let txtEntry {
+            do {
+                let words = try ConfigValues.splitCommandLine(txtEntry.value)
+                for word in words {
+                    let key = word.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+                    if key.isEmpty || !word.contains("=") || word.utf8.count > 255
+                        || !key.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value < 0x7F }) {
+                        error(txtEntry.line, "mdns-txt: '\(word)' is not key=value (a printable ASCII key, at most 255 bytes in all)")
+                        valid = false
+                    }
+                }
+                if words.reduce(0, { $0 + $1.utf8.count + 1 }) > 1300 {
+                    error(txtEntry.line, "mdns-txt: more than 1300 bytes in all")
+                    valid = false
+                }
+                announcement.txt = words
+            } catch {
+                self.error(txtEntry.line, "mdns-txt: \(error.message)")
+                valid = false
+            }
+        }
+        return valid ? announcement : nil
+    }
+
+    /// `_name._tcp`: a DNS-SD service type for a TCP listener.
+    static func isServiceType(_ text: String) -> Bool {
+        guard text.hasPrefix("_"), text.hasSuffix("._tcp") else { return false }
+        let name = text.dropFirst().dropLast(5)
+        return (1...15).contains(name.count) && name.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }
+            && name.first != "-" && name.last != "-"
     }
 
     mutating func checkAddressesAreDistinct(_ sections: [INISection]) {

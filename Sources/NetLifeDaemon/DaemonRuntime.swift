@@ -30,6 +30,7 @@ final class DaemonRuntime {
     private var signalWatchers: [SignalWatcher] = []
     private var stallWatchdog: LoopStallWatchdog?
     private var systemdPinger: SystemdWatchdogPinger?
+    private var mdnsPublisher: MDNSPublisher?
     /// Observers of every app event besides STATUS= (watch sessions, mDNS): each is called on the loop.
     var appEventSinks: [(App, AppEvent) -> Void] = []
     /// The `netlifectl watch` connections.
@@ -104,6 +105,10 @@ final class DaemonRuntime {
         }
         restartStallWatchdog(threshold: configuration.loopStall)
         systemdPinger = SystemdWatchdogPinger(environment: processEnvironment(), pid: getpid(), notifier: notifier, loop: loop)
+        // mDNS follows every listener; it connects to avahi-daemon only once a listener with `mdns` opens.
+        let publisher = MDNSPublisher(loop: loop, logger: logger)
+        mdnsPublisher = publisher
+        appEventSinks.append { app, event in publisher.appEvent(app, event) }
         logger.notice("netlifed \(ControlProtocol.daemonVersion) starting with \(configuration.file): \(supervisor.apps.count) app(s)")
         supervisor.launchApps { [unowned self] in
             logger.notice("ready: \(supervisor.statusLine)")
@@ -133,6 +138,8 @@ final class DaemonRuntime {
         announcer.close()
         systemdPinger?.close()
         systemdPinger = nil
+        mdnsPublisher?.close()
+        mdnsPublisher = nil
         guard !loop.isClosed else { return }
         let leftovers = loop.close()
         if !leftovers.isEmpty {
