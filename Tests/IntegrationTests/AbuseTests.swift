@@ -94,7 +94,7 @@ func hookProcesses(app: String, control: String) -> [Int32] {
     }
 }
 
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.timeLimit(.minutes(5)))
 struct AbuseTests {
     @Test func misbehavingControlClientsLeaveTheDaemonHealthy() throws {
         let daemon = try TestDaemon(config: echoApp("a", appLines: "auto-suspend = never"))

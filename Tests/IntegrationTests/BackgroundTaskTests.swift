@@ -20,7 +20,7 @@ private func taskID(_ result: ProcessResult, sourceLocation: SourceLocation = #_
     return Int(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
 }
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(5)))
 struct BackgroundTaskTests {
     @Test func threeTasksExpireInBeginOrderAtTaskTimeMinusLeadAndEndingThemSuspends() throws {
         let directory = TemporaryDirectory()

@@ -4,7 +4,7 @@
 import Foundation
 import Testing
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(5)))
 struct ConfigTests {
     @Test func checkConfigPrintsEveryErrorWithFileAndLine() {
         let directory = TemporaryDirectory()

@@ -52,7 +52,7 @@ private func errorCode(_ reply: [String: Any]?) -> String? {
     (reply?["error"] as? [String: Any])?["code"] as? String
 }
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(5)))
 struct ControlSocketTests {
     @Test func socketIsMode0600InADirectoryOfMode0700() throws {
         let daemon = try TestDaemon(config: echoConfig(port: 0))

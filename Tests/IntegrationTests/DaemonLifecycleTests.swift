@@ -7,7 +7,7 @@
 import Foundation
 import Testing
 
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(5)))
 struct DaemonLifecycleTests {
     private func app(_ name: String, _ extra: String = "") -> String {
         """

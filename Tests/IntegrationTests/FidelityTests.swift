@@ -19,7 +19,7 @@ private func logLines(_ daemon: TestDaemon, containing text: String) -> [Substri
 /// Whether process `pid` still exists (and is not a zombie).
 private func isAlive(_ pid: Int32) -> Bool { !processIsGone(pid) }
 
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(5)))
 struct FidelityTests {
     @Test func expirationHandlersNotYetRunAreDroppedWhenTheAppComesToTheForeground() throws {
         let daemon = try TestDaemon(config: "[daemon]\n" + echoApp("app", appLines: """

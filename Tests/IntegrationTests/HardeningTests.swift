@@ -18,7 +18,7 @@ private func hasContent(_ path: String) -> Bool {
 
 // MARK: - A. Lifetimes
 
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.timeLimit(.minutes(5)))
 struct LifetimeHardeningTests {
     @Test(arguments: [SIGINT, SIGKILL])
     func netlifectlKilledWhileABackgroundHookRunsLeavesTheDaemonAliveAndTheAppInBackground(signal: Int32) throws {
@@ -203,7 +203,7 @@ struct LifetimeHardeningTests {
 
 // MARK: - B. Bounded work per loop callback
 
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.timeLimit(.minutes(5)))
 struct BoundedWorkHardeningTests {
     @Test func aRequestWithoutNewlineThenHalfCloseIsAnsweredExactlyOnceThenEOF() throws {
         let daemon = try TestDaemon(config: echoApp("a"))
@@ -409,7 +409,7 @@ private final class ReplyOrderCheck: @unchecked Sendable {
 
 // MARK: - C. Values that cannot work
 
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.timeLimit(.minutes(5)))
 struct ConfigRangeHardeningTests {
     @Test func checkConfigRejectsDurationsOutsideTheirRangeNamingFileLineAndRange() {
         let directory = TemporaryDirectory()
@@ -494,7 +494,7 @@ struct ConfigRangeHardeningTests {
 
 // MARK: - D. Hooks
 
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.timeLimit(.minutes(5)))
 struct HookHardeningTests {
     @Test func aHookThatWritesALotRunsToTheEndWithBlockingOutput() throws {
         let daemon = try TestDaemon(config: echoApp("a", appLines: """
@@ -556,7 +556,7 @@ func driveHookRuns(_ client: RawControlClient, app: String, cycles: Int) -> Int 
 
 // MARK: - F. The data path
 
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.timeLimit(.minutes(5)))
 struct FlushHardeningTests {
     @Test func aSlowSteadyReaderAfterAHalfCloseReceivesEveryByte() throws {
         let daemon = try TestDaemon(config: echoApp("a"))
@@ -612,7 +612,7 @@ private final class SentCount: @unchecked Sendable {
 
 // MARK: - G. Fair use of the control socket
 
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.timeLimit(.minutes(5)))
 struct FairUseHardeningTests {
     @Test func partialRequestsCannotLockOutOtherClients() throws {
         let daemon = try TestDaemon(config: echoApp("a"))

@@ -41,7 +41,7 @@ private let installedFiles: Set<String> = [
     "/usr/share/doc/netlife/README.md",
 ]
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(5)))
 struct InstallTests {
     @Test func installBuildsTheTreeKeepsAChangedConfigAndUninstallLeavesOnlyThatConfig() throws {
         let destdir = TemporaryDirectory()

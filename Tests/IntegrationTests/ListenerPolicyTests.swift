@@ -6,7 +6,7 @@
 import Foundation
 import Testing
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(5)))
 struct ListenerPolicyTests {
     @Test func echoesBytes() throws {
         let daemon = try TestDaemon(config: echoConfig(port: 0))

@@ -7,7 +7,7 @@
 import Foundation
 import Testing
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(5)))
 struct MDNSTests {
     static let type = "_netlife-test._tcp"
 

@@ -5,7 +5,7 @@
 import Foundation
 import Testing
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(5)))
 struct ReloadTests {
     private func config(_ apps: [(name: String, port: UInt16, extra: String)]) -> String {
         apps.map { app in
@@ -79,7 +79,7 @@ struct ReloadTests {
     }
 }
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(5)))
 struct NotifySocketTests {
     @Test func aNotifyReceiverThatNeverReadsDoesNotBlockTheDaemon() throws {
         let directory = TemporaryDirectory()

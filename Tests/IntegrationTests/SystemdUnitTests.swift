@@ -56,7 +56,7 @@ private func exposureScore(_ output: String) -> Double? {
     return Double(number)
 }
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(5)))
 struct SystemdUnitTests {
     @Test func theUnitScoresTwoOrLowerInSystemdAnalyzeSecurity() throws {
         let analyze = try requireSystemdAnalyze()

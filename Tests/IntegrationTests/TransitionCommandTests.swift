@@ -4,7 +4,7 @@
 import Foundation
 import Testing
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(5)))
 struct TransitionCommandTests {
     @Test func repeatedCommandsSayAlready() throws {
         let daemon = try TestDaemon(config: echoConfig(port: 0, appLines: "auto-suspend = never"))

@@ -11,7 +11,7 @@ private func jsonLines(_ text: String) -> [[String: Any]] {
     text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
 }
 
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(5)))
 struct WatchTests {
     @Test func aWatcherSeesABackgroundForegroundCycleInOrder() throws {
         let daemon = try TestDaemon(config: "[daemon]\n" + echoApp("app", appLines: "auto-suspend = never") + echoApp("other"))

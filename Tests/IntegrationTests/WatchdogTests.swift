@@ -6,7 +6,7 @@
 import Foundation
 import Testing
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(5)))
 struct WatchdogTests {
     @Test func aHookPastItsBudgetGetsTheAppKilledAndOtherAppsKeepWorking() throws {
         let directory = TemporaryDirectory()

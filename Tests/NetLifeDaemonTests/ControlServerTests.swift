@@ -8,7 +8,7 @@ import NetLifeControl
 import NetLifeEvent
 import Testing
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(5)))
 struct ControlServerTests {
     private func withServer(idleTimeout: Duration, _ body: (EventLoop, String) throws -> Void) throws {
         let loop = try EventLoop()

@@ -26,7 +26,7 @@ private final class RecordingEcho: ConnectionDelegate {
     }
 }
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(5)))
 struct ConnectionTests {
     @Test func echoesAndClosesOnEndOfInput() throws {
         let loop = try EventLoop()

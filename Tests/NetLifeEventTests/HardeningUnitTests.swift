@@ -18,7 +18,7 @@ private final class BufferHolder: ConnectionDelegate {
     }
 }
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(5)))
 struct HardeningUnitTests {
     @Test func aClosedTimerIgnoresArmingCancellingAndClosing() throws {
         let loop = try EventLoop()

@@ -4,7 +4,7 @@ import Foundation
 import NetLifeEvent
 import Testing
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(5)))
 struct LoopSourcesTests {
     @Test func timersFireInDeadlineOrderAndCancelledOnesNever() throws {
         let loop = try EventLoop()
@@ -163,7 +163,7 @@ func waitUntilGroupIsGone(_ pgid: pid_t) -> Bool {
     return false
 }
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(5)))
 struct TimerPrecisionTests {
     @Test func aTimerArmedLateInACallbackStillWaitsItsWholeDelay() throws {
         let loop = try EventLoop()

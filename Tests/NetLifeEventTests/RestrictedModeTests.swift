@@ -13,7 +13,7 @@ private final class Recorder: ConnectionDelegate {
     }
 }
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(5)))
 struct RestrictedModeTests {
     @Test func servesOnlyTheNamedConnections() throws {
         let loop = try EventLoop()

@@ -5,7 +5,7 @@ import NetLifeEvent
 import NetLifeServices
 import Testing
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(5)))
 struct EchoServiceTests {
     @Test func echoesEveryByteInOrder() throws {
         let loop = try EventLoop()

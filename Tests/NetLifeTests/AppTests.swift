@@ -21,7 +21,7 @@ private func makeApp(_ loop: EventLoop, autoSuspend: Duration? = nil) throws -> 
                    logger: Logger(label: "test", minimumLevel: .critical))
 }
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(5)))
 struct AppTests {
     @Test func theDelegateSeesEachCallbackInTheStateIOSGivesIt() throws {
         let loop = try EventLoop()
