@@ -20,7 +20,8 @@ let package = Package(
         ),
         .systemLibrary(
             name: "CAvahi",
-            pkgConfig: "avahi-client",
+            // No pkgConfig: its flags carry -D_REENTRANT, which SwiftPM drops with a warning on every build;
+            // the headers are in the default include path and module.modulemap names the libraries.
             providers: [.apt(["libavahi-client-dev"])]
         ),
         .target(name: "NetLifeEvent", dependencies: ["CLibevent"]),
