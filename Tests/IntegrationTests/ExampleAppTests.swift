@@ -14,7 +14,9 @@ private let reporterd: Result<String, BuildFailure> = {
     let examples = repository.appendingPathComponent("Examples").path
     let swift = ProcessInfo.processInfo.environment["PATH"]?.split(separator: ":")
         .map { "\($0)/swift" }.first { FileManager.default.isExecutableFile(atPath: $0) } ?? "/usr/bin/swift"
-    let build = run([swift, "build", "--package-path", examples], timeout: 600)
+    // With an explicit umask: unit tests in this same process briefly narrow the process-wide umask while they
+    // bind Unix sockets, and a build started meanwhile would write its manifest program without execute bits.
+    let build = run(["/bin/sh", "-c", "umask 022 && exec \"$0\" build --package-path \"$1\"", swift, examples], timeout: 600)
     guard build.status == 0 else { return .failure(BuildFailure(output: "\(build)")) }
     let binPath = run([swift, "build", "--package-path", examples, "--show-bin-path"], timeout: 120)
     return .success(binPath.stdout.trimmingCharacters(in: .whitespacesAndNewlines) + "/reporterd")
