@@ -11,7 +11,8 @@ public protocol Service: AnyObject {
     func serve(_ connection: Connection)
 
     /// The service now belongs to `app` (called once, when the app is made). A service that needs app
-    /// facilities (background tasks, app timers, its state) keeps it, unowned or weak.
+    /// facilities (background tasks, app timers, its state) keeps it weakly: an app can leave the daemon
+    /// (a reload) while its connections still exist.
     func didAttach(to app: App)
 }
 

@@ -90,11 +90,16 @@ enum ControlTool {
         }
     }
 
+    /// The control socket: `--control`, else $NETLIFE_CONTROL (set for hooks), else the default for this user.
+    static func socketPath(_ controlPath: String?) -> String {
+        let environment = processEnvironment()
+        return controlPath ?? environment["NETLIFE_CONTROL"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? ControlProtocol.defaultSocketPath(environment: environment)
+    }
+
     /// Sends one request and returns the reply, or the exit status after reporting why there is none.
     static func exchange(_ request: ControlRequest, controlPath: String?) -> Result<JSON, ExitStatus> {
-        let environment = processEnvironment()
-        let path = controlPath ?? environment["NETLIFE_CONTROL"].flatMap { $0.isEmpty ? nil : $0 }
-            ?? ControlProtocol.defaultSocketPath(environment: environment)
+        let path = socketPath(controlPath)
         do throws(ControlClient.Failure) {
             let client = try ControlClient(path: path)
             do throws(ControlClient.Failure) {
@@ -122,9 +127,7 @@ enum ControlTool {
     /// `watch`: prints each event line as it comes (text, or the line as is with --json) until interrupted.
     /// When the daemon ends the watch (it stops or restarts), says so and exits 3.
     static func watch(_ request: ControlRequest, controlPath: String?, json: Bool) -> Int32 {
-        let environment = processEnvironment()
-        let path = controlPath ?? environment["NETLIFE_CONTROL"].flatMap { $0.isEmpty ? nil : $0 }
-            ?? ControlProtocol.defaultSocketPath(environment: environment)
+        let path = socketPath(controlPath)
         do throws(ControlClient.Failure) {
             let client = try ControlClient(path: path)
             try client.send(request)
