@@ -133,6 +133,7 @@ final class DaemonRuntime {
         stallWatchdog = nil
         controlServer?.close()
         controlServer = nil
+        ignoreSignals(signalWatchers.map(\.signal))
         for watcher in signalWatchers { watcher.close() }
         signalWatchers = []
         announcer.close()

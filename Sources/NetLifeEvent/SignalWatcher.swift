@@ -54,3 +54,10 @@ public func prepareProcessSignals() {
     sigprocmask(SIG_SETMASK, &empty, nil)
     signal(SIGPIPE, SIG_IGN)
 }
+
+/// Ignores `signals` from now on. A daemon calls this as it tears down after a clean shutdown: once its
+/// watchers are closed the default disposition would come back, and a second SIGTERM arriving during the
+/// last steps of exit would turn a clean exit into "killed by signal".
+public func ignoreSignals(_ signals: [CInt]) {
+    for number in signals { signal(number, SIG_IGN) }
+}
