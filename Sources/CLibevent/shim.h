@@ -58,6 +58,12 @@ static inline int netlife_unsent_bytes(int fd) {
     return ioctl(fd, TIOCOUTQ, &queued) < 0 ? -1 : queued;
 }
 
+// The bytes received and not yet read from a socket (SIOCINQ, the same request as FIONREAD); -1 on error.
+static inline int netlife_unread_bytes(int fd) {
+    int queued = 0;
+    return ioctl(fd, FIONREAD, &queued) < 0 ? -1 : queued;
+}
+
 // pipe2 is declared only under _GNU_SOURCE, which the Swift Glibc module is not built with.
 int pipe2(int pipefd[2], int flags);
 

@@ -72,6 +72,10 @@ public final class App {
     private var pipelineDeadline: DeadlineTimer?
     private var autoSuspendTimer: EventTimer?
     private var lastStages: [StageReport] = []
+    /// While a wake-up's handler runs (VoIP data, keep-alive): its deadline (`keepalive-budget`).
+    private var wakeDeadline: EventTimer?
+    /// The hook run of the current wake-up, if one runs.
+    private var wakeHook: HookRun?
 
     /// Creates the app, not running. Services of the listeners are made from `services`.
     ///
@@ -97,11 +101,19 @@ public final class App {
             let service = try descriptor.make(listener.serviceOptions)
             listeners.append(AppListener(configuration: listener, service: service, loop: loop, logger: logger))
         }
-        sockets = AppSockets(listeners: listeners)
+        var dataSockets: [DataSocket] = []
+        for socket in configuration.sockets {
+            guard let descriptor = services.dataProtocol(socket.protocolName) else {
+                throw ServiceOptionError(key: "protocol", "unknown protocol '\(socket.protocolName)'")
+            }
+            let handler = try descriptor.make(socket)
+            dataSockets.append(DataSocket(configuration: socket, handler: handler, loop: loop, logger: logger))
+        }
+        sockets = AppSockets(listeners: listeners, dataSockets: dataSockets)
         backgroundTasks.owner = self
         sockets.onEvent = { [weak self] event in self?.emit(event) }
         pipelineDeadline = DeadlineTimer(loop: loop) { [weak self] in self?.pipelineBudgetExpired() }
-        sockets.attachServices(to: self)
+        sockets.attach(to: self)
     }
 
     // MARK: Commands
@@ -243,6 +255,7 @@ public final class App {
         default:
             break
         }
+        if newState != .background { endWake() }
         logger.info("\(oldState) -> \(newState)")
         emit(.stateChanged(from: oldState, to: newState))
     }
@@ -252,7 +265,7 @@ public final class App {
     }
 
     private func perform(_ step: PolicyStep) {
-        sockets.perform(step)
+        sockets.perform(step, state: state)
         if step == .resumeApp {
             timers.isSuspended = false
             timers.fireDeferred()
@@ -287,6 +300,7 @@ public final class App {
         backgroundTasks.removeAll()
         timers.cancelAll()
         timers.isSuspended = false
+        endWake()
         autoSuspendTimer?.cancel()
         autoSuspendTimer = nil
         suspendPending = false
@@ -299,7 +313,8 @@ public final class App {
         LifecycleRules.suspendBlocker(state: state, transitionRunning: pipeline != nil,
                                       openTasks: backgroundTasks.tasks.count,
                                       expirationRunning: backgroundTasks.isRunningExpiration,
-                                      continuousMode: backgroundMode == .continuous)
+                                      continuousMode: backgroundMode == .continuous,
+                                      wakeRunning: wakeDeadline != nil)
     }
 
     /// Whether the app is suspend-eligible now.
@@ -329,10 +344,104 @@ public final class App {
         suspendPending = false
         // No code of a suspended app runs: a hook left behind goes too.
         hooks.killAll()
+        endWake()
         backgroundTasks.suspend()
         timers.isSuspended = true
-        sockets.setPaused(true)
+        sockets.suspend()
         enter(.suspended)
+        if configuration.reclaimOnSuspend { _ = reclaim() }
+    }
+
+    // MARK: Wake-ups, reclaim and memory pressure (SPEC section 6)
+
+    /// Runs the suspended app in the background for a moment, as iOS wakes a VoIP app: state background
+    /// (no did-become-active), timers and reads resume, `on-voip-data` runs for VoIP data; after the
+    /// handler (at the latest after `keepalive-budget`) the app is suspended again, not killed.
+    func wake(for reason: WakeReason) {
+        guard state == .suspended, retirement == nil, pipeline == nil else { return }
+        logger.info("woken: \(reason)")
+        timers.isSuspended = false
+        sockets.wake()
+        enter(.background)
+        emit(.woken(reason))
+        // Back to suspended once eligible: the wake-up is not a `background` command.
+        suspendPending = true
+        wakeDeadline = loop.schedule(after: configuration.budgets.keepalive) { [weak self] in
+            self?.wakeBudgetExpired()
+        }
+        if case .voipData = reason, let command = configuration.voipDataHook {
+            wakeHook = hooks.run(command, event: "voip-data") { [weak self] _ in
+                self?.wakeHook = nil
+                self?.finishWake()
+            }
+        }
+        timers.fireDeferred()
+        if wakeHook == nil {
+            // The protocol handler runs right after this (same loop turn); then the wake-up is over.
+            loop.schedule(after: .zero) { [weak self] in self?.finishWake() }
+        }
+    }
+
+    private func finishWake() {
+        guard wakeDeadline != nil, wakeHook == nil else { return }
+        endWake()
+        evaluateSuspension()
+    }
+
+    private func wakeBudgetExpired() {
+        guard wakeDeadline != nil else { return }
+        logger.warning("the wake-up's handler took longer than keepalive-budget (\(format(configuration.budgets.keepalive))); suspending again")
+        if let wakeHook { hooks.abandon(wakeHook) }
+        hooks.killAll()
+        endWake()
+        evaluateSuspension()
+    }
+
+    private func endWake() {
+        wakeDeadline?.close()
+        wakeDeadline = nil
+        wakeHook = nil
+    }
+
+    /// Socket resource reclaim (`netlifectl reclaim`, `lock`, `reclaim-on-suspend`): every non-VoIP socket
+    /// of the suspended app becomes defunct (the peer sees RST; the app's first use of it fails).
+    /// Refused, changing nothing, unless the app is suspended.
+    public func reclaim() -> Result<(sockets: [String], connections: Int), ReclaimRefusal> {
+        guard state == .suspended else {
+            return .failure(ReclaimRefusal(message: "app \(name) is \(state), not suspended: only a suspended app's sockets are reclaimed"))
+        }
+        let reclaimed = sockets.reclaim()
+        logger.info("reclaimed: \(reclaimed.sockets.count) data socket(s) defunct, \(reclaimed.connections) accepted connection(s) reset")
+        emit(.reclaimed(sockets: reclaimed.sockets, connections: reclaimed.connections))
+        return .success(reclaimed)
+    }
+
+    /// The memory the app's sockets hold (buffers and kernel queues): how memory pressure ranks apps.
+    public var heldBytes: Int { sockets.heldBytes }
+
+    /// Memory pressure (jetsam): a suspended app is terminated without any callback. Returns false,
+    /// changing nothing, when the app is not suspended.
+    @discardableResult
+    public func terminateForMemoryPressure() -> Bool {
+        guard state == .suspended, retirement == nil, pipeline == nil else { return false }
+        logger.notice("terminated for memory pressure (held \(heldBytes) bytes)")
+        tearDown(closing: .now)
+        let record = TerminationRecord(reason: .memoryPressure)
+        lastTermination = record
+        lastStages = []
+        enter(.notRunning)
+        emit(.stopped(record))
+        return true
+    }
+
+    /// Opens a data socket from Swift, as a `[socket]` section does (the seeds' CFStream with the VoIP
+    /// service type): it connects now if the app runs, and follows its lifecycle from then on.
+    @discardableResult
+    public func openDataSocket(_ configuration: DataSocketConfiguration, handler: any DataSocketHandler) -> DataSocket {
+        loop.assertInLoop()
+        let socket = DataSocket(configuration: configuration, handler: handler, loop: loop, logger: logger)
+        sockets.add(socket, app: self)
+        return socket
     }
 
     // MARK: Reconfiguration
@@ -401,9 +510,27 @@ public final class App {
                          backgroundTimeRemaining: backgroundTimeRemaining,
                          backgroundMode: backgroundMode,
                          listeners: sockets.listenerStatus,
+                         sockets: sockets.dataSocketStatus,
                          tasks: backgroundTasks.tasks.map { TaskStatus(id: $0.id, name: $0.name, age: now - $0.begunAt) },
                          lastTermination: lastTermination,
                          lastStages: lastStages)
+    }
+}
+
+/// Why `reclaim` changed nothing.
+public struct ReclaimRefusal: Error, Equatable, Sendable {
+    public var message: String
+}
+
+extension App: DataSocketOwner {
+    var isSuspended: Bool { state == .suspended }
+
+    func endSocketTask(_ id: BackgroundTaskIdentifier) {
+        _ = endBackgroundTask(id)
+    }
+
+    func dataSocketReport(_ event: AppEvent) {
+        emit(event)
     }
 }
 

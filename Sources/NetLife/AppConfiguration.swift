@@ -99,13 +99,19 @@ public struct AppConfiguration: Sendable, Equatable {
     public var backgroundMode: BackgroundMode = .idle
     /// The app's listeners, in config order.
     public var listeners: [ListenerConfiguration] = []
+    /// The app's data sockets (`[socket APP.NAME]`), in config order.
+    public var sockets: [DataSocketConfiguration] = []
+    /// `reclaim-on-suspend = yes`: reclaim runs on every entry into suspended (modern iOS).
+    public var reclaimOnSuspend = false
+    /// `on-voip-data`: the hook run when data on a VoIP socket wakes the suspended app.
+    public var voipDataHook: HookCommand? = nil
 
     public init(name: String) { self.name = name }
 
-    /// Whether this configuration can replace `running` without restarting the app: the same name and the
-    /// same listeners (everything else takes effect in place).
+    /// Whether this configuration can replace `running` without restarting the app: the same name, the
+    /// same listeners and the same data sockets (everything else takes effect in place).
     public func canReplaceInPlace(_ running: AppConfiguration) -> Bool {
-        name == running.name && listeners == running.listeners
+        name == running.name && listeners == running.listeners && sockets == running.sockets
     }
 
     /// The rules' view of the app.

@@ -24,4 +24,10 @@ public enum AppEvent: Equatable, Sendable {
     case listenerClosed(name: String)
     /// A listener could not be opened; it is retried with back-off.
     case listenerFailed(name: String, error: String)
+    /// A data socket changed state (connecting, connected, closed with or without an error, defunct).
+    case socketChanged(name: String, state: DataSocketState, error: String?)
+    /// A suspended app runs for a moment in the background, and why.
+    case woken(WakeReason)
+    /// Socket reclaim made these data sockets defunct and reset this many accepted connections.
+    case reclaimed(sockets: [String], connections: Int)
 }

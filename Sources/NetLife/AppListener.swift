@@ -122,6 +122,25 @@ final class AppListener: ConnectionTracker {
         }
     }
 
+    /// Resets every accepted connection in place (socket reclaim of a suspended app): the peer sees RST at
+    /// once; each connection fails on its first read after the app resumes. Returns how many were reset.
+    func reclaimConnections() -> Int {
+        var count = 0
+        for connection in connections.values where connection.state == .open {
+            do {
+                try connection.makeDefunct()
+                count += 1
+            } catch {
+                logger.warning("reclaim of a connection failed: \(error); resetting it")
+                connection.close(.reset)
+            }
+        }
+        return count
+    }
+
+    /// The memory the accepted connections hold.
+    var heldBytes: Int { connections.values.reduce(0) { $0 + $1.heldBytes } }
+
     // MARK: Accepting
 
     private var atConnectionLimit: Bool {

@@ -1,29 +1,46 @@
-// The sockets of one app: its listeners and the connections accepted on them (and, as the spec grows, its
-// data sockets). The app's pipeline asks for the built-in policy steps that concern sockets; suspension
-// pauses every socket's reads, and a teardown closes them all. One place, so that each policy is applied to
-// every kind of socket the same way.
+// The sockets of one app: its listeners with the connections accepted on them, and its data sockets. The
+// app's pipeline asks for the built-in policy steps that concern sockets; suspension pauses reads (VoIP
+// sockets excepted), reclaim dissolves connections, and a teardown closes everything. One place, so that
+// each rule is applied to every kind of socket the same way.
 
 import NetLifeEvent
 
-/// The listeners (and accepted connections) of one app.
+/// The listeners (and accepted connections) and data sockets of one app.
 final class AppSockets {
     private let listeners: [AppListener]
+    private(set) var dataSockets: [DataSocket]
     /// Told when a listener opens, closes or fails to open.
     var onEvent: ((AppEvent) -> Void)? {
         didSet { for listener in listeners { listener.onEvent = onEvent } }
     }
 
-    init(listeners: [AppListener]) {
+    init(listeners: [AppListener], dataSockets: [DataSocket] = []) {
         self.listeners = listeners
+        self.dataSockets = dataSockets
     }
 
-    /// Tells every service which app it belongs to.
-    func attachServices(to app: App) {
+    /// Tells every service which app it belongs to, and every data socket who owns it.
+    func attach(to app: App) {
         for listener in listeners { listener.service.didAttach(to: app) }
+        for socket in dataSockets { socket.owner = app }
     }
 
-    /// Performs a built-in policy step that concerns sockets.
-    func perform(_ step: PolicyStep) {
+    /// Adds a data socket opened through the Swift API; it follows the app from its current state.
+    func add(_ socket: DataSocket, app: App) {
+        socket.owner = app
+        dataSockets.append(socket)
+        switch app.state {
+        case .inactive, .active: socket.appForeground()
+        case .background: socket.appLaunchedInBackground()
+        case .suspended:
+            socket.appLaunchedInBackground()
+            socket.appSuspended()
+        case .notRunning: break
+        }
+    }
+
+    /// Performs a built-in policy step that concerns sockets; `state` is the app's state during the stage.
+    func perform(_ step: PolicyStep, state: AppState) {
         switch step {
         case .openListeners:
             for listener in listeners { listener.open() }
@@ -32,23 +49,56 @@ final class AppSockets {
         case .closeConnections:
             for listener in listeners { listener.applyConnectionPolicy() }
         case .resumeApp:
-            setPaused(false)
+            for listener in listeners { listener.setConnectionsPaused(false) }
+        case .connectDataSockets:
+            for socket in dataSockets {
+                if state == .background { socket.appLaunchedInBackground() }
+                else { socket.appForeground() }
+            }
+        case .applyDataSocketPolicy:
+            for socket in dataSockets { socket.appEnteredBackground() }
+        case .closeDataSockets:
+            for socket in dataSockets { socket.appTerminating() }
         }
     }
 
-    /// Stops (or restarts) reading every socket: while the app is suspended the kernel buffers what peers send.
-    func setPaused(_ paused: Bool) {
-        for listener in listeners { listener.setConnectionsPaused(paused) }
+    /// The app is suspended: no reads on its sockets (the kernel keeps what peers send), VoIP sockets
+    /// excepted.
+    func suspend() {
+        for listener in listeners { listener.setConnectionsPaused(true) }
+        for socket in dataSockets { socket.appSuspended() }
     }
 
-    /// Closes every listener and every connection (`mode` says how).
+    /// The suspended app runs in the background for a moment: reads resume.
+    func wake() {
+        for listener in listeners { listener.setConnectionsPaused(false) }
+        for socket in dataSockets { socket.appWokeInBackground() }
+    }
+
+    /// Socket resource reclaim (the app is suspended): every non-VoIP data socket becomes defunct and
+    /// every accepted connection is reset in place. Returns the sockets reclaimed and the connections reset.
+    func reclaim() -> (sockets: [String], connections: Int) {
+        let sockets = dataSockets.filter { $0.reclaim() }.map(\.name)
+        let connections = listeners.reduce(0) { $0 + $1.reclaimConnections() }
+        return (sockets, connections)
+    }
+
+    /// Closes every listener, every connection and every data socket (`mode` says how).
     func closeAll(_ mode: Connection.CloseMode) {
         for listener in listeners {
             listener.close()
             listener.closeConnections(mode)
         }
+        for socket in dataSockets { socket.appStopped() }
+    }
+
+    /// The memory the app's sockets hold: buffers and kernel queues of every connection.
+    var heldBytes: Int {
+        listeners.reduce(0) { $0 + $1.heldBytes } + dataSockets.reduce(0) { $0 + $1.heldBytes }
     }
 
     /// What `status` shows of the listeners.
     var listenerStatus: [ListenerStatus] { listeners.map(\.status) }
+    /// What `status` shows of the data sockets.
+    var dataSocketStatus: [DataSocketStatus] { dataSockets.map(\.status) }
 }

@@ -97,6 +97,7 @@ public struct AppStatus: Equatable, Sendable {
     public var backgroundTimeRemaining: Duration?
     public var backgroundMode: BackgroundMode
     public var listeners: [ListenerStatus]
+    public var sockets: [DataSocketStatus]
     public var tasks: [TaskStatus]
     public var lastTermination: TerminationRecord?
     /// The stages of the last transition and their durations.

@@ -12,6 +12,12 @@ public enum PolicyStep: String, Sendable, Equatable, CaseIterable {
     case closeConnections = "close-connections"
     /// Leave suspension: deliver reads and timers again.
     case resumeApp = "resume-app"
+    /// Connect the data sockets that are closed, and leave quiet mode (at launch, on will-enter-foreground).
+    case connectDataSockets = "connect-data-sockets"
+    /// Apply each data socket's `policy` (close, quiet, keep) on did-enter-background.
+    case applyDataSocketPolicy = "data-socket-policy"
+    /// Let each data socket's protocol say goodbye (IMAP: LOGOUT) and close it after the flush.
+    case closeDataSockets = "close-data-sockets"
 }
 
 /// One step of a stage.
@@ -91,20 +97,22 @@ public enum LifecycleRules {
         func plan(_ budget: BudgetKind, _ final: AppState, _ stages: [TransitionStage]) -> LifecycleDecision {
             .run(TransitionPlan(command: command, stages: stages, budget: budget, finalState: final))
         }
+        let enterBackground: [PolicyStep] = [.closeListeners, .closeConnections, .applyDataSocketPolicy]
+        let terminating: [PolicyStep] = [.closeListeners, .closeDataSockets]
         let leaveBackground = [stage(.willResignActive, .inactive),
-                               stage(.didEnterBackground, .background, [.closeListeners, .closeConnections])]
+                               stage(.didEnterBackground, .background, enterBackground)]
 
         switch (command, state) {
         case (.launch(background: false), .notRunning):
-            return plan(.launch, .active, [stage(.didFinishLaunching, .inactive, [.openListeners]),
+            return plan(.launch, .active, [stage(.didFinishLaunching, .inactive, [.openListeners, .connectDataSockets]),
                                           stage(.didBecomeActive, .active)])
         case (.launch(background: true), .notRunning):
             // A background launch never opens the listeners; did-enter-background still runs its policy
             // so that the same steps hold whatever the path into the background.
-            let launched = [stage(.didFinishLaunching, .background),
-                            stage(.didEnterBackground, .background, [.closeListeners, .closeConnections])]
+            let launched = [stage(.didFinishLaunching, .background, [.connectDataSockets]),
+                            stage(.didEnterBackground, .background, enterBackground)]
             if traits.exitsOnSuspend {
-                return plan(.launch, .notRunning, launched + [stage(.willTerminate, .background, [.closeListeners])])
+                return plan(.launch, .notRunning, launched + [stage(.willTerminate, .background, terminating)])
             }
             return plan(.launch, .background, launched)
         case (.launch, _):
@@ -117,7 +125,7 @@ public enum LifecycleRules {
         case (.foreground, .inactive):
             return .refused("is in a transition (inactive); try again when it ends")
         case (.foreground, .background), (.foreground, .suspended):
-            let resume: [PolicyStep] = state == .suspended ? [.resumeApp, .openListeners] : [.openListeners]
+            let resume: [PolicyStep] = (state == .suspended ? [.resumeApp] : []) + [.openListeners, .connectDataSockets]
             return plan(.foreground, .active, [stage(.willEnterForeground, .inactive, resume),
                                               stage(.didBecomeActive, .active)])
 
@@ -129,7 +137,7 @@ public enum LifecycleRules {
             return .refused("is in a transition (inactive); try again when it ends")
         case (.background, .active):
             if traits.exitsOnSuspend {
-                return plan(.background, .notRunning, leaveBackground + [stage(.willTerminate, .background, [.closeListeners])])
+                return plan(.background, .notRunning, leaveBackground + [stage(.willTerminate, .background, terminating)])
             }
             return plan(.background, .background, leaveBackground)
 
@@ -146,17 +154,19 @@ public enum LifecycleRules {
             // iOS terminates a suspended app without running any of its code (jetsam).
             return plan(.terminate, .notRunning, [])
         case (.terminate, _):
-            return plan(.terminate, .notRunning, [stage(.willTerminate, state, [.closeListeners])])
+            return plan(.terminate, .notRunning, [stage(.willTerminate, state, terminating)])
         }
     }
 
     /// Why an app is not suspend-eligible (SPEC section 2), or nil when it is: it must be in background, with
     /// no transition running, no open background task, no expiration handler running, and no continuous
-    /// background mode. The reason is worded for the user.
+    /// background mode; nor, after a VoIP or keep-alive wake-up, may its handler still be running (it gets
+    /// `keepalive-budget`). The reason is worded for the user.
     public static func suspendBlocker(state: AppState, transitionRunning: Bool, openTasks: Int,
-                                      expirationRunning: Bool, continuousMode: Bool) -> String? {
+                                      expirationRunning: Bool, continuousMode: Bool, wakeRunning: Bool = false) -> String? {
         if state != .background { return "it is \(state), not in background" }
         if transitionRunning { return "a transition is running" }
+        if wakeRunning { return "it was woken and its handler is running" }
         if continuousMode { return "its background mode is continuous (netlifectl mode APP idle ends it)" }
         if expirationRunning { return "an expiration handler is running" }
         if openTasks > 0 { return "\(openTasks) background task\(openTasks == 1 ? " is" : "s are") open" }

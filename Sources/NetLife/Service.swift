@@ -50,13 +50,26 @@ public struct ServiceDescriptor: Sendable {
     }
 }
 
-/// The services a daemon knows by name.
+/// The services and data-socket protocols a daemon knows by name.
 public struct ServiceRegistry: Sendable {
     private var descriptors: [String: ServiceDescriptor] = [:]
+    private var protocols: [String: DataProtocolDescriptor] = [:]
 
-    public init(_ descriptors: [ServiceDescriptor] = []) {
+    public init(_ descriptors: [ServiceDescriptor] = [], protocols: [DataProtocolDescriptor] = []) {
         for descriptor in descriptors { register(descriptor) }
+        for descriptor in protocols { register(descriptor) }
     }
+
+    /// Adds (or replaces) a data-socket protocol.
+    public mutating func register(_ descriptor: DataProtocolDescriptor) {
+        protocols[descriptor.name] = descriptor
+    }
+
+    /// The data-socket protocol called `name`.
+    public func dataProtocol(_ name: String) -> DataProtocolDescriptor? { protocols[name] }
+
+    /// The registered protocol names, sorted.
+    public var protocolNames: [String] { protocols.keys.sorted() }
 
     /// Adds (or replaces) a service.
     public mutating func register(_ descriptor: ServiceDescriptor) {

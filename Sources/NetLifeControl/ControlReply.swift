@@ -114,7 +114,8 @@ public struct ListenerInfo: Equatable, Sendable {
     }
 }
 
-/// A data socket in `status` (SPEC section 8).
+/// A data socket in `status` (SPEC section 8): the spec's members, then what the socket's protocol shows
+/// (left out when the protocol has nothing to say).
 public struct SocketInfo: Equatable, Sendable {
     public var name: String
     public var peer: String
@@ -122,7 +123,20 @@ public struct SocketInfo: Equatable, Sendable {
     public var voip: Bool
     /// `connecting`, `connected`, `quiet`, `closed` or `defunct`.
     public var state: String
+    /// The last error, kept until the next successful connect.
     public var error: String?
+    /// `line`, `imap`, or an app author's protocol.
+    public var protocolName: String?
+    /// Successful connects so far.
+    public var connects: Int?
+    /// Lines received from the peer, and the last one.
+    public var lines: Int?
+    public var lastLine: String?
+    /// IMAP: the mailbox size last reported, the EXISTS and EXPUNGE responses received, whether IDLE runs.
+    public var exists: Int?
+    public var existsUpdates: Int?
+    public var expunges: Int?
+    public var idle: Bool?
 
     public init(name: String, peer: String, policy: String, voip: Bool, state: String, error: String?) {
         self.name = name
@@ -133,7 +147,10 @@ public struct SocketInfo: Equatable, Sendable {
         self.error = error
     }
 
-    enum Key: String { case name, peer, policy, voip, state, error }
+    enum Key: String {
+        case name, peer, policy, voip, state, error, connects, lines, lastLine, exists, existsUpdates, expunges, idle
+        case protocolName = "protocol"
+    }
 
     public var json: JSON {
         var members = JSONMembers<Key>()
@@ -143,6 +160,13 @@ public struct SocketInfo: Equatable, Sendable {
         members.set(.voip, voip)
         members.set(.state, state)
         members.set(.error, error)
+        members.setIfPresent(.protocolName, protocolName.map(JSON.string))
+        for (key, value) in [(Key.connects, connects), (.lines, lines), (.exists, exists),
+                             (.existsUpdates, existsUpdates), (.expunges, expunges)] {
+            members.setIfPresent(key, value.map { .number(Double($0)) })
+        }
+        members.setIfPresent(.lastLine, lastLine.map(JSON.string))
+        members.setIfPresent(.idle, idle.map(JSON.bool))
         return members.json
     }
 
@@ -154,6 +178,17 @@ public struct SocketInfo: Equatable, Sendable {
         voip = try fields.bool(.voip, default: false)
         state = try fields.string(.state)
         error = try fields.optionalString(.error)
+        protocolName = try fields.optionalString(.protocolName)
+        func optionalCount(_ key: Key) throws(ControlError) -> Int? {
+            fields.value(key) == nil ? nil : Int(try fields.count(key))
+        }
+        connects = try optionalCount(.connects)
+        lines = try optionalCount(.lines)
+        lastLine = try fields.optionalString(.lastLine)
+        exists = try optionalCount(.exists)
+        existsUpdates = try optionalCount(.existsUpdates)
+        expunges = try optionalCount(.expunges)
+        idle = try fields.optionalBool(.idle)
     }
 }
 
@@ -502,5 +537,103 @@ public struct StallReply: Equatable, Sendable {
 
     public init(json: JSON) throws(ControlError) {
         stalled = try JSONFields<Key>(json, what: "a reply").string(.stalled)
+    }
+}
+
+/// What reclaim did to one app: its data sockets made defunct, its accepted connections reset.
+public struct ReclaimInfo: Equatable, Sendable {
+    public var app: String
+    public var sockets: [String]
+    public var connections: Int
+
+    public init(app: String, sockets: [String], connections: Int) {
+        self.app = app
+        self.sockets = sockets
+        self.connections = connections
+    }
+
+    enum Key: String { case app, sockets, connections }
+
+    public var json: JSON {
+        var members = JSONMembers<Key>()
+        members.set(.app, app)
+        members.set(.sockets, .array(sockets.map(JSON.string)))
+        members.set(.connections, Double(connections))
+        return members.json
+    }
+
+    public init(json: JSON) throws(ControlError) {
+        let fields = try JSONFields<Key>(json, what: "a reclaim")
+        app = try fields.string(.app)
+        sockets = try fields.strings(.sockets)
+        connections = Int(try fields.count(.connections))
+    }
+
+    /// One line of text for netlifectl.
+    public var text: String {
+        let names = sockets.isEmpty ? "no data socket" : sockets.joined(separator: ", ")
+        return "\(app): reclaimed \(names); \(connections) accepted connection\(connections == 1 ? "" : "s") reset"
+    }
+}
+
+/// The reply to `reclaim APP` (one app) and `lock` (every suspended app): `{"ok": true, "reclaimed": [...]}`.
+public struct ReclaimReply: Equatable, Sendable {
+    public var reclaimed: [ReclaimInfo]
+    public init(reclaimed: [ReclaimInfo]) { self.reclaimed = reclaimed }
+
+    enum Key: String { case reclaimed }
+
+    public var json: JSON {
+        var members = JSONMembers<Key>.reply()
+        members.set(.reclaimed, .array(reclaimed.map(\.json)))
+        return members.json
+    }
+
+    public init(json: JSON) throws(ControlError) {
+        reclaimed = try JSONFields<Key>(json, what: "a reply").array(.reclaimed, ReclaimInfo.init(json:))
+    }
+}
+
+/// An app that memory pressure terminated, and the bytes its sockets held.
+public struct JettisonInfo: Equatable, Sendable {
+    public var app: String
+    public var bytes: Int
+
+    public init(app: String, bytes: Int) {
+        self.app = app
+        self.bytes = bytes
+    }
+
+    enum Key: String { case app, bytes }
+
+    public var json: JSON {
+        var members = JSONMembers<Key>()
+        members.set(.app, app)
+        members.set(.bytes, Double(bytes))
+        return members.json
+    }
+
+    public init(json: JSON) throws(ControlError) {
+        let fields = try JSONFields<Key>(json, what: "a terminated app")
+        app = try fields.string(.app)
+        bytes = Int(try fields.count(.bytes))
+    }
+}
+
+/// The reply to `memory-pressure`: the suspended apps terminated, largest first.
+public struct MemoryPressureReply: Equatable, Sendable {
+    public var terminated: [JettisonInfo]
+    public init(terminated: [JettisonInfo]) { self.terminated = terminated }
+
+    enum Key: String { case terminated }
+
+    public var json: JSON {
+        var members = JSONMembers<Key>.reply()
+        members.set(.terminated, .array(terminated.map(\.json)))
+        return members.json
+    }
+
+    public init(json: JSON) throws(ControlError) {
+        terminated = try JSONFields<Key>(json, what: "a reply").array(.terminated, JettisonInfo.init(json:))
     }
 }

@@ -22,6 +22,12 @@ public struct WatchEvent: Equatable, Sendable {
         case listenerOpened = "listener-opened"
         case listenerClosed = "listener-closed"
         case listenerFailed = "listener-failed"
+        /// A data socket changed state: `socket`, `to` (the state), `error`.
+        case socket
+        /// A suspended app was woken into the background: `reason` (`voip-data` or `keepalive`), `socket`.
+        case woken
+        /// Socket reclaim: `sockets` (made defunct), `id` (accepted connections reset).
+        case reclaimed
         /// The config was reloaded: `added`, `removed`, `restarted`, `updated`.
         case reload
         /// The last line of a watch the daemon ends (`error`: why, e.g. the watcher did not read).
@@ -45,6 +51,8 @@ public struct WatchEvent: Equatable, Sendable {
     public var by: String?
     public var listener: String?
     public var address: String?
+    public var socket: String?
+    public var sockets: [String] = []
     public var error: String?
     public var added: [String] = []
     public var removed: [String] = []
@@ -59,7 +67,7 @@ public struct WatchEvent: Equatable, Sendable {
 
     enum Key: String {
         case event, at, app, from, to, command, stages, id, name, stage, budget, elapsed, reason, by, listener,
-             address, error, added, removed, restarted, updated
+             address, socket, sockets, error, added, removed, restarted, updated
     }
 
     public var json: JSON {
@@ -80,6 +88,8 @@ public struct WatchEvent: Equatable, Sendable {
         members.setIfPresent(.by, by.map(JSON.string))
         members.setIfPresent(.listener, listener.map(JSON.string))
         members.setIfPresent(.address, address.map(JSON.string))
+        members.setIfPresent(.socket, socket.map(JSON.string))
+        if kind == .reclaimed { members.set(.sockets, .array(sockets.map(JSON.string))) }
         members.setIfPresent(.error, error.map(JSON.string))
         if kind == .reload {
             for (key, names) in [(Key.added, added), (.removed, removed), (.restarted, restarted), (.updated, updated)] {
@@ -109,6 +119,8 @@ public struct WatchEvent: Equatable, Sendable {
         by = try fields.optionalString(.by)
         listener = try fields.optionalString(.listener)
         address = try fields.optionalString(.address)
+        socket = try fields.optionalString(.socket)
+        sockets = try fields.strings(.sockets)
         error = try fields.optionalString(.error)
         added = try fields.strings(.added)
         removed = try fields.strings(.removed)
@@ -141,6 +153,13 @@ public struct WatchEvent: Equatable, Sendable {
             return "\(subject)listener \(listener ?? "?") closed"
         case .listenerFailed:
             return "\(subject)listener \(listener ?? "?") cannot open: \(error ?? "?")"
+        case .socket:
+            return "\(subject)socket \(socket ?? "?") \(to ?? "?")\(error.map { ": \($0)" } ?? "")"
+        case .woken:
+            return "\(subject)woken into the background: \(reason ?? "?")\(socket.map { " on socket \($0)" } ?? "")"
+        case .reclaimed:
+            let names = sockets.isEmpty ? "no data socket" : "socket\(sockets.count == 1 ? "" : "s") \(sockets.joined(separator: ", "))"
+            return "\(subject)reclaimed: \(names) defunct, \(id ?? 0) accepted connection\(id == 1 ? "" : "s") reset"
         case .reload:
             let parts = [("added", added), ("removed", removed), ("restarted", restarted), ("updated", updated)]
                 .filter { !$0.1.isEmpty }.map { "\($0.0) \($0.1.joined(separator: ", "))" }

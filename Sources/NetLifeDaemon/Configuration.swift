@@ -37,9 +37,7 @@ public struct ConfigErrors: Error, Equatable, Sendable, CustomStringConvertible 
 /// Reads config files.
 public enum ConfigLoader {
     /// Keys the spec defines for later versions: using one is an error that says so, not "unknown key".
-    static let notYetSupported: [String: Set<String>] = [
-        "app": ["reclaim-on-suspend", "on-voip-data"],
-    ]
+    static let notYetSupported: [String: Set<String>] = [:]
 
     /// Reads and checks the config at `path`.
     public static func load(path: String, services: ServiceRegistry) throws(ConfigErrors) -> DaemonConfiguration {
@@ -96,6 +94,7 @@ private struct ConfigReader {
         errors += syntaxErrors
         var seen: [String: Int] = [:]
         var listenerSections: [INISection] = []
+        var socketSections: [INISection] = []
         for section in sections {
             let identity = section.kind + " " + (section.name ?? "")
             if let first = seen[identity] {
@@ -112,12 +111,13 @@ private struct ConfigReader {
             case "listener":
                 listenerSections.append(section)
             case "socket":
-                error(section.line, "[socket] sections (outbound data sockets) are not supported by this version of netlifed yet")
+                socketSections.append(section)
             default:
                 error(section.line, "unknown section [\(section.kind)]; expected [daemon], [app NAME], [listener APP.NAME] or [socket APP.NAME]")
             }
         }
         for section in listenerSections { readListener(section) }
+        for section in socketSections { readSocket(section) }
         checkAddressesAreDistinct(listenerSections)
     }
 
@@ -196,6 +196,12 @@ private struct ConfigReader {
             case "background-mode":
                 if let mode = BackgroundMode(rawValue: entry.value) { app.backgroundMode = mode }
                 else { error(entry.line, "background-mode must be idle or continuous, got '\(entry.value)'") }
+            case "reclaim-on-suspend":
+                if let value = boolean(entry) { app.reclaimOnSuspend = value }
+            case "on-voip-data":
+                app.voipDataHook = hook(entry)
+            case "voip", "keepalive":
+                error(entry.line, "\(entry.key) belongs to an outbound TCP [socket APP.NAME] section, not to [app]")
             default:
                 unknownKey(entry, in: "app")
             }
@@ -252,6 +258,8 @@ private struct ConfigReader {
                 else { error(entry.line, "backlog must be a positive whole number, got '\(entry.value)'") }
             case "mdns", "mdns-name", "mdns-txt":
                 break
+            case "voip", "keepalive":
+                error(entry.line, "\(entry.key) belongs to an outbound TCP [socket APP.NAME] section; a listener cannot be a VoIP socket")
             case _ where serviceKeys.contains(entry.key):
                 listener.serviceOptions.values[entry.key] = entry.value
             default:
@@ -268,6 +276,95 @@ private struct ConfigReader {
             self.error(line, "service \(serviceName): \(error.message)")
         }
         configuration.apps[appIndex].listeners.append(listener)
+    }
+
+    // MARK: [socket APP.NAME]
+
+    mutating func readSocket(_ section: INISection) {
+        guard let (appName, name) = Self.appAndName(section.name) else {
+            error(section.line, "[socket APP.NAME] needs an app name and a socket name, like [socket mail.imap]")
+            return
+        }
+        let fullName = "\(appName).\(name)"
+        guard let appIndex = configuration.apps.firstIndex(where: { $0.name == appName }) else {
+            error(section.line, "socket \(fullName) belongs to app '\(appName)', which has no [app \(appName)] section")
+            return
+        }
+        let entries = uniqueEntries(section)
+        for required in ["connect", "protocol"] where !entries.contains(where: { $0.key == required }) {
+            error(section.line, "socket \(fullName) needs '\(required) = ...'")
+        }
+        var descriptor: DataProtocolDescriptor?
+        if let entry = entries.first(where: { $0.key == "protocol" }) {
+            descriptor = services.dataProtocol(entry.value)
+            if descriptor == nil {
+                error(entry.line, "unknown protocol '\(entry.value)'; known: \(services.protocolNames.joined(separator: ", "))")
+            }
+        }
+        var socket = DataSocketConfiguration(name: name, address: .ipv4("127.0.0.1", port: 1), protocolName: descriptor?.name ?? "")
+        var address: SocketAddress?
+        var valid = true
+        for entry in entries {
+            switch entry.key {
+            case "protocol":
+                break
+            case "connect":
+                do {
+                    let parsed = try SocketAddress(parsing: entry.value)
+                    if parsed.port == 0 {
+                        error(entry.line, "connect needs a port other than 0, got '\(entry.value)'")
+                        valid = false
+                    } else {
+                        address = parsed
+                    }
+                } catch {
+                    self.error(entry.line, "connect: \(error) (a numeric address such as 127.0.0.1:1143, [::1]:1143 or unix:/path)")
+                    valid = false
+                }
+            case "policy":
+                if let policy = DataSocketPolicy(rawValue: entry.value) { socket.policy = policy }
+                else { error(entry.line, "policy must be close, quiet or keep, got '\(entry.value)'"); valid = false }
+            case "voip":
+                if let value = boolean(entry) { socket.voip = value } else { valid = false }
+            case "keepalive":
+                let key = DurationKey(key: "keepalive", range: configuration.keepaliveMinimum ... max(configuration.keepaliveMinimum, .seconds(86_400)))
+                if let value = duration(entry, key) { socket.keepalive = value } else { valid = false }
+            case _ where descriptor?.optionKeys.contains(entry.key) == true:
+                socket.protocolOptions.values[entry.key] = entry.value
+            default:
+                unknownKey(entry, in: "socket")
+                valid = false
+            }
+        }
+        if socket.voip, let line = entries.first(where: { $0.key == "voip" })?.line {
+            if case .unix = address {
+                error(line, "voip = yes needs an outbound TCP socket; \(fullName) connects to a Unix socket")
+                valid = false
+            }
+            if socket.policy == .close {
+                error(line, "voip = yes keeps the socket open in the background, which policy = close contradicts (use keep or quiet)")
+                valid = false
+            }
+        }
+        guard valid, let address, let descriptor else { return }
+        socket.address = address
+        do {
+            _ = try descriptor.make(socket)
+        } catch {
+            let line = error.key.flatMap { key in entries.first(where: { $0.key == key })?.line } ?? section.line
+            self.error(line, "protocol \(descriptor.name): \(error.message)")
+            return
+        }
+        configuration.apps[appIndex].sockets.append(socket)
+    }
+
+    /// `APP.NAME` split in two, when both are valid names.
+    static func appAndName(_ fullName: String?) -> (String, String)? {
+        guard let fullName, let dot = fullName.firstIndex(of: ".") else { return nil }
+        let app = String(fullName[..<dot])
+        let name = String(fullName[fullName.index(after: dot)...])
+        guard ConfigValues.isValidName(app), ConfigValues.isValidName(name) else { return nil }
+        return (app, name)
     }
 
     /// `mdns = _type._tcp`, with the optional `mdns-name` and `mdns-txt = key=value ...` (split as hook

@@ -93,7 +93,24 @@ enum ControlCommands {
             guard let session else { return reply(Reply.error(.badRequest, "watch needs a control connection")) }
             daemon.watchers.add(session, app: name)
             reply(WatchReply(app: name).json)
-        case .reclaim, .lock, .memoryPressure, .download, .upload, .transfers:
+        case .reclaim:
+            guard let app else { return reply(missingApp) }
+            switch app.reclaim() {
+            case .success(let reclaimed):
+                reply(ReclaimReply(reclaimed: [ReclaimInfo(app: app.name, sockets: reclaimed.sockets, connections: reclaimed.connections)]).json)
+            case .failure(let refusal):
+                reply(Reply.error(.invalidTransition, refusal.message))
+            }
+        case .lock:
+            // TN2277's test recipe: locking the screen reclaims the sockets of every suspended app.
+            let reclaimed = supervisor.apps.compactMap { app -> ReclaimInfo? in
+                guard case .success(let result) = app.reclaim() else { return nil }
+                return ReclaimInfo(app: app.name, sockets: result.sockets, connections: result.connections)
+            }
+            reply(ReclaimReply(reclaimed: reclaimed).json)
+        case .memoryPressure:
+            reply(MemoryPressureReply(terminated: daemon.relieveMemoryPressure()).json)
+        case .download, .upload, .transfers:
             reply(Reply.error(.unsupported, "'\(request.command)' is not supported by this version of netlifed yet"))
         }
     }

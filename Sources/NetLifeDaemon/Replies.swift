@@ -41,10 +41,25 @@ enum Reply {
                     ListenerInfo(name: listener.name, address: listener.address, service: listener.service,
                                  open: listener.open, error: listener.error, connections: listener.connections)
                 },
-                sockets: [],
+                sockets: status.sockets.map(socket),
                 tasks: status.tasks.map(task),
                 lastTermination: status.lastTermination.map(termination),
                 lastStages: status.lastStages.map(stage))
+    }
+
+    static func socket(_ socket: DataSocketStatus) -> SocketInfo {
+        var info = SocketInfo(name: socket.name, peer: socket.peer, policy: socket.policy.rawValue, voip: socket.voip,
+                              state: socket.state.rawValue, error: socket.error)
+        info.protocolName = socket.protocolName
+        info.connects = socket.connects
+        let detail = socket.protocolStatus
+        info.lines = detail.lines
+        info.lastLine = detail.lastLine
+        info.exists = detail.exists
+        info.existsUpdates = detail.existsUpdates
+        info.expunges = detail.expunges
+        info.idle = detail.idle
+        return info
     }
 
     static func termination(_ record: TerminationRecord) -> TerminationInfo {

@@ -114,6 +114,25 @@ final class Watchers {
             line.kind = .listenerFailed
             line.listener = name
             line.error = error
+        case .socketChanged(let name, let state, let error):
+            line.kind = .socket
+            line.socket = name
+            line.to = state.rawValue
+            line.error = error
+        case .woken(let reason):
+            line.kind = .woken
+            switch reason {
+            case .voipData(let socket):
+                line.reason = "voip-data"
+                line.socket = socket
+            case .keepalive(let socket):
+                line.reason = "keepalive"
+                line.socket = socket
+            }
+        case .reclaimed(let sockets, let connections):
+            line.kind = .reclaimed
+            line.sockets = sockets
+            line.id = UInt64(connections)
         }
         return line
     }

@@ -298,6 +298,13 @@ public final class Connection {
         try SocketCalls.disconnect(fd)
     }
 
+    /// The memory the connection holds: its buffers and the kernel's queues both ways (what a memory-pressure
+    /// decision weighs).
+    public var heldBytes: Int {
+        guard state != .closed else { return 0 }
+        return input.count + unsentBytes + max(0, Int(netlife_unread_bytes(fd)))
+    }
+
     /// The bytes the peer has not taken yet: those in `output` and those in the kernel's send queue. Writing
     /// moves bytes from one to the other; only the peer's reading makes the sum smaller.
     private var unsentBytes: Int {

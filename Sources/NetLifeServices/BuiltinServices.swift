@@ -3,8 +3,8 @@
 import NetLife
 
 extension ServiceRegistry {
-    /// Every built-in service: `echo`.
+    /// Every built-in service (`echo`) and data-socket protocol (`line`, `imap`).
     public static var builtin: ServiceRegistry {
-        ServiceRegistry([EchoService.descriptor])
+        ServiceRegistry([EchoService.descriptor], protocols: [LineProtocol.descriptor])
     }
 }

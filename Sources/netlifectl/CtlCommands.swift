@@ -41,10 +41,12 @@ struct CtlCommand: Sendable {
         appCommand("foreground", "Bring a background or suspended app to the foreground; reopens its listeners.", ControlRequest.foreground),
         appCommand("background", "Send an active app to the background; closes its listeners.", ControlRequest.background),
         appCommand("suspend", "Suspend a background app (pending until it is suspend-eligible).", ControlRequest.suspend),
-        appCommand("reclaim", "Reclaim the sockets of a suspended app.", ControlRequest.reclaim),
-        plainCommand("lock", "Reclaim the sockets of every suspended app.", .lock),
+        appCommand("reclaim", "Reclaim the sockets of a suspended app: its peers see a reset (VoIP sockets excepted).",
+                   ControlRequest.reclaim, render: renderReclaim),
+        plainCommand("lock", "Reclaim the sockets of every suspended app (TN2277: lock the screen).", .lock, render: renderReclaim),
         appCommand("terminate", "Terminate an app (will-terminate runs, unless it is suspended).", ControlRequest.terminate),
-        plainCommand("memory-pressure", "Terminate suspended apps, largest first.", .memoryPressure),
+        plainCommand("memory-pressure", "Terminate suspended apps without callbacks, largest first.", .memoryPressure,
+                     render: renderMemoryPressure),
         CtlCommand(words: ["task", "begin"], usage: "task begin APP [--name N]",
                    summary: "Begin a background task; prints its id (0 = refused).",
                    build: { arguments throws(ControlTool.UsageError) in
@@ -126,19 +128,21 @@ struct CtlCommand: Sendable {
                    build: { _ throws(ControlTool.UsageError) in .version }),
     ]
 
-    static func appCommand(_ name: String, _ summary: String, _ request: @escaping @Sendable (String) -> ControlRequest) -> CtlCommand {
+    static func appCommand(_ name: String, _ summary: String, _ request: @escaping @Sendable (String) -> ControlRequest,
+                           render: @escaping @Sendable (JSON) throws(ControlError) -> String = renderTransition) -> CtlCommand {
         CtlCommand(words: [name], usage: "\(name) APP", summary: summary,
                    build: { arguments throws(ControlTool.UsageError) in
                        request(try Arguments(arguments, positional: 1...1).positional[0])
-                   })
+                   }, render: render)
     }
 
-    static func plainCommand(_ name: String, _ summary: String, _ request: ControlRequest) -> CtlCommand {
+    static func plainCommand(_ name: String, _ summary: String, _ request: ControlRequest,
+                             render: @escaping @Sendable (JSON) throws(ControlError) -> String = renderDone) -> CtlCommand {
         CtlCommand(words: [name], usage: name, summary: summary,
                    build: { arguments throws(ControlTool.UsageError) in
                        _ = try Arguments(arguments, positional: 0...0)
                        return request
-                   }, render: renderDone)
+                   }, render: render)
     }
 }
 
@@ -205,14 +209,28 @@ func renderStatus(_ reply: JSON) throws(ControlError) -> String {
             lines.append(line)
         }
         for socket in app.sockets {
-            var line = "  socket \(socket.name) \(socket.peer) (\(socket.policy)\(socket.voip ? ", voip" : "")): \(socket.state)"
+            var line = "  socket \(socket.name) \(socket.peer) (\(socket.protocolName.map { $0 + ", " } ?? "")\(socket.policy)\(socket.voip ? ", voip" : "")): \(socket.state)"
             if let error = socket.error { line += " (\(error))" }
+            if let lines = socket.lines { line += ", \(lines) line\(lines == 1 ? "" : "s") received" }
+            if let exists = socket.exists { line += ", \(exists) message\(exists == 1 ? "" : "s")" }
+            if let idle = socket.idle { line += idle ? ", idling" : ", not idling" }
             lines.append(line)
         }
         for task in app.tasks { lines.append("  " + describe(task)) }
         if let last = app.lastTermination { lines.append("  last termination: " + describe(last)) }
     }
     return lines.joined(separator: "\n")
+}
+
+func renderReclaim(_ reply: JSON) throws(ControlError) -> String {
+    let reclaimed = try ReclaimReply(json: reply).reclaimed
+    return reclaimed.isEmpty ? "no suspended app: nothing reclaimed" : reclaimed.map(\.text).joined(separator: "\n")
+}
+
+func renderMemoryPressure(_ reply: JSON) throws(ControlError) -> String {
+    let terminated = try MemoryPressureReply(json: reply).terminated
+    guard !terminated.isEmpty else { return "no suspended app: nothing terminated" }
+    return terminated.map { "\($0.app): terminated (memory pressure), its sockets held \($0.bytes) bytes" }.joined(separator: "\n")
 }
 
 func renderTasks(_ reply: JSON) throws(ControlError) -> String {

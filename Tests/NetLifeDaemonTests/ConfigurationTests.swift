@@ -89,7 +89,7 @@ private func errors(_ text: String) -> [String] {
         #expect(errors("[app a]\n[listener a.x]\naddress = 127.0.0.1:1\nservice = nope\n") == ["test.conf:4: unknown service 'nope'; known: echo"])
         #expect(errors("[app a]\n[listener a.x]\nservice = echo\n") == ["test.conf:2: listener a.x needs 'address = ...'"])
         #expect(errors("[app a]\ntask-time = 3s\nexpiration-lead = 5s\n").first?.hasPrefix("test.conf:2: expiration-lead") == true)
-        #expect(errors("[app a]\nreclaim-on-suspend = yes\n") == ["test.conf:2: 'reclaim-on-suspend' is not supported by this version of netlifed yet"])
+        #expect(errors("[app a]\nreclaim-on-suspend = maybe\n") == ["test.conf:2: reclaim-on-suspend must be yes or no, got 'maybe'"])
         #expect(errors("[app a]\n[listener a.x]\naddress = 127.0.0.1:9\nservice = echo\n[app b]\n[listener b.y]\naddress = 127.0.0.1:9\nservice = echo\n")
                 == ["test.conf:6: listener b.y uses 127.0.0.1:9, as listener a.x does"])
         #expect(errors("[daemon]\nfoo = 1\n[app a]\nlaunch = x\n").count == 2, "every error is reported, not just the first")

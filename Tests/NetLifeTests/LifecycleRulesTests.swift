@@ -21,7 +21,7 @@ private func stages(_ plan: TransitionPlan?) -> [String] {
         #expect(stages(launch) == ["did-finish-launching@inactive", "did-become-active@active"])
         #expect(launch?.finalState == .active)
         #expect(launch?.budget == .launch)
-        #expect(launch?.stages[0].steps == [.policy(.openListeners)])
+        #expect(launch?.stages[0].steps == [.policy(.openListeners), .policy(.connectDataSockets)])
     }
 
     @Test func launchIntoTheBackgroundNeverOpensListeners() {
@@ -37,20 +37,20 @@ private func stages(_ plan: TransitionPlan?) -> [String] {
         #expect(background?.finalState == .background)
         #expect(background?.budget == .background)
         #expect(background?.stages[1].steps.first == .policy(.closeListeners))
-        #expect(background?.stages[1].steps == [.policy(.closeListeners), .policy(.closeConnections)])
+        #expect(background?.stages[1].steps == [.policy(.closeListeners), .policy(.closeConnections), .policy(.applyDataSocketPolicy)])
     }
 
     @Test func foregroundFromBackgroundReopensListeners() {
         let foreground = plan(.foreground, .background)
         #expect(stages(foreground) == ["will-enter-foreground@inactive", "did-become-active@active"])
-        #expect(foreground?.stages[0].steps == [.policy(.openListeners)])
+        #expect(foreground?.stages[0].steps == [.policy(.openListeners), .policy(.connectDataSockets)])
         #expect(foreground?.budget == .foreground)
     }
 
     @Test func foregroundFromSuspendedResumesTheAppBeforeReopening() {
         let foreground = plan(.foreground, .suspended)
         #expect(stages(foreground) == ["will-enter-foreground@inactive", "did-become-active@active"])
-        #expect(foreground?.stages[0].steps == [.policy(.resumeApp), .policy(.openListeners)])
+        #expect(foreground?.stages[0].steps == [.policy(.resumeApp), .policy(.openListeners), .policy(.connectDataSockets)])
     }
 
     @Test func terminateRunsWillTerminateExceptFromSuspended() {
@@ -59,6 +59,7 @@ private func stages(_ plan: TransitionPlan?) -> [String] {
             #expect(stages(terminate) == ["will-terminate@\(state)"])
             #expect(terminate?.finalState == .notRunning)
             #expect(terminate?.budget == .terminate)
+            #expect(terminate?.stages.first?.steps == [.policy(.closeListeners), .policy(.closeDataSockets)])
         }
         let jetsam = plan(.terminate, .suspended)
         #expect(jetsam?.stages == [])
@@ -79,7 +80,7 @@ private func stages(_ plan: TransitionPlan?) -> [String] {
         let traits = LifecycleTraits(hasDelegate: true, hooks: [.didEnterBackground])
         let background = plan(.background, .active, traits)
         #expect(background?.stages[0].steps == [.delegate])
-        #expect(background?.stages[1].steps == [.policy(.closeListeners), .policy(.closeConnections), .delegate, .hook])
+        #expect(background?.stages[1].steps == [.policy(.closeListeners), .policy(.closeConnections), .policy(.applyDataSocketPolicy), .delegate, .hook])
     }
 
     @Test(arguments: [

@@ -21,6 +21,7 @@ private func backgroundPlan(hooks: Set<LifecycleEvent> = []) -> TransitionPlan {
         #expect(pipeline.next(now: at(10)) == .enterState(.background, .didEnterBackground))
         #expect(pipeline.next(now: at(10)) == .perform(.policy(.closeListeners), .didEnterBackground))
         #expect(pipeline.next(now: at(11)) == .perform(.policy(.closeConnections), .didEnterBackground))
+        #expect(pipeline.next(now: at(11)) == .perform(.policy(.applyDataSocketPolicy), .didEnterBackground))
         #expect(pipeline.next(now: at(12)) == .perform(.hook, .didEnterBackground))
         let end = pipeline.next(now: at(300))
         #expect(end == .finished(state: .background, stages: [
@@ -31,10 +32,7 @@ private func backgroundPlan(hooks: Set<LifecycleEvent> = []) -> TransitionPlan {
 
     @Test func aStepReturningAfterTheDeadlineKillsTheApp() {
         var pipeline = TransitionPipeline(plan: backgroundPlan(hooks: [.didEnterBackground]), budget: .milliseconds(500), now: at(0))
-        _ = pipeline.next(now: at(0))
-        _ = pipeline.next(now: at(0))
-        _ = pipeline.next(now: at(0))
-        _ = pipeline.next(now: at(0))
+        for _ in 0..<5 { _ = pipeline.next(now: at(0)) }
         #expect(pipeline.next(now: at(0)) == .perform(.hook, .didEnterBackground))
         #expect(pipeline.next(now: at(501)) == .kill(WatchdogTimeout(stage: .transition(.didEnterBackground), budget: .milliseconds(500), elapsed: .milliseconds(501))))
     }

@@ -1,0 +1,409 @@
+// A data socket of an app (TN2277 "Data Socket"): an outbound connection that lives with the app's
+// lifecycle. `DataSocketMachine` decides (connect, close, quiet, reclaim, reconnect with back-off); this
+// class performs: the connect (OutboundConnector), the connection (Connection), the timers, and the calls
+// into the protocol handler. The seeds' CFStream with the VoIP service type is the model: an app author
+// opens one with `App.openDataSocket(_:handler:)`; a `[socket]` section of the config does the same with a
+// built-in protocol (line, imap).
+
+import NetLifeEvent
+
+/// A data socket as configured.
+public struct DataSocketConfiguration: Sendable, Equatable {
+    /// The name after the dot in `[socket APP.NAME]`.
+    public var name: String
+    /// The peer (`connect = HOST:PORT`, numeric addresses).
+    public var address: SocketAddress
+    /// The protocol's name (`line`, `imap`, or an app author's own).
+    public var protocolName: String
+    /// The protocol's own settings (`quiet-enter`, `user`, ...).
+    public var protocolOptions = ServiceOptions()
+    /// What happens on did-enter-background.
+    public var policy: DataSocketPolicy = .keep
+    /// A VoIP socket: read while the app is suspended (data wakes it), never reclaimed.
+    public var voip = false
+    /// How often the protocol's keep-alive is sent (waking a suspended app); nil: never.
+    public var keepalive: Duration? = nil
+
+    public init(name: String, address: SocketAddress, protocolName: String) {
+        self.name = name
+        self.address = address
+        self.protocolName = protocolName
+    }
+}
+
+/// How a protocol entered quiet mode.
+public enum QuietEntry: Sendable, Equatable {
+    /// Done: nothing to wait for.
+    case entered
+    /// A reply must be awaited: the socket holds a background task until the handler calls
+    /// `DataSocket.quietReplyArrived()` (or the connection ends).
+    case awaitingReply
+}
+
+/// What `status` shows of a protocol's own state; nil fields are left out.
+public struct DataProtocolStatus: Sendable, Equatable {
+    /// Lines received from the peer.
+    public var lines: Int? = nil
+    /// The last line received (truncated for display).
+    public var lastLine: String? = nil
+    /// IMAP: the mailbox size last reported, the EXISTS and EXPUNGE responses received, whether IDLE runs.
+    public var exists: Int? = nil
+    public var existsUpdates: Int? = nil
+    public var expunges: Int? = nil
+    public var idle: Bool? = nil
+    public init() {}
+}
+
+/// The protocol spoken on a data socket. Every method runs on the loop thread, never while the app is
+/// suspended (a VoIP socket's data wakes the app first).
+public protocol DataSocketHandler: AnyObject {
+    /// The connection is up (log in, send a greeting).
+    func dataSocketDidConnect(_ socket: DataSocket)
+    /// Bytes arrived in `socket.input`; consume what makes sense and leave the rest.
+    func dataSocketDidRead(_ socket: DataSocket)
+    /// Enter quiet mode (did-enter-background with `policy = quiet`). Must not block.
+    func dataSocketEnterQuiet(_ socket: DataSocket) -> QuietEntry
+    /// Leave quiet mode (will-enter-foreground).
+    func dataSocketLeaveQuiet(_ socket: DataSocket)
+    /// Send a keep-alive (`keepalive = DURATION`).
+    func dataSocketKeepAlive(_ socket: DataSocket)
+    /// The app terminates: send the protocol's goodbye (the socket closes after it is written).
+    func dataSocketSayGoodbye(_ socket: DataSocket)
+    /// The connection ended; `error` says why, nil for an orderly close.
+    func dataSocketDidDisconnect(_ socket: DataSocket, error: String?)
+    /// What `status` shows.
+    var protocolStatus: DataProtocolStatus { get }
+}
+
+extension DataSocketHandler {
+    public func dataSocketDidConnect(_ socket: DataSocket) {}
+    public func dataSocketEnterQuiet(_ socket: DataSocket) -> QuietEntry { .entered }
+    public func dataSocketLeaveQuiet(_ socket: DataSocket) {}
+    public func dataSocketKeepAlive(_ socket: DataSocket) {}
+    public func dataSocketSayGoodbye(_ socket: DataSocket) {}
+    public func dataSocketDidDisconnect(_ socket: DataSocket, error: String?) {}
+    public var protocolStatus: DataProtocolStatus { DataProtocolStatus() }
+}
+
+/// How to make a protocol handler from a `[socket]` section: its name, its own keys, a factory.
+public struct DataProtocolDescriptor: Sendable {
+    /// The value of `protocol =` that selects it.
+    public var name: String
+    /// Its own `[socket]` keys; any other unknown key is an error.
+    public var optionKeys: Set<String>
+    /// Makes a handler for one socket. Also called when the config is checked: cheap, no side effects
+    /// beyond reading small files it names; throws for bad options.
+    public var make: @Sendable (DataSocketConfiguration) throws(ServiceOptionError) -> any DataSocketHandler
+
+    public init(name: String, optionKeys: Set<String> = [],
+                make: @escaping @Sendable (DataSocketConfiguration) throws(ServiceOptionError) -> any DataSocketHandler) {
+        self.name = name
+        self.optionKeys = optionKeys
+        self.make = make
+    }
+}
+
+/// A data socket as `status` shows it.
+public struct DataSocketStatus: Sendable, Equatable {
+    public var name: String
+    public var peer: String
+    public var policy: DataSocketPolicy
+    public var voip: Bool
+    public var state: DataSocketState
+    public var protocolName: String
+    /// The last error, kept until the next successful connect.
+    public var error: String?
+    /// Successful connects so far.
+    public var connects: Int
+    public var protocolStatus: DataProtocolStatus
+}
+
+/// Why a suspended app runs for a moment in the background.
+public enum WakeReason: Sendable, Equatable, CustomStringConvertible {
+    /// Bytes arrived on a VoIP socket.
+    case voipData(socket: String)
+    /// A socket's keep-alive is due.
+    case keepalive(socket: String)
+
+    public var description: String {
+        switch self {
+        case .voipData(let socket): return "data on VoIP socket \(socket)"
+        case .keepalive(let socket): return "keep-alive of socket \(socket)"
+        }
+    }
+}
+
+/// What a data socket needs from its app.
+protocol DataSocketOwner: AnyObject {
+    /// Whether the app is suspended now.
+    var isSuspended: Bool { get }
+    /// Runs the suspended app in the background for a moment (under `keepalive-budget`).
+    func wake(for reason: WakeReason)
+    func beginBackgroundTask(name: String?, expirationHandler: (() -> Void)?) -> BackgroundTaskIdentifier
+    func endSocketTask(_ id: BackgroundTaskIdentifier)
+    func dataSocketReport(_ event: AppEvent)
+}
+
+/// An outbound connection of an app, with its policy and its protocol.
+public final class DataSocket: ConnectionDelegate {
+    public let configuration: DataSocketConfiguration
+    /// The protocol spoken on it.
+    public let handler: any DataSocketHandler
+    private var machine: DataSocketMachine
+    private unowned let loop: EventLoop
+    private let logger: Logger
+    weak var owner: DataSocketOwner?
+    private var connector: OutboundConnector?
+    private var connection: Connection?
+    private var reconnectTimer: EventTimer?
+    private var keepaliveTimer: EventTimer?
+    private var quietTask: BackgroundTaskIdentifier?
+    /// Why the protocol gave up on the connection being closed now.
+    private var protocolFailure: String?
+    /// The last error, until the next successful connect.
+    public private(set) var lastError: String?
+    /// Successful connects so far.
+    public private(set) var connects = 0
+
+    init(configuration: DataSocketConfiguration, handler: any DataSocketHandler, loop: EventLoop, logger: Logger) {
+        self.configuration = configuration
+        self.handler = handler
+        self.loop = loop
+        self.logger = logger.labeled("\(logger.label) socket \(configuration.name)")
+        machine = DataSocketMachine(policy: configuration.policy, voip: configuration.voip)
+    }
+
+    public var name: String { configuration.name }
+    /// The state `status` shows.
+    public var state: DataSocketState { machine.state }
+    /// Bytes received and not yet consumed by the handler (empty while not connected).
+    public var input: EventBuffer? { connection?.input }
+
+    // MARK: For the protocol handler
+
+    /// Queues `text` and writes it. Does nothing while not connected.
+    public func send(_ text: String) {
+        guard let connection, connection.state == .open else { return }
+        connection.output.append(text)
+        connection.flush()
+    }
+
+    /// The reply that quiet mode waited for arrived: the background task held for it ends.
+    public func quietReplyArrived() {
+        endQuietTask()
+    }
+
+    /// The protocol gives up on the connection (the peer broke it): it is closed, the message shown, and
+    /// the socket reconnects as after any error.
+    public func fail(_ message: String) {
+        logger.warning("protocol error: \(message)")
+        protocolFailure = message
+        connection?.close(.now)
+    }
+
+    // MARK: For the app
+
+    /// The app runs in the foreground: a launch, or will-enter-foreground.
+    func appForeground() {
+        perform(machine.phase == .stopped ? machine.appLaunched(background: false) : machine.appWillEnterForeground())
+        armKeepalive()
+    }
+
+    /// The app was launched into the background.
+    func appLaunchedInBackground() {
+        perform(machine.appLaunched(background: true))
+        armKeepalive()
+    }
+
+    func appEnteredBackground() { perform(machine.appEnteredBackground()) }
+    func appSuspended() { perform(machine.appSuspended()) }
+    func appWokeInBackground() { perform(machine.appWokeInBackground()) }
+
+    func appTerminating() {
+        perform(machine.appTerminating())
+        stopKeepalive()
+    }
+
+    /// The app stopped without callbacks: everything closes now.
+    func appStopped() {
+        perform(machine.appStopped())
+        stopKeepalive()
+    }
+
+    /// Reclaim (the app is suspended): returns whether this socket was reclaimed.
+    func reclaim() -> Bool {
+        guard let actions = machine.reclaim() else { return false }
+        perform(actions)
+        return true
+    }
+
+    /// The bytes the socket holds (buffers and kernel queues), for memory pressure.
+    var heldBytes: Int { connection?.heldBytes ?? 0 }
+
+    var status: DataSocketStatus {
+        DataSocketStatus(name: name, peer: configuration.address.description, policy: configuration.policy,
+                         voip: configuration.voip, state: state, protocolName: configuration.protocolName,
+                         error: lastError, connects: connects, protocolStatus: handler.protocolStatus)
+    }
+
+    // MARK: Performing the machine's actions
+
+    private func perform(_ actions: [DataSocketMachine.Action]) {
+        for action in actions { perform(action) }
+    }
+
+    private func perform(_ action: DataSocketMachine.Action) {
+        switch action {
+        case .connect:
+            startConnect()
+        case .close(let flush):
+            connector?.cancel()
+            connector = nil
+            endQuietTask()
+            connection?.close(flush ? .afterFlush : .now)
+        case .sayGoodbye:
+            handler.dataSocketSayGoodbye(self)
+        case .enterQuiet:
+            if handler.dataSocketEnterQuiet(self) == .awaitingReply, quietTask == nil, let owner {
+                let id = owner.beginBackgroundTask(name: "quiet \(name)", expirationHandler: nil)
+                if id != 0 { quietTask = id }
+            }
+        case .leaveQuiet:
+            endQuietTask()
+            handler.dataSocketLeaveQuiet(self)
+        case .pauseReading:
+            connection?.pauseReading()
+        case .resumeReading:
+            connection?.resumeReading()
+        case .dissolve:
+            endQuietTask()
+            guard let connection else { return }
+            do {
+                try connection.makeDefunct()
+                logger.info("reclaimed: the peer was reset; the descriptor stays until the app next uses it")
+                owner?.dataSocketReport(.socketChanged(name: name, state: .defunct, error: nil))
+            } catch {
+                logger.warning("reclaim failed: \(error); closing")
+                connection.close(.reset)
+            }
+        case .scheduleReconnect(let delay):
+            reconnectTimer?.close()
+            reconnectTimer = loop.schedule(after: delay) { [weak self] in
+                guard let self else { return }
+                reconnectTimer = nil
+                perform(machine.reconnectDue())
+            }
+        case .cancelReconnect:
+            reconnectTimer?.close()
+            reconnectTimer = nil
+        }
+    }
+
+    private func startConnect() {
+        connector?.cancel()
+        logger.debug("connecting to \(configuration.address)")
+        owner?.dataSocketReport(.socketChanged(name: name, state: .connecting, error: nil))
+        connector = OutboundConnector(loop: loop, address: configuration.address) { [weak self] result in
+            guard let self else {
+                if case .success(let fd) = result { SocketCalls.close(fd) }
+                return
+            }
+            connector = nil
+            switch result {
+            case .success(let fd):
+                connectSucceeded(fd)
+            case .failure(let error):
+                disconnected(error: "\(error)")
+            }
+        }
+    }
+
+    private func connectSucceeded(_ fd: CInt) {
+        let connection: Connection
+        do {
+            connection = try Connection(loop: loop, fd: fd)
+        } catch {
+            return disconnected(error: "\(error)")
+        }
+        if case .unix = configuration.address {} else { SocketCalls.setNoDelay(fd) }
+        connection.delegate = self
+        self.connection = connection
+        connects += 1
+        lastError = nil
+        logger.info("connected to \(configuration.address)")
+        let actions = machine.connected()
+        owner?.dataSocketReport(.socketChanged(name: name, state: .connected, error: nil))
+        handler.dataSocketDidConnect(self)
+        perform(actions)
+    }
+
+    /// The connect failed or the connection ended.
+    private func disconnected(error: String?) {
+        let wasDefunct = machine.state == .defunct
+        endQuietTask()
+        if let error {
+            lastError = error
+            logger.warning("\(wasDefunct ? "reclaimed socket failed on first use" : "disconnected"): \(error)")
+        } else {
+            logger.info("closed")
+        }
+        perform(machine.disconnected())
+        owner?.dataSocketReport(.socketChanged(name: name, state: .closed, error: error))
+    }
+
+    private func endQuietTask() {
+        guard let id = quietTask else { return }
+        quietTask = nil
+        owner?.endSocketTask(id)
+    }
+
+    // MARK: Keep-alive
+
+    private func armKeepalive() {
+        guard let interval = configuration.keepalive, keepaliveTimer == nil else { return }
+        keepaliveTimer = loop.schedule(after: interval) { [weak self] in
+            guard let self else { return }
+            keepaliveTimer = nil
+            keepaliveDue()
+            armKeepalive()
+        }
+    }
+
+    private func stopKeepalive() {
+        keepaliveTimer?.close()
+        keepaliveTimer = nil
+    }
+
+    private func keepaliveDue() {
+        guard machine.state == .connected || machine.state == .quiet else { return }
+        if owner?.isSuspended == true { owner?.wake(for: .keepalive(socket: name)) }
+        logger.debug("keep-alive")
+        handler.dataSocketKeepAlive(self)
+    }
+
+    // MARK: ConnectionDelegate
+
+    public func connectionDidRead(_ connection: Connection) {
+        // Only a VoIP socket reads while its app is suspended: the data wakes the app, then is handled.
+        if owner?.isSuspended == true { owner?.wake(for: .voipData(socket: name)) }
+        handler.dataSocketDidRead(self)
+    }
+
+    public func connectionDidReachEnd(_ connection: Connection) {
+        connection.close(.afterFlush)
+    }
+
+    public func connectionDidClose(_ connection: Connection, error: SystemError?) {
+        guard connection === self.connection else { return }
+        self.connection = nil
+        let failure = protocolFailure ?? error.map { "\($0)" }
+        protocolFailure = nil
+        handler.dataSocketDidDisconnect(self, error: failure)
+        // Closed by the machine (background, terminate): it already knows; otherwise an error or the peer.
+        if machine.state == .closed && failure == nil {
+            owner?.dataSocketReport(.socketChanged(name: name, state: .closed, error: nil))
+            return
+        }
+        disconnected(error: failure ?? "the peer closed the connection")
+    }
+}

@@ -1,0 +1,245 @@
+// The rules of one data socket (SPEC sections 4 and 6, TN2277 "Data Socket" and "Socket Resource
+// Reclaim") as a pure state machine: the app's lifecycle and the socket's own events go in, the actions to
+// perform come out. No I/O and no clock here; `DataSocket` performs what it decides.
+
+/// What a data socket does when its app enters the background (`policy`).
+public enum DataSocketPolicy: String, Sendable, CaseIterable {
+    /// Flushed and closed (the peer sees FIN); reconnected on will-enter-foreground.
+    case close
+    /// Kept open; the protocol's quiet command is sent (IMAP: DONE), and quiet mode is left on foreground.
+    case quiet
+    /// Left untouched, as iOS leaves a socket the app does not close. The default.
+    case keep
+}
+
+/// A data socket's state as `status` shows it (SPEC section 8).
+public enum DataSocketState: String, Sendable, CaseIterable, CustomStringConvertible {
+    /// A connect is under way.
+    case connecting
+    /// Connected, in normal mode.
+    case connected
+    /// Connected, in the protocol's quiet mode (the app is in the background).
+    case quiet
+    /// Not connected: not yet, after a close for the background, or after an error.
+    case closed
+    /// Reclaimed while the app was suspended: the kernel connection is gone, the descriptor is not; the
+    /// app's first operation on it fails and closes it.
+    case defunct
+
+    public var description: String { rawValue }
+}
+
+/// The rules of one data socket.
+public struct DataSocketMachine: Equatable, Sendable {
+    /// Where the app is, as far as its sockets care.
+    public enum Phase: String, Sendable {
+        /// Not running: nothing is connected or reconnected.
+        case stopped
+        /// Inactive or active: sockets are connected and reconnected after errors.
+        case foreground
+        /// Running in the background: the policy has been applied; no reconnect until the foreground.
+        case background
+        /// Suspended: nothing is read (VoIP sockets excepted), nothing reconnects.
+        case suspended
+    }
+
+    /// What the shell does.
+    public enum Action: Equatable, Sendable {
+        /// Start connecting (the state is `connecting`).
+        case connect
+        /// Close the connection; `flush`: after writing what is queued (the peer sees FIN), otherwise now.
+        case close(flush: Bool)
+        /// Have the protocol send its goodbye (IMAP: LOGOUT) before a close.
+        case sayGoodbye
+        /// Have the protocol enter quiet mode (IMAP: DONE).
+        case enterQuiet
+        /// Have the protocol leave quiet mode (IMAP: IDLE).
+        case leaveQuiet
+        /// Stop reading (the kernel keeps what the peer sends) or read again.
+        case pauseReading, resumeReading
+        /// Reset the kernel connection in place (`connect(fd, AF_UNSPEC)`); the descriptor stays.
+        case dissolve
+        /// Reconnect after `delay` (replaces a reconnect already scheduled).
+        case scheduleReconnect(Duration)
+        /// Forget a scheduled reconnect.
+        case cancelReconnect
+    }
+
+    /// The first delay of the reconnect back-off, and its ceiling.
+    public static let firstRetryDelay: Duration = .milliseconds(100)
+    public static let maxRetryDelay: Duration = .seconds(5)
+
+    public let policy: DataSocketPolicy
+    public let voip: Bool
+    public private(set) var state: DataSocketState = .closed
+    public private(set) var phase: Phase = .stopped
+    /// The delay before the next reconnect after an error.
+    public private(set) var retryDelay: Duration = DataSocketMachine.firstRetryDelay
+    /// Whether a reconnect is scheduled.
+    public private(set) var reconnectScheduled = false
+
+    public init(policy: DataSocketPolicy, voip: Bool) {
+        self.policy = policy
+        self.voip = voip
+    }
+
+    /// Whether the socket holds a connection (or a connect under way) that the kernel still knows.
+    public var isLive: Bool { state == .connecting || state == .connected || state == .quiet }
+
+    /// Whether reads are delivered in the current phase.
+    private var reads: Bool { phase != .suspended || voip }
+
+    // MARK: The app's lifecycle
+
+    /// The app was launched, into the foreground or the background. A socket with `policy = close` waits
+    /// for the foreground when the launch is a background one.
+    public mutating func appLaunched(background: Bool) -> [Action] {
+        phase = background ? .background : .foreground
+        retryDelay = Self.firstRetryDelay
+        if background && policy == .close { return [] }
+        return connectIfClosed()
+    }
+
+    /// did-enter-background: the policy.
+    public mutating func appEnteredBackground() -> [Action] {
+        phase = .background
+        var actions = cancelReconnect()
+        switch (policy, state) {
+        case (.close, .connecting), (.close, .connected), (.close, .quiet):
+            state = .closed
+            actions.append(.close(flush: true))
+        case (.quiet, .connected):
+            state = .quiet
+            actions.append(.enterQuiet)
+        case (.close, _), (.quiet, _), (.keep, _):
+            break
+        }
+        return actions
+    }
+
+    /// will-enter-foreground: quiet mode is left and closed sockets connect again (at once, with the
+    /// back-off reset). A defunct socket is closed by its first read, which resumes now; it reconnects then.
+    public mutating func appWillEnterForeground() -> [Action] {
+        let wasSuspended = phase == .suspended
+        phase = .foreground
+        retryDelay = Self.firstRetryDelay
+        var actions: [Action] = wasSuspended && !voip ? [.resumeReading] : []
+        switch state {
+        case .quiet:
+            state = .connected
+            actions.append(.leaveQuiet)
+        case .closed:
+            actions += cancelReconnect() + connectIfClosed()
+        case .connecting, .connected, .defunct:
+            break
+        }
+        return actions
+    }
+
+    /// The app was suspended: reads stop (VoIP sockets excepted), reconnects wait.
+    public mutating func appSuspended() -> [Action] {
+        phase = .suspended
+        var actions = cancelReconnect()
+        if !voip { actions.append(.pauseReading) }
+        return actions
+    }
+
+    /// A suspended app runs again in the background (a VoIP wake-up or a keep-alive): reads resume.
+    public mutating func appWokeInBackground() -> [Action] {
+        guard phase == .suspended else { return [] }
+        phase = .background
+        return voip ? [] : [.resumeReading]
+    }
+
+    /// will-terminate: the protocol says goodbye, then the socket closes after its output is written.
+    public mutating func appTerminating() -> [Action] {
+        phase = .stopped
+        var actions = cancelReconnect()
+        switch state {
+        case .connected, .quiet:
+            actions += [.sayGoodbye, .close(flush: true)]
+        case .connecting, .defunct:
+            actions.append(.close(flush: false))
+        case .closed:
+            break
+        }
+        state = .closed
+        return actions
+    }
+
+    /// The app stopped without callbacks (watchdog, a suspended app terminated, memory pressure, a reload):
+    /// everything closes at once.
+    public mutating func appStopped() -> [Action] {
+        phase = .stopped
+        var actions = cancelReconnect()
+        if state != .closed { actions.append(.close(flush: false)) }
+        state = .closed
+        return actions
+    }
+
+    /// Socket resource reclaim: a non-VoIP socket of a suspended app loses its kernel connection. Returns
+    /// nil when the socket is not reclaimed (VoIP, not connected, or the app is not suspended).
+    public mutating func reclaim() -> [Action]? {
+        guard phase == .suspended, !voip else { return nil }
+        switch state {
+        case .connected, .quiet:
+            state = .defunct
+            return [.dissolve]
+        case .connecting:
+            // Nothing was exchanged yet: the attempt is dropped, and the foreground connects again.
+            state = .closed
+            return [.close(flush: false)]
+        case .closed, .defunct:
+            return nil
+        }
+    }
+
+    // MARK: The socket's own events
+
+    /// The connect completed.
+    public mutating func connected() -> [Action] {
+        guard state == .connecting else { return [] }
+        state = .connected
+        retryDelay = Self.firstRetryDelay
+        var actions: [Action] = []
+        if !reads { actions.append(.pauseReading) }
+        if phase != .foreground && policy == .quiet {
+            state = .quiet
+            actions.append(.enterQuiet)
+        }
+        return actions
+    }
+
+    /// The connect failed, or the connection ended (an error, the peer's close, a defunct socket's first
+    /// operation). In the foreground a reconnect follows with back-off; elsewhere the next foreground
+    /// connects again.
+    public mutating func disconnected() -> [Action] {
+        state = .closed
+        guard phase == .foreground else { return [] }
+        let delay = retryDelay
+        retryDelay = min(retryDelay * 2, Self.maxRetryDelay)
+        reconnectScheduled = true
+        return [.scheduleReconnect(delay)]
+    }
+
+    /// The reconnect delay has passed.
+    public mutating func reconnectDue() -> [Action] {
+        reconnectScheduled = false
+        guard phase == .foreground else { return [] }
+        return connectIfClosed()
+    }
+
+    // MARK: Helpers
+
+    private mutating func connectIfClosed() -> [Action] {
+        guard state == .closed else { return [] }
+        state = .connecting
+        return [.connect]
+    }
+
+    private mutating func cancelReconnect() -> [Action] {
+        guard reconnectScheduled else { return [] }
+        reconnectScheduled = false
+        return [.cancelReconnect]
+    }
+}

@@ -1,0 +1,146 @@
+// The rules of a data socket, without sockets: each lifecycle step and socket event, and the actions the
+// machine asks for.
+
+import Testing
+@testable import NetLife
+
+@Suite(.timeLimit(.minutes(5))) struct DataSocketMachineTests {
+    /// A socket launched into the foreground and connected.
+    func connected(_ policy: DataSocketPolicy, voip: Bool = false) -> DataSocketMachine {
+        var machine = DataSocketMachine(policy: policy, voip: voip)
+        #expect(machine.appLaunched(background: false) == [.connect])
+        #expect(machine.state == .connecting)
+        #expect(machine.connected() == [])
+        #expect(machine.state == .connected)
+        return machine
+    }
+
+    @Test func closePolicyClosesOnBackgroundAndReconnectsOnForeground() {
+        var machine = connected(.close)
+        #expect(machine.appEnteredBackground() == [.close(flush: true)])
+        #expect(machine.state == .closed)
+        #expect(machine.appSuspended() == [.pauseReading])
+        #expect(machine.appWillEnterForeground() == [.resumeReading, .connect])
+        #expect(machine.state == .connecting)
+    }
+
+    @Test func quietPolicyEntersAndLeavesQuietMode() {
+        var machine = connected(.quiet)
+        #expect(machine.appEnteredBackground() == [.enterQuiet])
+        #expect(machine.state == .quiet)
+        #expect(machine.appWillEnterForeground() == [.leaveQuiet])
+        #expect(machine.state == .connected)
+    }
+
+    @Test func quietPolicyGoesQuietWhenAConnectFinishesInTheBackground() {
+        var machine = DataSocketMachine(policy: .quiet, voip: false)
+        #expect(machine.appLaunched(background: true) == [.connect])
+        #expect(machine.connected() == [.enterQuiet])
+        #expect(machine.state == .quiet)
+    }
+
+    @Test func aBackgroundLaunchLeavesCloseSocketsForTheForeground() {
+        var machine = DataSocketMachine(policy: .close, voip: false)
+        #expect(machine.appLaunched(background: true) == [])
+        #expect(machine.state == .closed)
+        #expect(machine.appWillEnterForeground() == [.connect])
+    }
+
+    @Test func keepPolicyLeavesTheSocketAlone() {
+        var machine = connected(.keep)
+        #expect(machine.appEnteredBackground() == [])
+        #expect(machine.state == .connected)
+    }
+
+    @Test func errorsInTheForegroundReconnectWithDoublingBackOffUpToFiveSeconds() {
+        var machine = connected(.keep)
+        var delays: [Duration] = []
+        for _ in 0..<8 {
+            guard case .scheduleReconnect(let delay)? = machine.disconnected().first else {
+                Issue.record("no reconnect scheduled")
+                return
+            }
+            delays.append(delay)
+            #expect(machine.reconnectDue() == [.connect])
+        }
+        #expect(delays == [.milliseconds(100), .milliseconds(200), .milliseconds(400), .milliseconds(800),
+                           .milliseconds(1600), .milliseconds(3200), .seconds(5), .seconds(5)])
+        // A successful connect resets the back-off.
+        _ = machine.connected()
+        #expect(machine.disconnected() == [.scheduleReconnect(.milliseconds(100))])
+    }
+
+    @Test func errorsOutsideTheForegroundWaitForIt() {
+        var machine = connected(.keep)
+        _ = machine.appEnteredBackground()
+        #expect(machine.disconnected() == [])
+        #expect(machine.state == .closed)
+        #expect(machine.appWillEnterForeground() == [.connect])
+    }
+
+    @Test func leavingTheForegroundCancelsAScheduledReconnect() {
+        var machine = connected(.keep)
+        _ = machine.disconnected()
+        #expect(machine.reconnectScheduled)
+        #expect(machine.appEnteredBackground() == [.cancelReconnect])
+        #expect(machine.reconnectDue() == [])
+    }
+
+    @Test func suspensionPausesReadsExceptOnVoIPSockets() {
+        var plain = connected(.keep)
+        _ = plain.appEnteredBackground()
+        #expect(plain.appSuspended() == [.pauseReading])
+        #expect(plain.appWokeInBackground() == [.resumeReading])
+        var voip = connected(.keep, voip: true)
+        _ = voip.appEnteredBackground()
+        #expect(voip.appSuspended() == [])
+        #expect(voip.appWokeInBackground() == [])
+    }
+
+    @Test func reclaimMakesAPlainSocketDefunctOnlyWhileSuspended() {
+        var machine = connected(.quiet)
+        #expect(machine.reclaim() == nil, "not suspended: nothing reclaimed")
+        _ = machine.appEnteredBackground()
+        #expect(machine.reclaim() == nil)
+        _ = machine.appSuspended()
+        #expect(machine.reclaim() == [.dissolve])
+        #expect(machine.state == .defunct)
+        #expect(machine.reclaim() == nil, "a defunct socket is not reclaimed twice")
+        // Foreground: reads resume, the first read fails, and the error path reconnects.
+        #expect(machine.appWillEnterForeground() == [.resumeReading])
+        #expect(machine.state == .defunct)
+        #expect(machine.disconnected() == [.scheduleReconnect(.milliseconds(100))])
+        #expect(machine.reconnectDue() == [.connect])
+    }
+
+    @Test func voipSocketsAreNeverReclaimed() {
+        var machine = connected(.keep, voip: true)
+        _ = machine.appEnteredBackground()
+        _ = machine.appSuspended()
+        #expect(machine.reclaim() == nil)
+        #expect(machine.state == .connected)
+    }
+
+    @Test func aConnectUnderWayWhenReclaimedIsDropped() {
+        var machine = DataSocketMachine(policy: .keep, voip: false)
+        _ = machine.appLaunched(background: true)
+        _ = machine.appSuspended()
+        #expect(machine.reclaim() == [.close(flush: false)])
+        #expect(machine.state == .closed)
+        // A connect that completes while suspended does not read.
+        var late = DataSocketMachine(policy: .keep, voip: false)
+        _ = late.appLaunched(background: true)
+        _ = late.appSuspended()
+        #expect(late.connected() == [.pauseReading])
+    }
+
+    @Test func terminateSaysGoodbyeThenClosesAfterTheFlush() {
+        var machine = connected(.quiet)
+        #expect(machine.appTerminating() == [.sayGoodbye, .close(flush: true)])
+        #expect(machine.state == .closed)
+        #expect(machine.disconnected() == [], "no reconnect once stopped")
+        var stopped = connected(.keep)
+        #expect(stopped.appStopped() == [.close(flush: false)])
+        #expect(stopped.appStopped() == [])
+    }
+}
