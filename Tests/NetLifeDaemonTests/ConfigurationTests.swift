@@ -130,4 +130,64 @@ private func errors(_ text: String) -> [String] {
         #expect(fromCRLF == fromLF)
         #expect(errors("[app a]\r\nlaunch = maybe\r\n") == ["test.conf:2: launch must be foreground, background or no, got 'maybe'"])
     }
+
+    @Test func readsSocketSections() throws {
+        let config = try parse("""
+            [daemon]
+            keepalive-min = 2s
+            [app mail]
+            reclaim-on-suspend = yes
+            on-voip-data = /usr/bin/logger voip
+            [socket mail.imap]
+            connect = 127.0.0.1:1143
+            protocol = line
+            policy = quiet
+            quiet-enter = PAUSE
+            quiet-exit = RESUME
+            voip = yes
+            keepalive = 5s
+            keepalive-message = PING
+            """)
+        let app = try #require(config.apps.first)
+        #expect(app.reclaimOnSuspend)
+        #expect(app.voipDataHook?.arguments == ["/usr/bin/logger", "voip"])
+        let socket = try #require(app.sockets.first)
+        #expect(socket.name == "imap")
+        #expect(socket.address == .ipv4("127.0.0.1", port: 1143))
+        #expect(socket.policy == .quiet)
+        #expect(socket.voip)
+        #expect(socket.keepalive == .seconds(5))
+        #expect(socket.protocolOptions["quiet-enter"] == "PAUSE")
+        #expect(try parse("[app a]\n[socket a.s]\nconnect = 127.0.0.1:9\nprotocol = line\n").apps[0].sockets[0].policy == .keep)
+    }
+
+    @Test func socketErrorsNameTheirLine() {
+        #expect(errors("[app a]\n[socket a.s]\nprotocol = line\n") == ["test.conf:2: socket a.s needs 'connect = ...'"])
+        #expect(errors("[app a]\n[socket b.s]\nconnect = 127.0.0.1:9\nprotocol = line\n")
+                == ["test.conf:2: socket b.s belongs to app 'b', which has no [app b] section"])
+        #expect(errors("[app a]\n[socket a.s]\nconnect = 127.0.0.1:9\nprotocol = smtp\n").first?.hasPrefix("test.conf:4: unknown protocol 'smtp'") == true)
+        #expect(errors("[app a]\n[socket a.s]\nconnect = 127.0.0.1:0\nprotocol = line\n") == ["test.conf:3: connect needs a port other than 0, got '127.0.0.1:0'"])
+        #expect(errors("[app a]\n[socket a.s]\nconnect = 127.0.0.1:9\nprotocol = line\npolicy = sleep\n")
+                == ["test.conf:5: policy must be close, quiet or keep, got 'sleep'"])
+        #expect(errors("[app a]\n[socket a.s]\nconnect = 127.0.0.1:9\nprotocol = line\npolicy = quiet\n")
+                == ["test.conf:2: protocol line: policy = quiet needs quiet-enter = LINE (the line that asks the peer for quiet mode)"])
+        #expect(errors("[app a]\n[socket a.s]\nconnect = 127.0.0.1:9\nprotocol = line\nuser = x\n") == ["test.conf:5: unknown key 'user' in [socket]"])
+    }
+
+    @Test func voipOnlyOnAnOutboundTCPSocketThatStaysOpen() {
+        #expect(errors("[app a]\nvoip = yes\n") == ["test.conf:2: voip belongs to an outbound TCP [socket APP.NAME] section, not to [app]"])
+        #expect(errors("[app a]\n[listener a.m]\naddress = 127.0.0.1:0\nservice = echo\nvoip = yes\n")
+                == ["test.conf:5: voip belongs to an outbound TCP [socket APP.NAME] section; a listener cannot be a VoIP socket"])
+        #expect(errors("[app a]\n[socket a.s]\nconnect = unix:/run/x.sock\nprotocol = line\nvoip = yes\n")
+                == ["test.conf:5: voip = yes needs an outbound TCP socket; a.s connects to a Unix socket"])
+        #expect(errors("[app a]\n[socket a.s]\nconnect = 127.0.0.1:9\nprotocol = line\npolicy = close\nvoip = yes\n")
+                == ["test.conf:6: voip = yes keeps the socket open in the background, which policy = close contradicts (use keep or quiet)"])
+    }
+
+    @Test func keepaliveMustReachKeepaliveMin() {
+        let below = errors("[daemon]\nkeepalive-min = 30s\n[app a]\n[socket a.s]\nconnect = 127.0.0.1:9\nprotocol = line\nkeepalive = 10s\nkeepalive-message = PING\n")
+        #expect(below == ["test.conf:7: keepalive must be between 30s and 24h, got '10s'"])
+        #expect(errors("[app a]\n[socket a.s]\nconnect = 127.0.0.1:9\nprotocol = line\nkeepalive = 1h\n")
+                == ["test.conf:5: protocol line: keepalive needs keepalive-message = LINE (the line sent as the keep-alive)"])
+    }
 }
