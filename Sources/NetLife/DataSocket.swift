@@ -111,7 +111,7 @@ public struct DataSocketStatus: Sendable, Equatable {
     public var voip: Bool
     public var state: DataSocketState
     public var protocolName: String
-    /// The last error, kept until the next successful connect.
+    /// The last error, if there was one.
     public var error: String?
     /// Successful connects so far.
     public var connects: Int
@@ -160,7 +160,8 @@ public final class DataSocket: ConnectionDelegate {
     private var quietTask: BackgroundTaskIdentifier?
     /// Why the protocol gave up on the connection being closed now.
     private var protocolFailure: String?
-    /// The last error, until the next successful connect.
+    /// The last error (it stays after a reconnect: it is the last one, and a socket that keeps failing right
+    /// after each connect, as a refused login does, shows why).
     public private(set) var lastError: String?
     /// Successful connects so far.
     public private(set) var connects = 0
@@ -329,7 +330,6 @@ public final class DataSocket: ConnectionDelegate {
         connection.delegate = self
         self.connection = connection
         connects += 1
-        lastError = nil
         logger.info("connected to \(configuration.address)")
         let actions = machine.connected()
         owner?.dataSocketReport(.socketChanged(name: name, state: .connected, error: nil))

@@ -123,7 +123,7 @@ public struct SocketInfo: Equatable, Sendable {
     public var voip: Bool
     /// `connecting`, `connected`, `quiet`, `closed` or `defunct`.
     public var state: String
-    /// The last error, kept until the next successful connect.
+    /// The last error, if there was one (it stays after a reconnect; `state` says how the socket is now).
     public var error: String?
     /// `line`, `imap`, or an app author's protocol.
     public var protocolName: String?

@@ -210,7 +210,7 @@ func renderStatus(_ reply: JSON) throws(ControlError) -> String {
         }
         for socket in app.sockets {
             var line = "  socket \(socket.name) \(socket.peer) (\(socket.protocolName.map { $0 + ", " } ?? "")\(socket.policy)\(socket.voip ? ", voip" : "")): \(socket.state)"
-            if let error = socket.error { line += " (\(error))" }
+            if let error = socket.error { line += " (last error: \(error))" }
             if let lines = socket.lines { line += ", \(lines) line\(lines == 1 ? "" : "s") received" }
             if let exists = socket.exists { line += ", \(exists) message\(exists == 1 ? "" : "s")" }
             if let idle = socket.idle { line += idle ? ", idling" : ", not idling" }
