@@ -19,12 +19,14 @@ let package = Package(
         .target(
             name: "FuzzSupport",
             dependencies: [
+                .product(name: "NetLife", package: "netlife"),
                 .product(name: "NetLifeControl", package: "netlife"),
                 .product(name: "NetLifeDaemon", package: "netlife"),
             ]
         ),
         fuzzTarget("fuzz-json"),
         fuzzTarget("fuzz-config"),
+        fuzzTarget("fuzz-imap"),
     ],
     swiftLanguageModes: [.v6]
 )
