@@ -130,6 +130,8 @@ public struct IMAPClientSession: Sendable, CustomStringConvertible, CustomDebugS
     private var loginRemainder: [String] = []
     private var nextTag = 1
     private var logoutRequested = false
+    /// The IDLE whose tagged reply is still to come after a logout sent DONE and LOGOUT together.
+    private var idleAnsweredAfterLogout: String?
     private var quietReplyOwed = false
 
     /// A session for `user` that will select `mailbox`; nothing is sent before the server's greeting.
@@ -197,8 +199,10 @@ public struct IMAPClientSession: Sendable, CustomStringConvertible, CustomDebugS
         }
     }
 
-    /// Leaves: DONE first if idling, LOGOUT once nothing else is in flight, `.close` after its reply (or a BYE).
-    /// Before the greeting there is nothing to say goodbye to: `.close` at once.
+    /// Leaves: LOGOUT once nothing else is in flight, `.close` after its reply (or a BYE). While idling, DONE
+    /// and LOGOUT go out together (pipelined, RFC 3501 section 5.5): a terminating app closes its socket right
+    /// after the goodbye is written, so it cannot wait for the IDLE's reply first. Before the greeting there
+    /// is nothing to say goodbye to: `.close` at once.
     public mutating func logout() -> [IMAPAction] {
         switch phase {
         case .closed, .loggingOut:
@@ -207,8 +211,9 @@ public struct IMAPClientSession: Sendable, CustomStringConvertible, CustomDebugS
             return finish(.close)
         case .idling:
             logoutRequested = true
-            phase = .leavingIdle
-            return [.send("DONE\r\n")]
+            idleAnsweredAfterLogout = inFlight?.tag
+            inFlight = nil
+            return [.send("DONE\r\n")] + sendLogout()
         case .ready where inFlight == nil:
             logoutRequested = true
             return sendLogout()
@@ -274,6 +279,15 @@ public struct IMAPClientSession: Sendable, CustomStringConvertible, CustomDebugS
     private mutating func receiveTagged(tag: String, status: IMAPStatus, text: String) -> [IMAPAction] {
         let text = shown(text)
         lastServerText = text
+        if let idle = idleAnsweredAfterLogout, idle == tag {
+            // The IDLE ended by the DONE sent with LOGOUT: LOGOUT's own reply (or BYE) closes.
+            idleAnsweredAfterLogout = nil
+            if quietReplyOwed {
+                quietReplyOwed = false
+                return [.quietReached]
+            }
+            return []
+        }
         guard let command = inFlight, command.tag == tag else {
             return finish(.fail("the server answered a command that was not sent (tag \(shown(tag))): \(status.rawValue) \(text)"))
         }

@@ -5,6 +5,6 @@ import NetLife
 extension ServiceRegistry {
     /// Every built-in service (`echo`) and data-socket protocol (`line`, `imap`).
     public static var builtin: ServiceRegistry {
-        ServiceRegistry([EchoService.descriptor], protocols: [LineProtocol.descriptor])
+        ServiceRegistry([EchoService.descriptor], protocols: [LineProtocol.descriptor, IMAPProtocol.descriptor])
     }
 }
