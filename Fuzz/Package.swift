@@ -27,6 +27,7 @@ let package = Package(
         fuzzTarget("fuzz-json"),
         fuzzTarget("fuzz-config"),
         fuzzTarget("fuzz-imap"),
+        fuzzTarget("fuzz-line"),
     ],
     swiftLanguageModes: [.v6]
 )

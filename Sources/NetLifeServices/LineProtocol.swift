@@ -30,8 +30,9 @@ public final class LineProtocol: DataSocketHandler {
     let quietEnter: String?
     let quietExit: String?
     let keepaliveMessage: String?
-    private(set) var lines = 0
-    private(set) var lastLine: String?
+    /// Lines received, and the last one (its first 200 bytes).
+    public private(set) var lines = 0
+    public private(set) var lastLine: String?
 
     public init(quietEnter: String?, quietExit: String?, keepaliveMessage: String?) {
         self.quietEnter = quietEnter
@@ -41,16 +42,24 @@ public final class LineProtocol: DataSocketHandler {
 
     public func dataSocketDidRead(_ socket: DataSocket) {
         guard let input = socket.input else { return }
+        if !consume(input) { socket.fail("the peer sent a line over \(Self.maxLineLength) bytes") }
+    }
+
+    /// Takes every complete line out of `input`, counting them and keeping the last; what follows the last
+    /// line ending stays for the next read. Returns false (with `input` emptied) when a line is longer than
+    /// `maxLineLength`: the connection is then broken. An unfinished line is searched again when more bytes
+    /// arrive, at most `maxLineLength` bytes each time.
+    public func consume(_ input: EventBuffer) -> Bool {
         while true {
             switch input.readLine(maxLength: Self.maxLineLength) {
             case .line(let bytes):
                 lines += 1
                 lastLine = String(decoding: bytes.prefix(Self.shownLineLength), as: UTF8.self)
             case .incomplete:
-                return
+                return true
             case .tooLong:
                 input.removeAll()
-                return socket.fail("the peer sent a line over \(Self.maxLineLength) bytes")
+                return false
             }
         }
     }
