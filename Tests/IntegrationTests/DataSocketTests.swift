@@ -331,4 +331,38 @@ extension TestDaemon {
         #expect(awakePeer.read(timeout: 0.1) == .timedOut)
         #expect(!daemon.log.contains("will-terminate"), "no callbacks")
     }
+
+    @Test func watchShowsSocketChangesWakeUpsAndReclaims() throws {
+        let server = try #require(PeerServer())
+        let voipServer = try #require(PeerServer())
+        defer { server.close(); voipServer.close() }
+        let daemon = try TestDaemon(config: "[daemon]\n" + lineSocketApp("app", server) + """
+            [socket app.v]
+            connect = \(voipServer.address)
+            protocol = line
+            voip = yes
+
+            """)
+        defer { daemon.stop() }
+        let peer = try #require(server.accept())
+        let voipPeer = try #require(voipServer.accept())
+        defer { peer.close(); voipPeer.close() }
+        let watch = try BackgroundProcess([product("netlifectl"), "--control", daemon.controlPath, "watch", "app"])
+        usleep(300_000)
+        #expect(daemon.ctl("background", "app").status == 0)
+        #expect(daemon.ctl("suspend", "app").status == 0)
+        #expect(daemon.ctl("reclaim", "app").status == 0)
+        voipPeer.send("ring\n")
+        #expect(waitUntil(timeout: 3) { daemon.currentState("app") == "background" || daemon.log.contains("woken") })
+        #expect(daemon.ctl("foreground", "app").status == 0)
+        #expect(server.accept(timeout: 3) != nil)
+        usleep(300_000)
+        daemon.signal(SIGTERM)
+        let (result, _) = watch.wait(timeout: 10)
+        for line in ["app: reclaimed: socket s defunct, 0 accepted connections reset",
+                     "app: woken into the background: voip-data on socket v",
+                     "app: socket s closed: ", "app: socket s connected"] {
+            #expect(result.stdout.contains(line), "watch shows '\(line)':\n\(result.stdout)")
+        }
+    }
 }
