@@ -184,12 +184,20 @@ extension TestDaemon {
     @Test func lockReclaimsEverySuspendedAppAndNoOther() throws {
         let asleep = try #require(PeerServer())
         let awake = try #require(PeerServer())
-        defer { asleep.close(); awake.close() }
-        let daemon = try TestDaemon(config: "[daemon]\n" + lineSocketApp("asleep", asleep) + lineSocketApp("awake", awake))
+        let voip = try #require(PeerServer())
+        defer { asleep.close(); awake.close(); voip.close() }
+        let daemon = try TestDaemon(config: "[daemon]\n" + lineSocketApp("asleep", asleep) + lineSocketApp("awake", awake) + """
+            [socket asleep.v]
+            connect = \(voip.address)
+            protocol = line
+            voip = yes
+
+            """)
         defer { daemon.stop() }
         let asleepPeer = try #require(asleep.accept())
         let awakePeer = try #require(awake.accept())
-        defer { asleepPeer.close(); awakePeer.close() }
+        let voipPeer = try #require(voip.accept())
+        defer { asleepPeer.close(); awakePeer.close(); voipPeer.close() }
         #expect(daemon.ctl("background", "asleep").status == 0)
         #expect(daemon.ctl("suspend", "asleep").status == 0)
         let lock = daemon.ctl("lock")
@@ -198,6 +206,8 @@ extension TestDaemon {
         #expect(!lock.stdout.contains("awake"), "\(lock.stdout)")
         #expect(asleepPeer.readEnd(timeout: 1) == .error(ECONNRESET))
         #expect(awakePeer.read(timeout: 0.2) == .timedOut)
+        #expect(voipPeer.read(timeout: 0.1) == .timedOut, "a VoIP socket is never reclaimed")
+        #expect(daemon.socket("asleep", "v")?["state"] as? String == "connected")
     }
 
     @Test func reclaimOnSuspendResetsAsTheAppSuspends() throws {
