@@ -2,6 +2,7 @@
 // and written to a socket with writev (or sendfile, for file segments).
 
 internal import CLibevent
+@preconcurrency import Glibc
 
 /// A non-owning handle on an evbuffer. The `Connection` that owns a buffer frees it when it closes;
 /// buffers from `allocate()` are freed with `free()`.
@@ -39,6 +40,24 @@ public struct EventBuffer {
     public func append(_ text: String) {
         var text = text
         text.withUTF8 { append(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// Appends `length` bytes of the open file `fd` from `offset` as a file segment: nothing is read now; the
+    /// bytes go from the page cache to the socket with sendfile when the buffer is written. The buffer owns
+    /// `fd` from now on and closes it when the segment is sent or dropped, also when this call throws.
+    /// The corresponding C function is `evbuffer_add_file`.
+    public func appendFile(_ fd: CInt, offset: Int, length: Int) throws(SystemError) {
+        guard length > 0 else {
+            _ = close(fd)
+            return
+        }
+        do throws(SystemError) {
+            try libevent("evbuffer_add_file") { evbuffer_add_file(pointer, fd, Int64(offset), Int64(length)) }
+        } catch {
+            // Only when memory is exhausted: libevent made no segment, so the descriptor is still ours.
+            _ = close(fd)
+            throw error
+        }
     }
 
     /// Moves every byte of `source` to the end of this buffer without copying (the blocks change hands).

@@ -79,7 +79,7 @@ struct ControlSocketTests {
         #expect(errorCode(connection.reply()) == "protocol-version")
         connection.send("{\"cmd\": \"background\"}\n")
         #expect(errorCode(connection.reply()) == "bad-request")
-        connection.send("{\"cmd\": \"lock\"}\n")
+        connection.send("{\"cmd\": \"transfers\"}\n")
         #expect(errorCode(connection.reply()) == "unsupported")
         // The same connection still works after errors.
         connection.send("{\"cmd\": \"status\"}\n")
