@@ -5,15 +5,7 @@
 enum ConfigValues {
     /// `250ms`, `5s`, `10m`, `1h` (a whole number and a unit; `0` alone is allowed).
     static func duration(_ text: String) -> Duration? {
-        if text == "0" { return .zero }
-        let units: [(String, Int64)] = [("ms", 1), ("s", 1000), ("m", 60_000), ("h", 3_600_000)]
-        for (unit, milliseconds) in units where text.hasSuffix(unit) {
-            let number = text.dropLast(unit.count)
-            guard !number.isEmpty, number.allSatisfy(\.isASCIIDigit), let value = Int64(number),
-                  value <= Int64.max / milliseconds / 1_000_000 else { return nil }
-            return .milliseconds(value * milliseconds)
-        }
-        return nil
+        Duration(configText: text)
     }
 
     /// A duration as the config writes it: the largest unit that divides it (`1h`, `90s`, `250ms`).
@@ -89,8 +81,4 @@ enum ConfigValues {
     static func isValidName(_ name: String) -> Bool {
         !name.isEmpty && name.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "-" || $0 == "_") }
     }
-}
-
-extension Character {
-    var isASCIIDigit: Bool { isASCII && isNumber }
 }

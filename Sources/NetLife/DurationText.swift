@@ -1,0 +1,21 @@
+// Durations as configs write them (`250ms`, `5s`, `10m`, `1h`, or `0`): one parser for the daemon's own keys
+// and for the options of services and protocols.
+
+extension Duration {
+    /// Parses `250ms`, `5s`, `10m`, `1h` or `0`; nil for anything else, or for a value too large to hold.
+    public init?(configText text: String) {
+        if text == "0" {
+            self = .zero
+            return
+        }
+        let units: [(String, Int64)] = [("ms", 1), ("s", 1000), ("m", 60_000), ("h", 3_600_000)]
+        for (unit, milliseconds) in units where text.hasSuffix(unit) {
+            let number = text.dropLast(unit.count)
+            guard !number.isEmpty, number.allSatisfy({ $0.isASCII && $0.isNumber }), let value = Int64(number),
+                  value <= Int64.max / milliseconds / 1_000_000 else { return nil }
+            self = .milliseconds(value * milliseconds)
+            return
+        }
+        return nil
+    }
+}
