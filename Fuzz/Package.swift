@@ -28,6 +28,7 @@ let package = Package(
         fuzzTarget("fuzz-config"),
         fuzzTarget("fuzz-imap"),
         fuzzTarget("fuzz-line"),
+        fuzzTarget("fuzz-http"),
     ],
     swiftLanguageModes: [.v6]
 )
