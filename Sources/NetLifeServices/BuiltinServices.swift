@@ -3,8 +3,8 @@
 import NetLife
 
 extension ServiceRegistry {
-    /// Every built-in service (`echo`) and data-socket protocol (`line`, `imap`).
+    /// Every built-in service (`echo`, `http`) and data-socket protocol (`line`, `imap`).
     public static var builtin: ServiceRegistry {
-        ServiceRegistry([EchoService.descriptor], protocols: [LineProtocol.descriptor, IMAPProtocol.descriptor])
+        ServiceRegistry([EchoService.descriptor, HTTPService.descriptor], protocols: [LineProtocol.descriptor, IMAPProtocol.descriptor])
     }
 }

@@ -73,7 +73,8 @@ public enum HTTPFileResponder {
     /// - 206 carries `Content-Range: bytes a-b/size` and the range's length; 416 carries
     ///   `Content-Range: bytes */size`, Content-Length 0, and the validators (a resuming client re-validates).
     public static func respond(to head: HTTPRequestHead, file: FileInfo, contentType: String, maxRanges: Int, now: Int64) -> HTTPFileResponse {
-        precondition(file.size >= 0, "HTTPFileResponder.respond: a negative file size")
+        var file = file
+        file.size = max(0, file.size)   // never negative from fstat; clamped rather than trusted
         let common = [HTTPHeader(name: "Date", value: HTTPRanges.httpDate(now)), HTTPHeader(name: "Server", value: serverName)]
         let isHead = head.method == "HEAD"
         guard isHead || head.method == "GET" else {

@@ -55,9 +55,8 @@ public enum HTTPRanges {
     ///
     /// Linear in the length of `header`; at most `maxRanges` ranges are stored.
     public static func parse(_ header: String, length: Int, maxRanges: Int = .max) -> RangeRequest {
-        precondition(length >= 0, "HTTPRanges.parse: a negative length")
         var header = header
-        return header.withUTF8 { parse(bytes: $0, length: length, maxRanges: maxRanges) }
+        return header.withUTF8 { parse(bytes: $0, length: max(0, length), maxRanges: maxRanges) }
     }
 
     private static func parse(bytes: UnsafeBufferPointer<UInt8>, length: Int, maxRanges: Int) -> RangeRequest {

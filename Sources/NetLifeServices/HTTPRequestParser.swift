@@ -148,13 +148,14 @@ public struct HTTPRequestParser: Sendable {
     /// same bytes plus more does not rescan. After returning a head the parser starts over by itself: the
     /// next call's bytes begin after the head (the shell may also call `reset()`).
     ///
-    /// `bytes` must start with the bytes of the previous call that returned nil: a shorter input is a bug.
+    /// `bytes` must start with the bytes of the previous call that returned nil; a shorter input (a caller's
+    /// bug) starts the scan over rather than trapping.
     /// Contiguous collections (`Array`, `ArraySlice`, buffer pointers) are read in place; any other is copied
     /// from where the scan stopped.
     public mutating func parse(_ bytes: some Collection<UInt8>) throws(HTTPParseError) -> (head: HTTPRequestHead, consumed: Int)? {
         if let failure { throw failure }
         let count = bytes.count
-        precondition(count >= scanned, "HTTPRequestParser.parse: \(count) bytes given, \(scanned) already scanned")
+        if count < scanned { reset() }
         // Past the limit the head fails anyway: never look at more than one byte beyond it.
         let fresh = bytes.dropFirst(scanned).prefix(Self.maxHeadBytes - scanned)
         let result = fresh.withContiguousStorageIfAvailable { buffer in

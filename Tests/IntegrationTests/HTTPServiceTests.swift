@@ -1,0 +1,243 @@
+// The http service against the real binary: what a client sees on the wire for ranges, validators and bad
+// paths, and that curl and wget resume a cut download byte-exactly.
+
+import Foundation
+import Testing
+
+/// A file of `count` bytes whose byte i is a function of i (so that any slice can be checked).
+func patternBytes(_ count: Int, seed: Int = 7) -> [UInt8] {
+    (0..<count).map { UInt8(truncatingIfNeeded: ($0 &* 31) ^ ($0 >> 8) ^ seed) }
+}
+
+/// One HTTP exchange on a raw connection: the status code, the headers (lowercased names) and the body.
+struct HTTPExchange {
+    var status: Int
+    var headers: [String: String]
+    var body: [UInt8]
+}
+
+extension Peer {
+    /// Sends `request` and reads one response (Content-Length framed; HEAD has no body).
+    func http(_ request: String, head: Bool = false, timeout: TimeInterval = 3) -> HTTPExchange? {
+        send(request)
+        var received: [UInt8] = []
+        let deadline = Date().addingTimeInterval(timeout)
+        var parsed: (status: Int, headers: [String: String], bodyStart: Int)?
+        while Date() < deadline {
+            if parsed == nil, let end = received.firstRange(of: Array("\r\n\r\n".utf8)) {
+                let text = String(decoding: received[..<end.lowerBound], as: UTF8.self)
+                var lines = text.components(separatedBy: "\r\n")
+                let statusLine = lines.removeFirst().split(separator: " ")
+                var headers: [String: String] = [:]
+                for line in lines {
+                    guard let colon = line.firstIndex(of: ":") else { continue }
+                    headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+                }
+                parsed = (statusLine.count > 1 ? Int(statusLine[1]) ?? 0 : 0, headers, end.upperBound)
+            }
+            if let parsed {
+                let length = head ? 0 : Int(parsed.headers["content-length"] ?? "0") ?? 0
+                if received.count - parsed.bodyStart >= length {
+                    return HTTPExchange(status: parsed.status, headers: parsed.headers,
+                                        body: Array(received[parsed.bodyStart..<(parsed.bodyStart + length)]))
+                }
+            }
+            guard case .bytes(let bytes) = read(timeout: max(0.01, deadline.timeIntervalSinceNow), max: 1 << 20) else { break }
+            received += bytes
+        }
+        return nil
+    }
+}
+
+/// An app `files` whose listener `main` serves `root` over HTTP.
+func httpApp(root: String, listenerLines: String = "") -> String {
+    """
+    [daemon]
+    [app files]
+    auto-suspend = never
+
+    [listener files.main]
+    address = 127.0.0.1:0
+    service = http
+    root = \(root)
+    \(listenerLines)
+
+    """
+}
+
+func sha256(_ path: String) -> String {
+    run(["/usr/bin/sha256sum", path]).stdout.split(separator: " ").first.map(String.init) ?? ""
+}
+
+@Suite(.timeLimit(.minutes(5))) struct HTTPServiceTests {
+    @Test func rangesAndValidatorsOnTheWire() throws {
+        let files = TemporaryDirectory()
+        defer { files.remove() }
+        let content = patternBytes(1000)
+        _ = FileManager.default.createFile(atPath: files.file("f.bin"), contents: Data(content))
+        let daemon = try TestDaemon(config: httpApp(root: files.path))
+        defer { daemon.stop() }
+        let peer = try #require(Peer.connect(port: daemon.port(of: "files")))
+        defer { peer.close() }
+        func get(_ headers: String = "") -> HTTPExchange? {
+            peer.http("GET /f.bin HTTP/1.1\r\nHost: x\r\n\(headers)\r\n")
+        }
+        let whole = try #require(get())
+        #expect(whole.status == 200)
+        #expect(whole.body == content)
+        #expect(whole.headers["accept-ranges"] == "bytes")
+        #expect(whole.headers["content-length"] == "1000")
+        let etag = try #require(whole.headers["etag"])
+        #expect(etag.hasPrefix("\"") && !etag.hasPrefix("W/"), "a strong ETag: \(etag)")
+        let lastModified = try #require(whole.headers["last-modified"])
+
+        // The range table: header -> status, Content-Range, body slice.
+        let table: [(String, Int, String?, Range<Int>?)] = [
+            ("bytes=0-0", 206, "bytes 0-0/1000", 0..<1),
+            ("bytes=-1", 206, "bytes 999-999/1000", 999..<1000),
+            ("bytes=5-", 206, "bytes 5-999/1000", 5..<1000),
+            ("bytes=100-199", 206, "bytes 100-199/1000", 100..<200),
+            ("bytes=900-5000", 206, "bytes 900-999/1000", 900..<1000),
+            ("bytes=-5000", 206, "bytes 0-999/1000", 0..<1000),
+            ("bytes=1000-", 416, "bytes */1000", nil),
+            ("bytes=5000-6000", 416, "bytes */1000", nil),
+            ("bytes=99999999999999999999999-", 416, "bytes */1000", nil),
+            ("items=0-5", 200, nil, 0..<1000),
+            ("bytes=0-1,5-6", 200, nil, 0..<1000),
+        ]
+        for (range, status, contentRange, slice) in table {
+            let response = try #require(get("Range: \(range)\r\n"), "no response to \(range)")
+            if status == 416 && response.status == 416 {
+                #expect(response.headers["content-range"] == contentRange, "\(range)")
+                continue
+            }
+            #expect(response.status == status, "\(range): \(response.status)")
+            #expect(response.headers["content-range"] == contentRange, "\(range)")
+            if let slice { #expect(response.body == Array(content[slice]), "\(range)") }
+        }
+
+        // If-Range: the current strong ETag or the exact date gives the range; anything else the whole file.
+        #expect(get("Range: bytes=10-19\r\nIf-Range: \(etag)\r\n")?.status == 206)
+        #expect(get("Range: bytes=10-19\r\nIf-Range: \(lastModified)\r\n")?.status == 206)
+        #expect(get("Range: bytes=10-19\r\nIf-Range: \"stale\"\r\n")?.status == 200)
+        #expect(get("Range: bytes=10-19\r\nIf-Range: W/\(etag)\r\n")?.status == 200, "a weak ETag never matches")
+        #expect(get("Range: bytes=10-19\r\nIf-Range: Sun, 06 Nov 1994 08:49:37 GMT\r\n")?.status == 200)
+
+        let head = try #require(peer.http("HEAD /f.bin HTTP/1.1\r\nHost: x\r\n\r\n", head: true))
+        #expect(head.status == 200)
+        #expect(head.headers["content-length"] == "1000")
+        #expect(head.headers["etag"] == etag)
+        #expect(peer.read(timeout: 0.1) == .timedOut, "HEAD has no body")
+
+        // A changed file gets a new ETag, and an If-Range with the old one gets the whole new file.
+        _ = FileManager.default.createFile(atPath: files.file("f.bin"), contents: Data(patternBytes(1001)))
+        let changed = try #require(get("Range: bytes=10-19\r\nIf-Range: \(etag)\r\n"))
+        #expect(changed.status == 200)
+        #expect(changed.body.count == 1001)
+        #expect(changed.headers["etag"] != etag)
+    }
+
+    @Test func pathsOutsideTheRootAndOtherFilesAre404() throws {
+        let files = TemporaryDirectory()
+        let outside = TemporaryDirectory()
+        defer { files.remove(); outside.remove() }
+        files.write("ok.txt", "fine\n")
+        outside.write("secret.txt", "secret\n")
+        try FileManager.default.createSymbolicLink(atPath: files.file("escape.txt"), withDestinationPath: outside.file("secret.txt"))
+        try FileManager.default.createSymbolicLink(atPath: files.file("inside.txt"), withDestinationPath: files.file("ok.txt"))
+        try FileManager.default.createDirectory(atPath: files.file("dir"), withIntermediateDirectories: true)
+        let daemon = try TestDaemon(config: httpApp(root: files.path))
+        defer { daemon.stop() }
+        let port = daemon.port(of: "files")
+        func status(_ target: String) -> Int? {
+            guard let peer = Peer.connect(port: port) else { return nil }
+            defer { peer.close() }
+            return peer.http("GET \(target) HTTP/1.1\r\nHost: x\r\n\r\n")?.status
+        }
+        #expect(status("/ok.txt") == 200)
+        #expect(status("/inside.txt") == 200, "a symlink that stays inside the root is served")
+        #expect(status("/escape.txt") == 404)
+        #expect(status("/../\(outside.path.split(separator: "/").last ?? "")/secret.txt") == 404)
+        #expect(status("/%2e%2e/etc/passwd") == 404)
+        #expect(status("/dir") == 404)
+        #expect(status("/missing") == 404)
+        guard let peer = Peer.connect(port: port) else { return }
+        defer { peer.close() }
+        #expect(peer.http("DELETE /ok.txt HTTP/1.1\r\nHost: x\r\n\r\n")?.status == 405)
+        #expect(daemon.isRunning)
+    }
+
+    @Test func aSlowClientIsCutOffAndPipelinedRequestsAreAnsweredInOrder() throws {
+        let files = TemporaryDirectory()
+        defer { files.remove() }
+        files.write("a.txt", "aaaa")
+        files.write("b.txt", "bb")
+        let daemon = try TestDaemon(config: httpApp(root: files.path, listenerLines: "request-timeout = 500ms"))
+        defer { daemon.stop() }
+        let port = daemon.port(of: "files")
+        let slow = try #require(Peer.connect(port: port))
+        defer { slow.close() }
+        slow.send("GET /a.txt HTTP/1.1\r\nHost:")
+        let start = Date()
+        let end = slow.readEnd(timeout: 3)
+        let seconds = Date().timeIntervalSince(start)
+        #expect(end == .endOfStream || end == .error(ECONNRESET), "\(end)")
+        #expect(seconds < 2 * slowdown, "cut off after \(seconds) s")
+
+        let peer = try #require(Peer.connect(port: port))
+        defer { peer.close() }
+        peer.send("GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\nGET /b.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        var received: [UInt8] = []
+        while case .bytes(let bytes) = peer.read(timeout: 2) { received += bytes }
+        let text = String(decoding: received, as: UTF8.self)
+        let first = try #require(text.range(of: "\r\n\r\naaaa"))
+        let second = try #require(text.range(of: "\r\n\r\nbb"))
+        #expect(first.lowerBound < second.lowerBound)
+        #expect(text.hasSuffix("bb"), "the connection closes after the second response")
+    }
+
+    @Test func curlAndWgetResumeACutDownloadByteExactly() throws {
+        let files = TemporaryDirectory()
+        let downloads = TemporaryDirectory()
+        defer { files.remove(); downloads.remove() }
+        let content = patternBytes(5_000_000, seed: 99)
+        _ = FileManager.default.createFile(atPath: files.file("big.bin"), contents: Data(content))
+        let daemon = try TestDaemon(config: httpApp(root: files.path))
+        defer { daemon.stop() }
+        let url = "http://127.0.0.1:\(daemon.port(of: "files"))/big.bin"
+        let original = sha256(files.file("big.bin"))
+        for (tool, cut) in [("curl", 1_234_567), ("wget", 3_999_999)] {
+            let partial = downloads.file("\(tool).bin")
+            _ = FileManager.default.createFile(atPath: partial, contents: Data(content[..<cut]))
+            let result = tool == "curl"
+                ? run(["/usr/bin/curl", "-sS", "-C", "-", "-o", partial, "-w", "%{http_code} %{size_download}", url], timeout: 60)
+                : run(["/usr/bin/wget", "-q", "-c", "-O", partial, url], timeout: 60)
+            #expect(result.status == 0, "\(tool): \(result)")
+            if tool == "curl" {
+                #expect(result.stdout == "206 \(content.count - cut)", "curl fetched only the missing bytes: \(result.stdout)")
+            }
+            #expect(sha256(partial) == original, "\(tool) resumed at \(cut) to a byte-exact copy")
+        }
+        // wget against a file already complete: 416, which it treats as done.
+        let done = downloads.file("wget.bin")
+        #expect(run(["/usr/bin/wget", "-q", "-c", "-O", done, url], timeout: 60).status == 0)
+        #expect(sha256(done) == original)
+    }
+
+    @Test func aSuspendedAppAnswersAKeptConnectionOnlyAfterForeground() throws {
+        let files = TemporaryDirectory()
+        defer { files.remove() }
+        files.write("a.txt", "aaaa")
+        let daemon = try TestDaemon(config: httpApp(root: files.path, listenerLines: "connections = keep"))
+        defer { daemon.stop() }
+        let peer = try #require(Peer.connect(port: daemon.port(of: "files")))
+        defer { peer.close() }
+        #expect(peer.http("GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n")?.status == 200)
+        #expect(daemon.ctl("background", "files").status == 0)
+        #expect(daemon.ctl("suspend", "files").status == 0)
+        peer.send("GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+        #expect(peer.read(timeout: 0.5) == .timedOut, "nothing is served while suspended")
+        #expect(daemon.ctl("foreground", "files").status == 0)
+        #expect(peer.readUntil("aaaa").hasSuffix("aaaa"))
+    }
+}
