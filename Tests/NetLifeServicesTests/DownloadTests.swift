@@ -1,0 +1,1297 @@
+// The resumable downloader's pure core: the response head parser and body framing (every split, 1xx heads,
+// limits, errors), the chunked decoder (every split, overflow, limits), URLs (parsing, IPv6 text, RFC 3986's
+// resolution examples), the record file (round trips, garbage), and the state machine driven through every
+// rule of SPEC section 7 by a fake shell against a fake server, both in memory.
+
+@testable import NetLifeServices
+import Testing
+
+private func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
+
+/// The suites below, under one name (`swift test --filter DownloadTests`).
+@Suite(.timeLimit(.minutes(5)))
+struct DownloadTests {}
+
+// MARK: - Response heads
+
+private let nginxPartial = "HTTP/1.1 206 Partial Content\r\nServer: nginx/1.22.1\r\nDate: Mon, 30 Nov 2026 10:00:00 GMT\r\n"
+    + "Content-Type: application/octet-stream\r\nContent-Length: 100\r\n"
+    + "Last-Modified: Sun, 29 Nov 2026 10:00:00 GMT\r\nConnection: close\r\nETag: \"6561-64\"\r\n"
+    + "Content-Range: bytes 900-999/1000\r\n\r\n"
+
+/// The head of `text` parsed in one call, or the error's message.
+private func parseHead(_ text: String) -> Result<(head: HTTPResponseHead, consumed: Int)?, HTTPResponseError> {
+    var parser = HTTPResponseParser()
+    return Result { () throws(HTTPResponseError) in try parser.consume(bytes(text)) }
+}
+
+private func headError(_ text: String) -> String? {
+    if case .failure(let error) = parseHead(text) { return error.message }
+    return nil
+}
+
+extension DownloadTests {
+    @Suite(.timeLimit(.minutes(5)))
+    struct ResponseHeads {
+        @Test func parsesNginxsPartialContent() throws {
+            let parsed = try #require(try parseHead(nginxPartial + "body").get())
+            #expect(parsed.consumed == nginxPartial.utf8.count)
+            #expect(parsed.head.status == 206 && parsed.head.reason == "Partial Content" && parsed.head.minorVersion == 1)
+            #expect(parsed.head.headers.count == 8)
+            #expect(parsed.head.headers.allSatisfy { $0.name == HTTPSyntax.lowercased($0.name) })
+            #expect(parsed.head.value(of: "ETag") == "\"6561-64\"")
+            #expect(parsed.head.contentRange == ContentRange(first: 900, last: 999, total: 1000))
+            #expect(try parsed.head.bodyFraming(requestMethod: "GET") == .length(100))
+            #expect(try parsed.head.bodyFraming(requestMethod: "HEAD") == HTTPBodyFraming.none)
+        }
+
+        @Test func everySplitGivesTheSameHead() throws {
+            let input = bytes("HTTP/1.1 100 Continue\r\n\r\n" + nginxPartial + "0123456789")
+            let whole = try #require(try parseHead(String(decoding: input, as: UTF8.self)).get())
+            #expect(whole.consumed == input.count - 10)
+            for split in 0...input.count {
+                var parser = HTTPResponseParser()
+                var found = try parser.consume(input[..<split]).map { ($0.head, $0.consumed) }
+                if found == nil {
+                    found = try parser.consume(input[split...]).map { ($0.head, split + $0.consumed) }
+                }
+                #expect(found?.0 == whole.head && found?.1 == whole.consumed, "split at \(split)")
+            }
+            // One byte at each call, as a slow server sends them.
+            var parser = HTTPResponseParser()
+            var result: (head: HTTPResponseHead, consumed: Int)?
+            var offset = 0
+            while result == nil, offset < input.count {
+                result = try parser.consume(input[offset..<(offset + 1)])
+                offset += 1
+            }
+            #expect(result?.head == whole.head && result?.consumed == 1 && offset == whole.consumed)
+        }
+
+        @Test func skipsInformationalHeadsAndStartsOverAfterAHead() throws {
+            let text = "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>; rel=preload\r\n\r\n"
+                + "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\nHTTP/1.1 404 Not Found\r\n\r\n"
+            var parser = HTTPResponseParser()
+            let first = try #require(try parser.consume(bytes(text)))
+            #expect(first.head.status == 200 && first.head.headers == [HTTPHeader(name: "content-length", value: "0")])
+            let second = try #require(try parser.consume(bytes(text).dropFirst(first.consumed)))
+            #expect(second.head.status == 404 && second.head.reason == "Not Found" && second.head.headers.isEmpty)
+        }
+
+        @Test func acceptsWhatServersSend() throws {
+            let cases: [(String, (HTTPResponseHead) -> Bool)] = [
+                ("HTTP/1.0 200 OK\n\n", { $0.minorVersion == 0 && $0.status == 200 }),         // bare LF
+                ("HTTP/1.1 200\r\n\r\n", { $0.reason.isEmpty }),                               // no reason
+                ("HTTP/1.1 200 \r\n\r\n", { $0.reason.isEmpty }),
+                ("HTTP/1.1 404 Not  Found\t!\r\n\r\n", { $0.reason == "Not  Found\t!" }),
+                ("HTTP/1.1 599 X\r\n\r\n", { $0.status == 599 }),
+                ("HTTP/1.1 200 OK\r\nX-A:  a b \t\r\nEmpty:\r\n\r\n", { $0.value(of: "x-a") == "a b" && $0.value(of: "empty") == "" }),
+                ("HTTP/1.1 200 OK\r\nX-A: one\r\n  two \r\n\tthree\r\nX-B: b\r\n\r\n", { $0.value(of: "x-a") == "one two three" && $0.value(of: "x-b") == "b" }),
+                ("HTTP/1.1 200 OK\r\nX-A:\r\n two\r\n\r\n", { $0.value(of: "x-a") == "two" }),
+                ("HTTP/1.1 200 OK\r\nX-Utf8: caf\u{e9}\r\n\r\n", { $0.value(of: "x-utf8") == "caf\u{e9}" }),
+            ]
+            for (text, check) in cases {
+                let parsed = try #require(try parseHead(text).get(), "\(text.debugDescription)")
+                #expect(check(parsed.head), "\(text.debugDescription)")
+                #expect(parsed.consumed == text.utf8.count)
+            }
+        }
+
+        @Test func rejectsWhatIsNoResponse() {
+            let cases: [(String, String)] = [
+                ("HTTP/2 200 OK\r\n\r\n", "invalid status line"),
+                ("HTTP/2.0 200 OK\r\n\r\n", "unsupported HTTP version HTTP/2.0"),
+                ("HTTP/1.1 20 OK\r\n\r\n", "invalid status line"),
+                ("HTTP/1.1 2000 OK\r\n\r\n", "invalid status line"),
+                ("HTTP/1.1 099 X\r\n\r\n", "invalid status code 99"),
+                ("HTTP/1.1 600 X\r\n\r\n", "invalid status code 600"),
+                ("HTTP/1.1 -20 X\r\n\r\n", "invalid status line"),
+                ("ICY 200 OK\r\n\r\n", "invalid status line"),
+                ("\r\nHTTP/1.1 200 OK\r\n\r\n", "invalid status line"),
+                ("HTTP/1.1 101 Switching Protocols\r\n\r\n", "101 Switching Protocols"),
+                ("HTTP/1.1 200 O\u{1}K\r\n\r\n", "control character in the status line"),
+                ("HTTP/1.1 200 OK\r\nNo colon\r\n\r\n", "header line without a colon"),
+                ("HTTP/1.1 200 OK\r\nX-A : 1\r\n\r\n", "invalid header name"),
+                ("HTTP/1.1 200 OK\r\n: 1\r\n\r\n", "invalid header name"),
+                ("HTTP/1.1 200 OK\r\nX(A): 1\r\n\r\n", "invalid header name"),
+                ("HTTP/1.1 200 OK\r\nX-A: a\rb\r\n\r\n", "control character in the value of x-a"),
+                ("HTTP/1.1 200 OK\r\nX-A: a\u{0}b\r\n\r\n", "control character in the value of x-a"),
+                ("HTTP/1.1 200 OK\r\n folded\r\n\r\n", "a continuation line before any header field"),
+                ("HTTP/1.1 200 OK\r\nX-A: a\r\n b\u{7f}\r\n\r\n", "control character in the value of x-a"),
+            ]
+            for (text, message) in cases {
+                let error = headError(text)
+                #expect(error?.hasPrefix(message) == true, "\(text.debugDescription): \(error ?? "no error")")
+            }
+        }
+
+        @Test func limitsTheHeadToItsBytesAndFields() throws {
+            let start = "HTTP/1.1 200 OK\r\n"
+            func head(fillingTo size: Int) -> String {
+                let filler = size - start.utf8.count - "X: \r\n\r\n".utf8.count
+                return start + "X: " + String(repeating: "a", count: filler) + "\r\n\r\n"
+            }
+            let atLimit = head(fillingTo: HTTPResponseParser.maxHeadBytes)
+            #expect(atLimit.utf8.count == HTTPResponseParser.maxHeadBytes)
+            #expect(try parseHead(atLimit).get()?.consumed == atLimit.utf8.count)
+            #expect(headError(head(fillingTo: HTTPResponseParser.maxHeadBytes + 1)) == "response head over 16384 bytes")
+            // Informational heads count toward the limit: endless 100 Continue is an error, not a loop.
+            let continues = String(repeating: "HTTP/1.1 100 Continue\r\n\r\n", count: 1000)
+            #expect(headError(continues) == "response head over 16384 bytes")
+            // The parser holds no more than one line, and never more than the limit, whatever it is fed.
+            let fields = (0..<100).map { "X-\($0): v\r\n" }.joined()
+            #expect(try parseHead(start + fields + "\r\n").get()?.head.headers.count == 100)
+            #expect(headError(start + fields + "X-100: v\r\n\r\n") == "more than 100 header fields")
+            // Fields of a 1xx head do not count toward the final head's.
+            #expect(try parseHead("HTTP/1.1 103 Early Hints\r\n" + fields + "\r\n" + start + fields + "\r\n").get()?.head.headers.count == 100)
+        }
+
+        @Test func anErrorSticksUntilReset() throws {
+            var parser = HTTPResponseParser()
+            #expect(throws: HTTPResponseError.self) { try parser.consume(bytes("HTTP/9.9 200 OK\r\n")) }
+            #expect(throws: HTTPResponseError.self) { try parser.consume(bytes("\r\n")) }
+            parser.reset()
+            #expect(try parser.consume(bytes("HTTP/1.1 204 No Content\r\n\r\n"))?.head.status == 204)
+        }
+
+        @Test func worksLinearlyHoweverTheBytesAreSplit() throws {
+            let line = "X-Long: " + String(repeating: "v", count: 16000) + "\r\n"
+            let input = bytes("HTTP/1.1 200 OK\r\n" + line + "\r\n")
+            var parser = HTTPResponseParser()
+            var found: HTTPResponseHead?
+            for byte in input where found == nil { found = try parser.consume([byte])?.head }
+            #expect(found?.value(of: "x-long")?.utf8.count == 16000)
+            var whole = HTTPResponseParser()
+            _ = try whole.consume(input.dropLast())
+            #expect(whole.workDone <= 2 * input.count)
+        }
+
+        @Test func framesTheBodyAsRFC9112Says() {
+            func framing(_ status: Int, _ fields: [(String, String)], method: String = "GET", minor: Int = 1) -> Result<HTTPBodyFraming, HTTPResponseError> {
+                let head = HTTPResponseHead(status: status, minorVersion: minor, headers: fields.map { HTTPHeader(name: $0.0, value: $0.1) })
+                return Result { () throws(HTTPResponseError) in try head.bodyFraming(requestMethod: method) }
+            }
+            let cases: [(Result<HTTPBodyFraming, HTTPResponseError>, HTTPBodyFraming?)] = [
+                (framing(200, [("content-length", "5")]), .length(5)),
+                (framing(200, [("content-length", "5")], method: "HEAD"), HTTPBodyFraming.none),
+                (framing(204, []), HTTPBodyFraming.none),
+                (framing(304, [("content-length", "5")]), HTTPBodyFraming.none),
+                (framing(200, [("transfer-encoding", "chunked")]), .chunked),
+                (framing(200, [("transfer-encoding", "Chunked"), ("content-length", "5")]), .chunked),
+                (framing(200, [("transfer-encoding", "gzip, chunked")]), nil),
+                (framing(200, [("transfer-encoding", "gzip")]), nil),
+                (framing(200, [("transfer-encoding", "chunked")], minor: 0), nil),
+                (framing(200, [("content-length", "5, 5"), ("content-length", "5")]), .length(5)),
+                (framing(200, [("content-length", "5, 6")]), nil),
+                (framing(200, [("content-length", "-1")]), nil),
+                (framing(200, [("content-length", "99999999999999999999")]), nil),
+                (framing(200, []), .untilClose),
+                (framing(206, [("content-range", "bytes 0-1/2")]), .untilClose),
+            ]
+            for (index, (result, expected)) in cases.enumerated() {
+                switch result {
+                case .success(let framing): #expect(framing == expected, "case \(index)")
+                case .failure(let error): #expect(expected == nil, "case \(index): \(error)")
+                }
+            }
+        }
+
+        @Test func readsContentRange() {
+            let cases: [(String, ContentRange?)] = [
+                ("bytes 0-499/1234", ContentRange(first: 0, last: 499, total: 1234)),
+                ("BYTES 5-5/6", ContentRange(first: 5, last: 5, total: 6)),
+                ("bytes 100-199/*", ContentRange(first: 100, last: 199, total: nil)),
+                ("bytes */1234", nil),
+                ("bytes 5-4/10", nil),
+                ("bytes 5-10/10", nil),
+                ("bytes=0-1/2", nil),
+                ("bytes 0-1", nil),
+                ("bytes -1-2/3", nil),
+                ("bytes 0-99999999999999999999/*", nil),
+                ("items 0-1/2", nil),
+                ("bytes 0 - 1/2", nil),
+            ]
+            for (text, expected) in cases {
+                #expect(ContentRange(parsing: text) == expected, "\(text)")
+            }
+            #expect(ContentRange(first: 10, last: 19, total: nil).count == 10)
+        }
+    }
+}
+
+// MARK: - Chunked bodies
+
+/// Decodes `pieces` one after another as the shell would: the body, the bytes taken, whether it ended.
+private func decodeChunked(_ pieces: [[UInt8]]) throws(HTTPResponseError) -> (body: [UInt8], taken: Int, finished: Bool) {
+    var decoder = ChunkedDecoder()
+    var body: [UInt8] = []
+    var taken = 0
+    for piece in pieces {
+        var rest = piece[...]
+        while !rest.isEmpty {
+            switch try decoder.decode(rest) {
+            case .data(let count):
+                body += rest.prefix(count)
+                rest = rest.dropFirst(count)
+                taken += count
+            case .framing(let count):
+                rest = rest.dropFirst(count)
+                taken += count
+            case .end(let count):
+                return (body, taken + count, true)
+            }
+        }
+    }
+    return (body, taken, decoder.isFinished)
+}
+
+private let chunkedSample = "5\r\nhello\r\n1;name=value; x = \"y\"\r\n \r\n10 \t;ext\r\n0123456789abcdef\r\n"
+    + "000\r\nDigest: x\r\nX-Trailer: yes\r\n\r\n"
+
+extension DownloadTests {
+    @Suite(.timeLimit(.minutes(5)))
+    struct Chunked {
+        @Test func decodesTheSampleAtEverySplit() throws {
+            let input = bytes(chunkedSample + "HTTP/1.1 next")
+            let expectedBody = bytes("hello 0123456789abcdef")
+            let whole = try decodeChunked([input])
+            #expect(whole.body == expectedBody && whole.finished && whole.taken == chunkedSample.utf8.count)
+            for split in 0...input.count {
+                let pieces = try decodeChunked([Array(input[..<split]), Array(input[split...])])
+                #expect(pieces.body == expectedBody && pieces.finished && pieces.taken == whole.taken, "split at \(split)")
+            }
+            let bytewise = try decodeChunked(input.map { [$0] })
+            #expect(bytewise.body == expectedBody && bytewise.finished && bytewise.taken == whole.taken)
+        }
+
+        @Test func acceptsBareLFAndNeedsMoreUntilTheEnd() throws {
+            let result = try decodeChunked([bytes("3\nabc\n0\n\n")])
+            #expect(result.body == bytes("abc") && result.finished)
+            let unfinished = try decodeChunked([bytes("3\r\nabc\r\n0\r\nX: y\r\n")])
+            #expect(unfinished.body == bytes("abc") && !unfinished.finished && unfinished.taken == 17)
+            var decoder = ChunkedDecoder()
+            #expect(try decoder.decode([UInt8]()) == .framing(0))
+            #expect(try decoder.decode(bytes("4\r\nab")) == .framing(3))
+            #expect(try decoder.decode(bytes("ab")) == .data(2))
+            #expect(try decoder.decode(bytes("cd\r\n0\r\n\r\nrest")) == .data(2))
+            #expect(try decoder.decode(bytes("\r\n0\r\n\r\nrest")) == .end(7))
+            #expect(decoder.isFinished)
+            #expect(try decoder.decode(bytes("rest")) == .end(0))
+        }
+
+        @Test func neverTrustsASizePastInt() throws {
+            // 2^63 - 1 fits: the decoder hands out data, counted, however long it is.
+            var decoder = ChunkedDecoder()
+            #expect(try decoder.decode(bytes("7fffffffffffffff\r\nab")) == .framing(18))
+            #expect(try decoder.decode(bytes("ab")) == .data(2))
+            for size in ["8000000000000000", "10000000000000000", "ffffffffffffffffffff", "0000000000000000000000001" + "0000000000000000"] {
+                var decoder = ChunkedDecoder()
+                #expect(throws: HTTPResponseError("chunk size past \(Int.max)")) { try decoder.decode(bytes(size + "\r\n")) }
+            }
+            // Leading zeros are no overflow.
+            #expect(try decodeChunked([bytes("0000000000000000000000003\r\nabc\r\n0\r\n\r\n")]).body == bytes("abc"))
+        }
+
+        @Test func rejectsMalformedFraming() {
+            let cases: [(String, String)] = [
+                ("\r\n", "invalid chunk size"),
+                ("x\r\n", "invalid chunk size"),
+                ("-1\r\n", "invalid chunk size"),
+                (" 5\r\n", "invalid chunk size"),
+                ("5 x\r\n", "invalid byte"),
+                ("5\rx", "CR without LF after a chunk size"),
+                ("3\r\nabcX", "chunk data not followed by a line end"),
+                ("3\r\nabc\r\r\n", "chunk data not followed by a line end"),
+                ("3;a\u{1}\r\n", "control character in a chunk extension"),
+                ("0\r\nX: a\rb", "CR without LF in the chunked trailer"),
+                ("0\r\nX: \u{0}\r\n", "control character in the chunked trailer"),
+            ]
+            for (text, message) in cases {
+                do {
+                    let result = try decodeChunked([bytes(text)])
+                    Issue.record("\(text.debugDescription) decoded \(result)")
+                } catch {
+                    #expect(error.message.hasPrefix(message), "\(text.debugDescription): \(error)")
+                }
+            }
+        }
+
+        @Test func limitsSizeLinesAndTrailers() throws {
+            let atLimit = "1;" + String(repeating: "e", count: ChunkedDecoder.maxSizeLineBytes - 4) + "\r\n"
+            #expect(atLimit.utf8.count == ChunkedDecoder.maxSizeLineBytes)
+            #expect(try decodeChunked([bytes(atLimit + "a\r\n0\r\n\r\n")]).body == bytes("a"))
+            #expect(throws: HTTPResponseError("chunk-size line over 4096 bytes")) {
+                try decodeChunked([bytes("1;" + String(repeating: "e", count: ChunkedDecoder.maxSizeLineBytes - 3) + "\r\n")])
+            }
+            // Each size line has its own limit.
+            let twoLong = atLimit + "a\r\n" + atLimit + "b\r\n0\r\n\r\n"
+            #expect(try decodeChunked([bytes(twoLong)]).body == bytes("ab"))
+            let trailer = "0\r\n" + String(repeating: "X: y\r\n", count: 3000) + "\r\n"
+            #expect(throws: HTTPResponseError("chunked trailer over 16384 bytes")) { try decodeChunked([bytes(trailer)]) }
+            // An error sticks.
+            var decoder = ChunkedDecoder()
+            #expect(throws: HTTPResponseError.self) { try decoder.decode(bytes("z")) }
+            #expect(throws: HTTPResponseError.self) { try decoder.decode(bytes("0\r\n\r\n")) }
+        }
+    }
+}
+
+// MARK: - URLs
+
+private func url(_ text: String) throws -> URLParts { try URLParts(parsing: text) }
+
+private func urlError(_ text: String) -> String? {
+    do {
+        _ = try URLParts(parsing: text)
+        return nil
+    } catch {
+        return error.message
+    }
+}
+
+extension DownloadTests {
+    @Suite(.timeLimit(.minutes(5)))
+    struct URLs {
+        @Test func parsesTheTable() throws {
+            let cases: [(String, URLParts)] = [
+                ("http://example.org", URLParts(scheme: .http, host: .name("example.org"), port: 80, path: "/")),
+                ("HTTP://Example.ORG:8080/a/b?x=1&y=/?#frag", URLParts(scheme: .http, host: .name("example.org"), port: 8080, path: "/a/b", query: "x=1&y=/?")),
+                ("http://192.0.2.1/f", URLParts(scheme: .http, host: .ipv4([192, 0, 2, 1]), path: "/f")),
+                ("http://0.0.0.0/", URLParts(scheme: .http, host: .ipv4([0, 0, 0, 0]))),
+                ("http://[2001:DB8::1]:81/x", URLParts(scheme: .http, host: .ipv6([0x20, 0x01, 0x0d, 0xb8] + [UInt8](repeating: 0, count: 11) + [1]), port: 81, path: "/x")),
+                ("http://[::ffff:192.0.2.1]/", URLParts(scheme: .http, host: .ipv6([UInt8](repeating: 0, count: 10) + [0xff, 0xff, 192, 0, 2, 1]))),
+                ("http://[::]/", URLParts(scheme: .http, host: .ipv6([UInt8](repeating: 0, count: 16)))),
+                ("ftp://ftp.example.org/pub/f.tar", URLParts(scheme: .ftp, host: .name("ftp.example.org"), port: 21, path: "/pub/f.tar")),
+                ("http://h:/p", URLParts(scheme: .http, host: .name("h"), port: 80, path: "/p")),
+                ("http://h/a/./b/../c/", URLParts(scheme: .http, host: .name("h"), path: "/a/c/")),
+                ("http://h/../../x", URLParts(scheme: .http, host: .name("h"), path: "/x")),
+                ("http://h?q", URLParts(scheme: .http, host: .name("h"), path: "/", query: "q")),
+                ("http://h/?", URLParts(scheme: .http, host: .name("h"), path: "/", query: "")),
+                ("http://my_host.example.org./a%20b", URLParts(scheme: .http, host: .name("my_host.example.org."), path: "/a%20b")),
+                ("http://h/p;x=1,2:@!$&'()*+~", URLParts(scheme: .http, host: .name("h"), path: "/p;x=1,2:@!$&'()*+~")),
+            ]
+            for (text, expected) in cases {
+                let parsed = try url(text)
+                #expect(parsed == expected, "\(text)")
+                // Written out, it parses to the same value.
+                #expect(try url(parsed.description) == parsed, "\(parsed)")
+            }
+            let parts = try url("http://Example.org:8080/a?b")
+            #expect(parts.target == "/a?b" && parts.authority == "example.org:8080")
+            #expect(parts.description == "http://example.org:8080/a?b")
+            #expect(try url("http://[::1]:80/").authority == "[::1]")
+        }
+
+        @Test func rejectsEverythingElse() {
+            let long = "http://h/" + String(repeating: "a", count: URLParts.maxLength)
+            let cases: [(String, String)] = [
+                ("https://h/", "unsupported scheme \"https\""),
+                ("file:///etc/passwd", "unsupported scheme \"file\""),
+                ("example.org/x", "no scheme"),
+                ("//h/x", "no scheme"),
+                ("http:/h", "no //host after http:"),
+                ("http://", "no host"),
+                ("http:///x", "no host"),
+                ("http://user:pw@h/", "user names and passwords"),
+                ("http://h:0/", "invalid port"),
+                ("http://h:65536/", "invalid port"),
+                ("http://h:8a/", "invalid port"),
+                ("http://h:-1/", "invalid port"),
+                ("http://h:1:2/", "invalid port"),
+                ("http://256.1.1.1/", "invalid IPv4 address"),
+                ("http://1.2.3/", "invalid IPv4 address"),
+                ("http://127.1/", "invalid IPv4 address"),
+                ("http://01.2.3.4/", "invalid IPv4 address"),
+                ("http://1.2.3.4.5/", "invalid IPv4 address"),
+                ("http://foo.123/", "invalid IPv4 address"),
+                ("http://[::1/", "an IPv6 address without ]"),
+                ("http://[::1]x/", "\"x\" after an IPv6 address"),
+                ("http://[fe80::1%25eth0]/", "invalid IPv6 address"),
+                ("http://[1:2:3:4:5:6:7:8:9]/", "invalid IPv6 address"),
+                ("http://[1:2:3:4:5:6:7]/", "invalid IPv6 address"),
+                ("http://[1::2::3]/", "invalid IPv6 address"),
+                ("http://[1:2:3:4::5:6:7:8]/", "invalid IPv6 address"),      // :: stands for at least one group
+                ("http://[12345::]/", "invalid IPv6 address"),
+                ("http://[v1.x]/", "invalid IPv6 address"),
+                ("http://[::1.2.3.4.5]/", "invalid IPv6 address"),
+                ("http://a..b/", "invalid host name"),
+                ("http://a!b/", "invalid host name"),
+                ("http://" + String(repeating: "a", count: 64) + ".org/", "invalid host name"),
+                ("http://h/a b", "a space"),
+                ("http://h/\u{e9}", "a non-ASCII byte"),
+                ("http://h/\u{7}", "a control character"),
+                ("http://h/a%zz", "invalid percent escape in the path"),
+                ("http://h/a%2", "invalid percent escape in the path"),
+                ("http://h/a\\b", "\"\\\" in the path"),
+                ("http://h/a\"b", "\"\"\" in the path"),
+                ("http://h/?a{b}", "\"{\" in the query"),
+                ("http://h/[x]", "\"[\" in the path"),
+                (long, "URL longer than 8192 bytes"),
+            ]
+            for (text, message) in cases {
+                let error = urlError(text)
+                #expect(error?.hasPrefix(message) == true, "\(text.prefix(80)): \(error ?? "no error")")
+            }
+        }
+
+        @Test func writesIPv6AsRFC5952() throws {
+            let cases: [(String, String)] = [
+                ("::", "::"),
+                ("::1", "::1"),
+                ("1::", "1::"),
+                ("2001:db8:0:0:1:0:0:1", "2001:db8::1:0:0:1"),
+                ("1:0:0:2:0:0:0:3", "1:0:0:2::3"),
+                ("1:2:3:4:5:6:7:8", "1:2:3:4:5:6:7:8"),
+                ("1:0:3:4:5:6:7:8", "1:0:3:4:5:6:7:8"),
+                ("0001:00:0:0:0:0:0:000a", "1::a"),
+                ("::ffff:1.2.3.4", "::ffff:102:304"),
+            ]
+            for (text, expected) in cases {
+                #expect(try url("http://[\(text)]/").host.description == "[\(expected)]", "\(text)")
+            }
+        }
+
+        /// RFC 3986 section 5.4's examples, with this parser's normalizations: an empty path is `/`.
+        @Test func resolvesReferencesAsRFC3986Does() throws {
+            let base = try url("http://a/b/c/d;p?q")
+            let cases: [(String, String)] = [
+                ("g", "http://a/b/c/g"), ("./g", "http://a/b/c/g"), ("g/", "http://a/b/c/g/"), ("/g", "http://a/g"),
+                ("//g", "http://g/"), ("?y", "http://a/b/c/d;p?y"), ("g?y", "http://a/b/c/g?y"), ("#s", "http://a/b/c/d;p?q"),
+                ("g#s", "http://a/b/c/g"), ("g?y#s", "http://a/b/c/g?y"), (";x", "http://a/b/c/;x"), ("g;x", "http://a/b/c/g;x"),
+                ("", "http://a/b/c/d;p?q"), (".", "http://a/b/c/"), ("./", "http://a/b/c/"), ("..", "http://a/b/"),
+                ("../", "http://a/b/"), ("../g", "http://a/b/g"), ("../..", "http://a/"), ("../../", "http://a/"),
+                ("../../g", "http://a/g"), ("../../../g", "http://a/g"), ("../../../../g", "http://a/g"), ("/./g", "http://a/g"),
+                ("/../g", "http://a/g"), ("g.", "http://a/b/c/g."), (".g", "http://a/b/c/.g"), ("g..", "http://a/b/c/g.."),
+                ("..g", "http://a/b/c/..g"), ("./../g", "http://a/b/g"), ("./g/.", "http://a/b/c/g/"), ("g/./h", "http://a/b/c/g/h"),
+                ("g/../h", "http://a/b/c/h"), ("g;x=1/./y", "http://a/b/c/g;x=1/y"), ("g;x=1/../y", "http://a/b/c/y"),
+                ("http://other:8080/x?y", "http://other:8080/x?y"), ("//[::1]:81", "http://[::1]:81/"),
+            ]
+            for (reference, expected) in cases {
+                #expect(try base.resolving(reference).description == expected, "\(reference)")
+            }
+            #expect(throws: URLPartsError.self) { try base.resolving("g:h") }
+            #expect(throws: URLPartsError.self) { try base.resolving("https://a/") }
+            #expect(throws: URLPartsError.self) { try base.resolving("a b") }
+            #expect(throws: URLPartsError.self) { try base.resolving("//user@h/") }
+        }
+    }
+}
+
+// MARK: - Records
+
+private let someURL = URLParts(scheme: .http, host: .name("example.org"), port: 8080, path: "/files/big%20one.iso", query: "v=1")
+
+extension DownloadTests {
+    @Suite(.timeLimit(.minutes(5)))
+    struct Records {
+        @Test func roundTrips() throws {
+            let records = [
+                DownloadRecord(url: someURL),
+                DownloadRecord(url: someURL, validator: .etag("\"1a2b-400\""), total: 1024, offset: 512, digest: .sha256(Array(0..<32))),
+                DownloadRecord(url: someURL, validator: .etag("\"back\\slash\""), total: nil, offset: 7, digest: .md5(Array(100..<116))),
+                DownloadRecord(url: someURL, validator: .lastModified("Sun, 06 Nov 1994 08:49:37 GMT"), total: 0, offset: 0),
+                DownloadRecord(url: URLParts(scheme: .http, host: .ipv6([UInt8](repeating: 0, count: 15) + [1])), total: Int.max, offset: Int.max),
+            ]
+            for record in records {
+                let text = record.encoded()
+                #expect(DownloadRecord.decode(text) == record, "\(text)")
+                #expect(text.hasPrefix("netlife-download 1\n") && text.hasSuffix("\n"))
+            }
+            #expect(records[1].encoded() == """
+                netlife-download 1
+                url=http://example.org:8080/files/big%20one.iso?v=1
+                etag="1a2b-400"
+                total=1024
+                offset=512
+                sha-256=000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f
+
+                """)
+            #expect(records[2].encoded().contains("etag=\"back\\\\slash\"\n"))
+        }
+
+        @Test func decodesGarbageToNil() {
+            let good = DownloadRecord(url: someURL, validator: .etag("\"e\""), total: 10, offset: 5).encoded()
+            #expect(DownloadRecord.decode(good) != nil)
+            let head = "netlife-download 1\nurl=http://h/\n"
+            let cases = [
+                "", "\n", "netlife-download 2\nurl=http://h/\noffset=0\n", "netlife-download 1", head, "netlife-download 1\noffset=0\n",
+                good.replacingFirst("offset=5", with: "offset=-5"), good.replacingFirst("offset=5", with: "offset=11"),
+                good.replacingFirst("offset=5", with: "offset=5x"), good.replacingFirst("offset=5", with: "offset="),
+                good.replacingFirst("total=10", with: "total=99999999999999999999"), good + "offset=5\n", good + "colour=blue\n",
+                good + "no equals sign\n", good.replacingFirst("url=http://", with: "url=https://"),
+                good.replacingFirst("url=http://example.org:8080", with: "url=http://example.org:0"),
+                good.replacingFirst("etag=\"e\"", with: "etag=W/\"e\""), good.replacingFirst("etag=\"e\"", with: "etag=e"),
+                good.replacingFirst("etag=\"e\"", with: "etag=\"e\\q\""), good.replacingFirst("etag=\"e\"", with: "etag=\"e\\"),
+                good + "last-modified=Sun, 06 Nov 1994 08:49:37 GMT\n", head + "offset=0\nlast-modified=yesterday\n",
+                head + "offset=0\nsha-256=00\n", head + "offset=0\nmd5=" + String(repeating: "0", count: 31) + "\n",
+                head + "offset=0\nmd5=" + String(repeating: "g", count: 32) + "\n",
+                head + "offset=0\nsha-256=" + String(repeating: "0", count: 64) + "\nmd5=" + String(repeating: "0", count: 32) + "\n",
+                good.replacingFirst("\n", with: "\r\n"), good + "\n\n", "\u{0}\u{1}\u{2}",
+                head + "offset=0\n" + String(repeating: "#", count: DownloadRecord.maxEncodedBytes),
+            ]
+            for text in cases {
+                #expect(DownloadRecord.decode(text) == nil, "\(text.prefix(200).debugDescription)")
+            }
+        }
+
+        @Test func survivesRandomMutations() {
+            // Deterministic pseudo-random edits of a good record: decode never traps, and what it accepts
+            // encodes back to text that decodes to the same record.
+            let good = Array(DownloadRecord(url: someURL, validator: .etag("\"a\\b\""), total: 1000, offset: 999,
+                                            digest: .md5(Array(0..<16))).encoded().utf8)
+            var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+            func next() -> Int {
+                state = state &* 6364136223846793005 &+ 1442695040888963407
+                return Int(truncatingIfNeeded: state >> 33)
+            }
+            var accepted = 0
+            for _ in 0..<3000 {
+                var text = good
+                for _ in 0..<(1 + next() % 3) {
+                    let position = next() % text.count
+                    switch next() % 3 {
+                    case 0: text[position] = UInt8(truncatingIfNeeded: next())
+                    case 1: text.remove(at: position)
+                    default: text.insert(Array("=\\\n0\"".utf8)[next() % 5], at: position)
+                    }
+                }
+                if let record = DownloadRecord.decode(String(decoding: text, as: UTF8.self)) {
+                    accepted += 1
+                    #expect(DownloadRecord.decode(record.encoded()) == record)
+                }
+            }
+            #expect(accepted > 0 && accepted < 3000)
+        }
+    }
+}
+
+private extension String {
+    func replacingFirst(_ target: String, with replacement: String) -> String {
+        replacing(target, with: replacement, maxReplacements: 1)
+    }
+}
+
+// MARK: - The state machine, against a fake server through a fake shell
+
+private typealias Action = ResumableDownload.Action
+
+/// Deterministic bytes: different seeds give different contents.
+private func content(_ count: Int, seed: Int = 0) -> [UInt8] {
+    (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 / 251 &+ seed) }
+}
+
+/// A stand-in for SHA-256 and MD5 (the shell computes real ones): a different content gives different bytes.
+private func fakeDigest(_ data: [UInt8], _ algorithm: DigestAlgorithm) -> ContentDigest {
+    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+    for byte in data { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+    let bytes = (0..<(algorithm == .sha256 ? 32 : 16)).map { UInt8(truncatingIfNeeded: (hash &* UInt64($0 * 2 + 1)) >> 29) }
+    return algorithm == .sha256 ? .sha256(bytes) : .md5(bytes)
+}
+
+private func base64(_ bytes: [UInt8]) -> String {
+    let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+    var text: [UInt8] = []
+    for start in stride(from: 0, to: bytes.count, by: 3) {
+        let group = Array(bytes[start..<min(start + 3, bytes.count)])
+        let value = group.enumerated().reduce(0) { $0 | Int($1.element) << (16 - 8 * $1.offset) }
+        for index in 0..<4 {
+            text.append(index <= group.count ? alphabet[(value >> (18 - 6 * index)) & 63] : UInt8(ascii: "="))
+        }
+    }
+    return String(decoding: text, as: UTF8.self)
+}
+
+/// A server with one representation, answering as the http service and nginx do, with switches for the
+/// servers the rules defend against.
+private struct FakeServer {
+    enum Framing { case length, chunked, close }
+
+    var content: [UInt8]
+    var etag: String? = "\"v1\""
+    var lastModified: String?
+    var date: String?
+    var acceptRanges = true
+    var honorsRanges = true
+    var honorsIfRange = true
+    /// A 206 carries at most this many bytes.
+    var rangeCap: Int?
+    var framing = Framing.length
+    var informational = false
+    var extraFields: [String] = []
+    /// Request targets answered with a 302 to the Location given.
+    var redirects: [String: String] = [:]
+    /// An answer to every request, instead of the representation.
+    var fixedStatus: String?
+    private(set) var requests: [HTTPClientRequest] = []
+
+    init(content: [UInt8]) { self.content = content }
+
+    mutating func respond(to request: HTTPClientRequest) -> [UInt8] {
+        requests.append(request)
+        let prefix = informational ? "HTTP/1.1 100 Continue\r\n\r\n" : ""
+        if let location = redirects[request.url.target] {
+            return bytes(prefix + "HTTP/1.1 302 Found\r\nLocation: \(location)\r\nContent-Length: 0\r\n\r\n")
+        }
+        if let fixedStatus { return bytes(prefix + "HTTP/1.1 \(fixedStatus)\r\nContent-Length: 3\r\n\r\nerr") }
+        var fields = extraFields
+        if let etag { fields.append("ETag: \(etag)") }
+        if let lastModified { fields.append("Last-Modified: \(lastModified)") }
+        if let date { fields.append("Date: \(date)") }
+        if acceptRanges { fields.append("Accept-Ranges: bytes") }
+        var status = "200 OK"
+        var body = content[...]
+        if honorsRanges, let range = request.value(of: "range"), range.hasPrefix("bytes="), range.hasSuffix("-"),
+           let from = Int(range.dropFirst(6).dropLast()) {
+            let ifRange = request.value(of: "if-range")
+            if ifRange == nil || !honorsIfRange || ifRange == etag || (etag == nil && ifRange == lastModified) {
+                if from >= content.count {
+                    status = "416 Range Not Satisfiable"
+                    fields.append("Content-Range: bytes */\(content.count)")
+                    body = []
+                } else {
+                    let end = min(content.count, from + (rangeCap ?? content.count))
+                    status = "206 Partial Content"
+                    fields.append("Content-Range: bytes \(from)-\(end - 1)/\(content.count)")
+                    body = content[from..<end]
+                }
+            }
+        }
+        if request.method == "HEAD" {
+            fields.append("Content-Length: \(body.count)")
+            body = []
+        } else {
+            switch framing {
+            case .length: fields.append("Content-Length: \(body.count)")
+            case .chunked: fields.append("Transfer-Encoding: chunked")
+            case .close: break
+            }
+        }
+        var response = bytes(prefix + "HTTP/1.1 \(status)\r\n" + fields.map { $0 + "\r\n" }.joined() + "\r\n")
+        if framing == .chunked && request.method != "HEAD" {
+            for start in stride(from: body.startIndex, to: body.endIndex, by: 5) {
+                let chunk = body[start..<min(start + 5, body.endIndex)]
+                response += bytes(String(chunk.count, radix: 16) + "\r\n") + chunk + bytes("\r\n")
+            }
+            response += bytes("0\r\n\r\n")
+        } else {
+            response += body
+        }
+        return response
+    }
+}
+
+/// Performs actions as the real shell will, on files and a connection kept in memory, and checks the
+/// machine's promises on the way: one connection at a time, no cut past the part's end, no record that
+/// vouches for more bytes than the part holds, every record readable back.
+private struct FakeShell {
+    var part: [UInt8] = []
+    var recordFile: String?
+    var output: [UInt8]?
+    var performed: [Action] = []
+    /// Body bytes are written in pieces of this size.
+    var pieceSize = 7
+    /// Once the part holds this many bytes, the app pauses the download (and the next run does not).
+    var pauseAt: Int?
+    /// Once the part holds this many bytes, the daemon dies: nothing more happens.
+    var crashAt: Int?
+    private var response: [UInt8]?
+    private var crashed = false
+
+    /// The download a restarted daemon makes from the files.
+    func reopened(_ url: URLParts, recordInterval: Int = ResumableDownload.defaultRecordInterval) -> ResumableDownload {
+        ResumableDownload(url: url, existing: recordFile.flatMap(DownloadRecord.decode), partSize: part.count, recordInterval: recordInterval)
+    }
+
+    /// Performs `actions` and everything they lead to (after a crash, as the restarted daemon).
+    mutating func run(_ actions: [Action], _ download: inout ResumableDownload, _ server: inout FakeServer) {
+        if crashed {
+            crashed = false
+            response = nil
+        }
+        var queue = actions
+        while !queue.isEmpty && !crashed {
+            queue += perform(queue.removeFirst(), &download, &server)
+        }
+    }
+
+    private mutating func perform(_ action: Action, _ download: inout ResumableDownload, _ server: inout FakeServer) -> [Action] {
+        performed.append(action)
+        switch action {
+        case .sendRequest(let request):
+            #expect(response == nil, "a request while a connection is open")
+            var input = server.respond(to: request)
+            var parser = HTTPResponseParser()
+            guard let (head, consumed) = try? parser.consume(input) else {
+                response = []
+                return download.connectionFailed("bad response head")
+            }
+            input.removeFirst(consumed)
+            response = input
+            return download.responseHead(head)
+        case .appendBody(let framing):
+            let input = response ?? []
+            var body: [UInt8]
+            var complete = true
+            switch framing {
+            case .none: body = []
+            case .length(let count):
+                body = Array(input.prefix(count))
+                complete = body.count == count
+            case .chunked:
+                guard let decoded = try? decodeChunked([input]), decoded.finished else { return download.connectionFailed("bad chunk") }
+                body = decoded.body
+            case .untilClose: body = input
+            }
+            var offset = 0
+            while offset < body.count {
+                var count = min(pieceSize, body.count - offset)
+                if let limit = crashAt ?? pauseAt { count = min(count, max(0, limit - part.count)) }
+                if count > 0 {
+                    part += body[offset..<(offset + count)]
+                    offset += count
+                    let events = download.bodyBytes(count)
+                    events.forEach { _ = perform($0, &download, &server) }
+                    if events.contains(.closeConnection) { return [] }
+                }
+                if let crashAt, part.count >= crashAt {
+                    crashed = true
+                    return []
+                }
+                if let pauseAt, part.count >= pauseAt {
+                    self.pauseAt = nil
+                    return download.pause("background task expired")
+                }
+            }
+            return complete ? download.bodyEnded() : download.connectionFailed("connection reset")
+        case .closeConnection:
+            response = nil
+        case .truncatePart(let size):
+            #expect(size <= part.count, "a cut to \(size) of a part of \(part.count) bytes")
+            part = Array(part.prefix(size))
+        case .writeRecord(let record):
+            #expect(record.offset <= part.count, "a record of \(record.offset) bytes for a part of \(part.count)")
+            #expect(DownloadRecord.decode(record.encoded()) == record)
+            recordFile = record.encoded()
+        case .computeDigest(let algorithm):
+            return download.digestComputed(fakeDigest(part, algorithm))
+        case .renameIntoPlace:
+            output = part
+            part = []
+        case .removeRecord:
+            recordFile = nil
+        case .report:
+            break
+        }
+        return []
+    }
+
+    /// The record on disk.
+    var record: DownloadRecord? { recordFile.flatMap(DownloadRecord.decode) }
+}
+
+private let fileURL = URLParts(scheme: .http, host: .name("example.org"), path: "/files/a.iso")
+
+/// The fields every request carries.
+private func baseHeaders(host: String = "example.org") -> [HTTPHeader] {
+    [HTTPHeader(name: "Host", value: host), HTTPHeader(name: "User-Agent", value: "netlifed"),
+     HTTPHeader(name: "Accept-Encoding", value: "identity"), HTTPHeader(name: "Connection", value: "close")]
+}
+
+private func get(_ url: URLParts = fileURL, from offset: Int? = nil, ifRange: String = "\"v1\"") -> Action {
+    var headers = baseHeaders(host: url.authority)
+    if let offset {
+        headers += [HTTPHeader(name: "Range", value: "bytes=\(offset)-"), HTTPHeader(name: "If-Range", value: ifRange)]
+    }
+    return .sendRequest(HTTPClientRequest(method: "GET", url: url, headers: headers))
+}
+
+private func response(_ status: Int, _ fields: [(String, String)]) -> HTTPResponseHead {
+    HTTPResponseHead(status: status, headers: fields.map { HTTPHeader(name: HTTPSyntax.lowercased($0.0), value: $0.1) })
+}
+
+/// A download paused at `offset` of `total` bytes of the representation tagged `"v1"`, started again.
+private func resumedAt(_ offset: Int, total: Int? = 1000, validator: DownloadValidator = .etag("\"v1\"")) -> (ResumableDownload, [Action]) {
+    let record = DownloadRecord(url: fileURL, validator: validator, total: total, offset: offset)
+    var download = ResumableDownload(url: fileURL, existing: record, partSize: offset)
+    let actions = download.start()
+    return (download, actions)
+}
+
+extension DownloadTests {
+    @Suite(.timeLimit(.minutes(5)))
+    struct Machine {
+        @Test func aFreshDownloadIsDoneAndRenamedIntoPlace() {
+            let data = content(1000)
+            for framing in [FakeServer.Framing.length, .chunked, .close] {
+                var server = FakeServer(content: data)
+                server.framing = framing
+                server.informational = framing == .chunked
+                var download = ResumableDownload(url: fileURL, existing: nil, partSize: 0)
+                var shell = FakeShell()
+                shell.run(download.start(), &download, &server)
+                #expect(shell.output == data && shell.recordFile == nil && download.state == .done, "\(framing)")
+                #expect(download.bytesDone == 1000 && download.total == 1000)
+                let bodyFraming: HTTPBodyFraming = framing == .length ? .length(1000) : framing == .chunked ? .chunked : .untilClose
+                let firstRecord = DownloadRecord(url: fileURL, validator: .etag("\"v1\""), total: framing == .length ? 1000 : nil)
+                #expect(shell.performed == [
+                    .report(.running), get(), .truncatePart(to: 0), .writeRecord(firstRecord), .appendBody(bodyFraming),
+                    .closeConnection, .renameIntoPlace, .removeRecord, .report(.done),
+                ], "\(framing)")
+            }
+            guard case .sendRequest(let request) = get() else { return }
+            #expect(request.serialized == "GET /files/a.iso HTTP/1.1\r\nHost: example.org\r\nUser-Agent: netlifed\r\n"
+                + "Accept-Encoding: identity\r\nConnection: close\r\n\r\n")
+        }
+
+        @Test func pausedDownloadsResumeWithRangeAndIfRange() {
+            let data = content(1000)
+            var server = FakeServer(content: data)
+            var download = ResumableDownload(url: fileURL, existing: nil, partSize: 0, recordInterval: 100)
+            var shell = FakeShell()
+            shell.pauseAt = 350
+            shell.run(download.start(), &download, &server)
+            #expect(download.state == .paused("background task expired") && download.bytesDone == 350)
+            #expect(shell.part == Array(data.prefix(350)))
+            #expect(shell.record == DownloadRecord(url: fileURL, validator: .etag("\"v1\""), total: 1000, offset: 350))
+            // Records every 100 bytes appended, and one at the pause.
+            let offsets = shell.performed.compactMap { action -> Int? in
+                if case .writeRecord(let record) = action { return record.offset }
+                return nil
+            }
+            #expect(offsets == [0, 105, 210, 315, 350])
+            #expect(shell.performed.suffix(3) == [.closeConnection, .writeRecord(shell.record!), .report(.paused("background task expired"))])
+
+            // The next foreground: a new value from the files, as after a daemon restart.
+            download = shell.reopened(fileURL)
+            #expect(download.state == .idle && download.bytesDone == 350 && download.total == 1000)
+            shell.performed = []
+            shell.run(download.start(), &download, &server)
+            #expect(server.requests.last?.value(of: "Range") == "bytes=350-")
+            #expect(server.requests.last?.value(of: "If-Range") == "\"v1\"")
+            #expect(shell.performed.prefix(3) == [.report(.running), get(from: 350), .appendBody(.length(650))])
+            #expect(shell.output == data && download.state == .done && shell.recordFile == nil)
+        }
+
+        @Test func withoutAnETagTheLastModifiedDateIsTheValidator() {
+            let data = content(800)
+            var server = FakeServer(content: data)
+            server.etag = nil
+            server.lastModified = "Sun, 29 Nov 2026 10:00:00 GMT"
+            server.date = "Mon, 30 Nov 2026 10:00:00 GMT"
+            var download = ResumableDownload(url: fileURL, existing: nil, partSize: 0)
+            var shell = FakeShell()
+            shell.pauseAt = 500
+            shell.run(download.start(), &download, &server)
+            #expect(shell.record?.validator == .lastModified("Sun, 29 Nov 2026 10:00:00 GMT"))
+            download = shell.reopened(fileURL)
+            shell.run(download.start(), &download, &server)
+            #expect(server.requests.last?.value(of: "Range") == "bytes=500-")
+            #expect(server.requests.last?.value(of: "If-Range") == "Sun, 29 Nov 2026 10:00:00 GMT")
+            #expect(shell.output == data && download.state == .done)
+        }
+
+        /// What the server says that makes a resume impossible: each restarts from 0 with no Range.
+        @Test func withoutAStrongValidatorOrRangesTheDownloadStartsOver() {
+            let cases: [(String, (inout FakeServer) -> Void)] = [
+                ("weak ETag", { $0.etag = "W/\"v1\"" }),
+                ("weak ETag and Last-Modified", { $0.etag = "W/\"v1\""; $0.lastModified = "Sun, 29 Nov 2026 10:00:00 GMT" }),
+                ("malformed ETag", { $0.etag = "v1" }),
+                ("two ETags", { $0.extraFields = ["ETag: \"v0\""] }),
+                ("no validator", { $0.etag = nil }),
+                ("Last-Modified in the Date's second", {
+                    $0.etag = nil
+                    $0.lastModified = "Sun, 29 Nov 2026 10:00:00 GMT"
+                    $0.date = "Sun, 29 Nov 2026 10:00:00 GMT"
+                }),
+                ("invalid Last-Modified", { $0.etag = nil; $0.lastModified = "yesterday" }),
+                ("no Accept-Ranges", { $0.acceptRanges = false }),
+                ("Accept-Ranges: none", { $0.acceptRanges = false; $0.extraFields = ["Accept-Ranges: none"] }),
+            ]
+            let data = content(600)
+            for (name, configure) in cases {
+                var server = FakeServer(content: data)
+                configure(&server)
+                var download = ResumableDownload(url: fileURL, existing: nil, partSize: 0)
+                var shell = FakeShell()
+                shell.pauseAt = 200
+                shell.run(download.start(), &download, &server)
+                #expect(shell.record?.validator == nil && shell.record?.offset == 200, "\(name)")
+                download = shell.reopened(fileURL)
+                shell.performed = []
+                shell.run(download.start(), &download, &server)
+                #expect(server.requests.count == 2 && server.requests[1].value(of: "Range") == nil, "\(name)")
+                #expect(server.requests[1].value(of: "If-Range") == nil, "\(name)")
+                #expect(shell.performed.prefix(3) == [.report(.running), .truncatePart(to: 0), get()], "\(name)")
+                #expect(shell.output == data && download.state == .done, "\(name)")
+            }
+        }
+
+        @Test func aChangedEntityStartsOverWithoutCorruption() {
+            let first = content(1000, seed: 1)
+            let second = content(900, seed: 2)
+            for honorsIfRange in [true, false] {
+                var server = FakeServer(content: first)
+                var download = ResumableDownload(url: fileURL, existing: nil, partSize: 0)
+                var shell = FakeShell()
+                shell.pauseAt = 400
+                shell.run(download.start(), &download, &server)
+                // The file changes on the server between the two halves.
+                server.content = second
+                server.etag = "\"v2\""
+                server.honorsIfRange = honorsIfRange
+                download = shell.reopened(fileURL)
+                shell.performed = []
+                shell.run(download.start(), &download, &server)
+                #expect(shell.output == second && download.state == .done, "honorsIfRange \(honorsIfRange)")
+                #expect(server.requests[1].value(of: "If-Range") == "\"v1\"")
+                let newRecord = DownloadRecord(url: fileURL, validator: .etag("\"v2\""), total: 900)
+                if honorsIfRange {
+                    // 200: the part is cut before the first byte of the new entity is appended.
+                    #expect(shell.performed.prefix(5) == [.report(.running), get(from: 400), .truncatePart(to: 0),
+                                                          .writeRecord(newRecord), .appendBody(.length(900))])
+                } else {
+                    // A server that ignores If-Range answers 206 with the new ETag: rejected.
+                    #expect(shell.performed.prefix(7) == [.report(.running), get(from: 400), .closeConnection, .truncatePart(to: 0), get(),
+                                                          .truncatePart(to: 0), .writeRecord(newRecord)])
+                    #expect(server.requests.count == 3)
+                }
+            }
+        }
+
+        @Test func a206AppendsOnlyAtTheOffsetAndTotalRecorded() {
+            let restart: [Action] = [.closeConnection, .truncatePart(to: 0), get()]
+            let cases: [(String, [(String, String)], DownloadValidator)] = [
+                ("wrong offset", [("Content-Range", "bytes 50-999/1000")], .etag("\"v1\"")),
+                ("later offset", [("Content-Range", "bytes 101-999/1000")], .etag("\"v1\"")),
+                ("other total", [("Content-Range", "bytes 100-1099/1100")], .etag("\"v1\"")),
+                ("past the total", [("Content-Range", "bytes 100-1000/*")], .etag("\"v1\"")),
+                ("no Content-Range", [("Content-Type", "multipart/byteranges; boundary=x")], .etag("\"v1\"")),
+                ("unsatisfied form", [("Content-Range", "bytes */1000")], .etag("\"v1\"")),
+                ("length disagrees", [("Content-Range", "bytes 100-999/1000"), ("Content-Length", "800")], .etag("\"v1\"")),
+                ("other ETag", [("Content-Range", "bytes 100-999/1000"), ("ETag", "\"v2\"")], .etag("\"v1\"")),
+                ("other date", [("Content-Range", "bytes 100-999/1000"), ("Last-Modified", "Mon, 30 Nov 2026 10:00:00 GMT")],
+                 .lastModified("Sun, 29 Nov 2026 10:00:00 GMT")),
+            ]
+            for (name, fields, validator) in cases {
+                var (download, _) = resumedAt(100, validator: validator)
+                #expect(download.responseHead(response(206, fields)) == restart, "\(name)")
+                #expect(download.bytesDone == 0 && download.total == nil && download.state == .running, "\(name)")
+            }
+            // At the offset, with the same total and validator: appended.
+            var (download, actions) = resumedAt(100)
+            #expect(actions == [.report(.running), get(from: 100)])
+            let good = response(206, [("Content-Range", "bytes 100-999/1000"), ("Content-Length", "900"), ("ETag", "\"v1\"")])
+            #expect(download.responseHead(good) == [.appendBody(.length(900))])
+            // A record without a total learns it from the 206.
+            (download, _) = resumedAt(100, total: nil)
+            let learned = DownloadRecord(url: fileURL, validator: .etag("\"v1\""), total: 1000, offset: 100)
+            #expect(download.responseHead(response(206, [("Content-Range", "bytes 100-999/1000")])) == [.writeRecord(learned), .appendBody(.untilClose)])
+            // A total of `*` does not contradict the record.
+            (download, _) = resumedAt(100)
+            #expect(download.responseHead(response(206, [("Content-Range", "bytes 100-199/*")])) == [.appendBody(.untilClose)])
+        }
+
+        @Test func a200OnResumeCutsThePartFirst() {
+            let data = content(700)
+            var server = FakeServer(content: data)
+            server.honorsRanges = false
+            var download = ResumableDownload(url: fileURL, existing: nil, partSize: 0)
+            var shell = FakeShell()
+            shell.pauseAt = 300
+            shell.run(download.start(), &download, &server)
+            download = shell.reopened(fileURL)
+            shell.performed = []
+            shell.run(download.start(), &download, &server)
+            #expect(server.requests[1].value(of: "Range") == "bytes=300-")
+            #expect(shell.performed.prefix(4) == [.report(.running), get(from: 300), .truncatePart(to: 0),
+                                                  .writeRecord(DownloadRecord(url: fileURL, validator: .etag("\"v1\""), total: 700))])
+            #expect(shell.output == data && download.state == .done)
+        }
+
+        @Test func a416IsRevalidatedWithHEAD() {
+            // A chunked first response gives no total: a part paused at the very end asks for more and gets 416.
+            let data = content(500)
+            var server = FakeServer(content: data)
+            server.framing = .chunked
+            var download = ResumableDownload(url: fileURL, existing: nil, partSize: 0)
+            var shell = FakeShell()
+            shell.pauseAt = 500
+            shell.run(download.start(), &download, &server)
+            #expect(shell.record == DownloadRecord(url: fileURL, validator: .etag("\"v1\""), total: nil, offset: 500))
+            download = shell.reopened(fileURL)
+            shell.run(download.start(), &download, &server)
+            #expect(server.requests.map(\.method) == ["GET", "GET", "HEAD"])
+            #expect(server.requests[2].value(of: "Range") == nil && server.requests[2].value(of: "If-Range") == nil)
+            #expect(shell.output == data && download.state == .done)
+
+            // The HEAD decides, as values.
+            let head = HTTPClientRequest(method: "HEAD", url: fileURL, headers: baseHeaders())
+            let complete: [Action] = [.closeConnection, .renameIntoPlace, .removeRecord, .report(.done)]
+            let restart: [Action] = [.closeConnection, .truncatePart(to: 0), get()]
+            let heads: [(HTTPResponseHead, [Action])] = [
+                (response(200, [("ETag", "\"v1\""), ("Content-Length", "500")]), complete),
+                (response(200, [("ETag", "\"v2\""), ("Content-Length", "500")]), restart),
+                (response(200, [("ETag", "\"v1\""), ("Content-Length", "501")]), restart),
+                (response(200, [("ETag", "\"v1\"")]), restart),
+                (response(200, [("Content-Length", "500")]), restart),
+                (response(405, [("Content-Length", "500"), ("ETag", "\"v1\"")]), restart),
+                // A HEAD's Repr-Digest describes the whole representation: it is checked.
+                (response(200, [("ETag", "\"v1\""), ("Content-Length", "500"), ("Repr-Digest", "sha-256=:\(base64(Array(0..<32))):")]),
+                 [.closeConnection, .writeRecord(DownloadRecord(url: fileURL, validator: .etag("\"v1\""), total: 500, offset: 500,
+                                                                digest: .sha256(Array(0..<32)))), .computeDigest(.sha256)]),
+            ]
+            for (index, (answer, expected)) in heads.enumerated() {
+                var (download, _) = resumedAt(500, total: nil)
+                #expect(download.responseHead(response(416, [("Content-Range", "bytes */500")])) == [.closeConnection, .sendRequest(head)])
+                #expect(download.responseHead(answer) == expected, "case \(index)")
+            }
+        }
+
+        @Test func redirectsAreFollowedFiveTimesToHTTPOnly() {
+            let data = content(300)
+            var server = FakeServer(content: data)
+            server.redirects = ["/files/a.iso": "../b/c", "/b/c": "/d?x=1", "/d?x=1": "//mirror.example.org:8080/e",
+                                "/e": "http://mirror.example.org:8080/f", "/f": "g"]
+            var download = ResumableDownload(url: fileURL, existing: nil, partSize: 0)
+            var shell = FakeShell()
+            shell.pauseAt = 100
+            shell.run(download.start(), &download, &server)
+            #expect(server.requests.map(\.url.description) == [
+                "http://example.org/files/a.iso", "http://example.org/b/c", "http://example.org/d?x=1",
+                "http://mirror.example.org:8080/e", "http://mirror.example.org:8080/f", "http://mirror.example.org:8080/g",
+            ])
+            #expect(server.requests.last?.value(of: "Host") == "mirror.example.org:8080")
+            #expect(download.currentURL.description == "http://mirror.example.org:8080/g")
+            // The record keeps the URL asked for; a resume follows the redirects again, with its Range.
+            #expect(shell.record?.url == fileURL && shell.record?.offset == 100)
+            download = shell.reopened(fileURL)
+            shell.run(download.start(), &download, &server)
+            #expect(server.requests.count == 12 && server.requests.suffix(6).allSatisfy { $0.value(of: "Range") == "bytes=100-" })
+            #expect(shell.output == data && download.state == .done)
+
+            // A sixth redirect is one too many.
+            server.redirects["/g"] = "/h"
+            download = ResumableDownload(url: fileURL, existing: nil, partSize: 0)
+            shell = FakeShell()
+            shell.run(download.start(), &download, &server)
+            #expect(download.state == .failed("more than 5 redirects") && shell.output == nil)
+            #expect(shell.performed.suffix(2) == [.closeConnection, .report(.failed("more than 5 redirects"))])
+
+            let failures: [([(String, String)], String)] = [
+                ([("Location", "https://example.org/x")], "redirect to an invalid Location: unsupported scheme \"https\" (only http and ftp)"),
+                ([("Location", "ftp://example.org/x")], "redirect to ftp://example.org/x, but only http is supported"),
+                ([("Location", "/a b")], "redirect to an invalid Location: a space in \"/a b\""),
+                ([], "server answered 301 without a Location"),
+            ]
+            for (fields, reason) in failures {
+                var download = ResumableDownload(url: fileURL, existing: nil, partSize: 0)
+                _ = download.start()
+                #expect(download.responseHead(response(301, fields)) == [.closeConnection, .report(.failed(reason))])
+                #expect(download.state == .failed(reason))
+            }
+        }
+
+        @Test func clientAndServerErrorsFailAndKeepThePart() {
+            let cases: [(String, String)] = [
+                ("404 Not Found", "server answered 404 Not Found"),
+                ("403 Forbidden", "server answered 403 Forbidden"),
+                ("503 Service Unavailable", "server answered 503 Service Unavailable"),
+                ("204 No Content", "unexpected status 204 No Content"),
+                ("304 Not Modified", "unexpected status 304 Not Modified"),
+            ]
+            for (status, reason) in cases {
+                var server = FakeServer(content: content(10))
+                server.fixedStatus = status
+                let record = DownloadRecord(url: fileURL, validator: .etag("\"v1\""), total: 1000, offset: 100)
+                var download = ResumableDownload(url: fileURL, existing: record, partSize: 100)
+                var shell = FakeShell()
+                shell.part = content(100)
+                shell.recordFile = record.encoded()
+                shell.run(download.start(), &download, &server)
+                #expect(download.state == .failed(reason), "\(status)")
+                #expect(shell.performed == [.report(.running), get(from: 100), .closeConnection, .report(.failed(reason))])
+                #expect(shell.part == content(100) && shell.record == record)
+                // A failed download can be started again.
+                server.fixedStatus = nil
+                server.content = content(1000)
+                shell.run(download.start(), &download, &server)
+                #expect(download.state == .done && shell.output == content(1000), "\(status)")
+            }
+            // Answers a broken server gives.
+            var download = ResumableDownload(url: fileURL, existing: nil, partSize: 0)
+            _ = download.start()
+            #expect(download.responseHead(response(206, [("Content-Range", "bytes 0-9/10")])) == [.closeConnection, .report(.failed("server answered 206 to a request without Range"))])
+            download = ResumableDownload(url: fileURL, existing: nil, partSize: 0)
+            _ = download.start()
+            #expect(download.responseHead(response(416, [])) == [.closeConnection, .report(.failed("server answered 416"))])
+        }
+
+        @Test func digestsAreVerifiedBeforeTheRename() {
+            let data = content(640)
+            let right = fakeDigest(data, .sha256).bytes
+            let wrong = fakeDigest(content(640, seed: 9), .sha256).bytes
+            let rightMD5 = fakeDigest(data, .md5).bytes
+            let cases: [(String, [String], DigestAlgorithm?, Bool)] = [
+                ("sha-256", ["Repr-Digest: sha-256=:\(base64(right)):"], .sha256, true),
+                ("sha-256 among others", ["Repr-Digest: sha-512=:AAAA:, sha-256=:\(base64(right)):;p=1"], .sha256, true),
+                ("wrong sha-256", ["Repr-Digest: sha-256=:\(base64(wrong)):"], .sha256, false),
+                ("md5", ["Content-MD5: \(base64(rightMD5))"], .md5, true),
+                ("sha-256 over md5", ["Content-MD5: \(base64(fakeDigest([], .md5).bytes))", "Repr-Digest: sha-256=:\(base64(right)):"], .sha256, true),
+                ("unknown algorithm", ["Repr-Digest: sha-512=:\(base64(right)):"], nil, true),
+                ("malformed sha-256", ["Repr-Digest: sha-256=\(base64(right))"], nil, true),
+                ("short sha-256", ["Repr-Digest: sha-256=:\(base64(rightMD5)):"], nil, true),
+                ("bad base64", ["Content-MD5: !!!"], nil, true),
+            ]
+            for (name, fields, algorithm, matches) in cases {
+                var server = FakeServer(content: data)
+                server.extraFields = fields
+                var download = ResumableDownload(url: fileURL, existing: nil, partSize: 0)
+                var shell = FakeShell()
+                shell.run(download.start(), &download, &server)
+                let computed = shell.performed.first { if case .computeDigest = $0 { return true } else { return false } }
+                #expect(computed == algorithm.map { Action.computeDigest($0) }, "\(name)")
+                if matches {
+                    #expect(download.state == .done && shell.output == data, "\(name)")
+                } else {
+                    let reason = "the file's sha-256 digest does not match the server's"
+                    #expect(download.state == .failed(reason) && shell.output == nil, "\(name)")
+                    #expect(shell.performed.suffix(3) == [.truncatePart(to: 0), .writeRecord(DownloadRecord(url: fileURL)), .report(.failed(reason))])
+                    #expect(shell.part.isEmpty)
+                }
+            }
+        }
+
+        @Test func theFirstResponsesDigestIsCarriedAcrossAResume() {
+            let data = content(900)
+            let right = "Repr-Digest: sha-256=:\(base64(fakeDigest(data, .sha256).bytes)):"
+            let other = "Repr-Digest: sha-256=:\(base64(fakeDigest(content(5), .sha256).bytes)):"
+            // The 206s carry a digest that does not match: only the 200's counts.
+            var server = FakeServer(content: data)
+            server.extraFields = [right]
+            var download = ResumableDownload(url: fileURL, existing: nil, partSize: 0)
+            var shell = FakeShell()
+            shell.pauseAt = 450
+            shell.run(download.start(), &download, &server)
+            #expect(shell.record?.digest == fakeDigest(data, .sha256))
+            server.extraFields = [other]
+            download = shell.reopened(fileURL)
+            shell.run(download.start(), &download, &server)
+            #expect(download.state == .done && shell.output == data)
+            // Without a digest in the record, a 206's digest is not used either.
+            server.extraFields = []
+            download = ResumableDownload(url: fileURL, existing: nil, partSize: 0)
+            shell = FakeShell()
+            shell.pauseAt = 450
+            shell.run(download.start(), &download, &server)
+            server.extraFields = [other]
+            download = shell.reopened(fileURL)
+            shell.run(download.start(), &download, &server)
+            #expect(!shell.performed.contains(.computeDigest(.sha256)))
+            #expect(download.state == .done && shell.output == data)
+        }
+
+        @Test func aKilledDaemonResumesFromWhatTheRecordVouchesFor() {
+            let data = content(1000)
+            var server = FakeServer(content: data)
+            var download = ResumableDownload(url: fileURL, existing: nil, partSize: 0, recordInterval: 100)
+            var shell = FakeShell()
+            shell.crashAt = 250
+            shell.run(download.start(), &download, &server)
+            // The last record was written at 210; the 40 bytes after it are not vouched for.
+            #expect(shell.part.count == 250 && shell.record?.offset == 210)
+            download = shell.reopened(fileURL, recordInterval: 100)
+            #expect(download.bytesDone == 210)
+            shell.crashAt = nil
+            shell.performed = []
+            shell.run(download.start(), &download, &server)
+            #expect(shell.performed.prefix(3) == [.report(.running), .truncatePart(to: 210), get(from: 210)])
+            #expect(shell.output == data && download.state == .done)
+
+            // A part shorter than its record lost bytes: its prefix is good.
+            let record = DownloadRecord(url: fileURL, validator: .etag("\"v1\""), total: 1000, offset: 500)
+            download = ResumableDownload(url: fileURL, existing: record, partSize: 300)
+            #expect(download.bytesDone == 300)
+            #expect(download.start() == [.report(.running), get(from: 300)])
+            // A record of another URL is not this download's: the part is cut and fetched again.
+            let other = DownloadRecord(url: URLParts(scheme: .http, host: .name("example.org"), path: "/other"), validator: .etag("\"v1\""), offset: 300)
+            download = ResumableDownload(url: fileURL, existing: other, partSize: 300)
+            #expect(download.bytesDone == 0)
+            #expect(download.start() == [.report(.running), .truncatePart(to: 0), get()])
+        }
+
+        @Test func aCompletePartIsVerifiedAndRenamedWithoutARequest() {
+            let record = DownloadRecord(url: fileURL, validator: .etag("\"v1\""), total: 1000, offset: 1000)
+            var download = ResumableDownload(url: fileURL, existing: record, partSize: 1000)
+            #expect(download.start() == [.report(.running), .renameIntoPlace, .removeRecord, .report(.done)])
+            // A pause during a digest resumes at the digest.
+            var withDigest = record
+            withDigest.digest = .md5(Array(repeating: 1, count: 16))
+            download = ResumableDownload(url: fileURL, existing: withDigest, partSize: 1200)
+            #expect(download.start() == [.report(.running), .truncatePart(to: 1000), .writeRecord(withDigest), .computeDigest(.md5)])
+            #expect(download.connectionFailed("late") == [])
+            #expect(download.pause("suspended") == [.writeRecord(withDigest), .report(.paused("suspended"))])
+            #expect(download.start() == [.report(.running), .writeRecord(withDigest), .computeDigest(.md5)])
+            #expect(download.digestComputed(.md5(Array(repeating: 1, count: 16))) == [.renameIntoPlace, .removeRecord, .report(.done)])
+        }
+
+        @Test func rangesThatStopShortAreFollowedByTheRest() {
+            let data = content(1000)
+            var server = FakeServer(content: data)
+            server.rangeCap = 300
+            var download = ResumableDownload(url: fileURL, existing: nil, partSize: 0)
+            var shell = FakeShell()
+            shell.pauseAt = 100
+            shell.run(download.start(), &download, &server)
+            download = shell.reopened(fileURL)
+            shell.run(download.start(), &download, &server)
+            #expect(server.requests.compactMap { $0.value(of: "Range") } == ["bytes=100-", "bytes=400-", "bytes=700-"])
+            #expect(shell.output == data && download.state == .done)
+        }
+
+        @Test func brokenConnectionsPause() {
+            var (download, _) = resumedAt(100)
+            let record = DownloadRecord(url: fileURL, validator: .etag("\"v1\""), total: 1000, offset: 100)
+            #expect(download.connectionFailed("connection refused") == [.closeConnection, .writeRecord(record), .report(.paused("connection refused"))])
+            #expect(download.state == .paused("connection refused"))
+            // A body that ends before its Content-Range does, read until close.
+            _ = download.start()
+            #expect(download.responseHead(response(206, [("Content-Range", "bytes 100-999/1000")])) == [.appendBody(.untilClose)])
+            #expect(download.bodyBytes(50) == [])
+            var partial = record
+            partial.offset = 150
+            #expect(download.bodyEnded() == [.closeConnection, .writeRecord(partial), .report(.paused("the response ended after 150 of 1000 bytes"))])
+            // A head with framing the client cannot read.
+            _ = download.start()
+            let gzip = response(206, [("Content-Range", "bytes 150-999/1000"), ("Transfer-Encoding", "gzip")])
+            #expect(download.responseHead(gzip) == [.closeConnection, .writeRecord(partial),
+                                                    .report(.paused("bad response: unsupported Transfer-Encoding \"gzip\""))])
+        }
+
+        @Test func moreBytesThanAnnouncedAreCutOff() {
+            var (download, _) = resumedAt(100)
+            _ = download.responseHead(response(206, [("Content-Range", "bytes 100-199/1000")]))
+            #expect(download.bodyBytes(60) == [])
+            let record = DownloadRecord(url: fileURL, validator: .etag("\"v1\""), total: 1000, offset: 200)
+            #expect(download.bodyBytes(60) == [.closeConnection, .truncatePart(to: 200), .writeRecord(record),
+                                               .report(.failed("server sent more than the 200 bytes it announced"))])
+            #expect(download.bytesDone == 200)
+        }
+
+        @Test func eventsOutOfPlaceChangeNothing() {
+            var download = ResumableDownload(url: fileURL, existing: nil, partSize: 0)
+            #expect(download.pause("x") == [] && download.bodyBytes(5) == [] && download.bodyEnded() == [])
+            #expect(download.connectionFailed("x") == [] && download.responseHead(response(200, [])) == [])
+            #expect(download.digestComputed(.md5([])) == [])
+            #expect(download.state == .idle && download.bytesDone == 0)
+            _ = download.start()
+            #expect(download.start() == [] && download.bodyBytes(5) == [] && download.bodyEnded() == [])
+            _ = download.responseHead(response(200, [("Content-Length", "0")]))
+            #expect(download.responseHead(response(200, [])) == [])
+            #expect(download.bodyEnded() == [.closeConnection, .renameIntoPlace, .removeRecord, .report(.done)])
+            #expect(download.start() == [] && download.pause("x") == [] && download.state == .done)
+            // An ftp URL parses, but is not fetched yet.
+            download = ResumableDownload(url: URLParts(scheme: .ftp, host: .name("h"), path: "/f"), existing: nil, partSize: 0)
+            #expect(download.start() == [.report(.running), .report(.failed("ftp downloads are not supported yet"))])
+        }
+    }
+}
