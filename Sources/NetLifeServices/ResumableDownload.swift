@@ -185,7 +185,7 @@ public struct ResumableDownload: Sendable {
     /// written after the last record and are not vouched for (they may not have reached the disk whole), so
     /// the part is cut back to it. `recordInterval`: bytes appended between records.
     public init(url: URLParts, existing: DownloadRecord?, partSize: Int, recordInterval: Int = defaultRecordInterval) {
-        precondition(partSize >= 0, "ResumableDownload: a negative part size")
+        let partSize = max(0, partSize)   // never negative from stat; clamped rather than trusted
         self.url = url
         currentURL = url
         self.recordInterval = max(1, recordInterval)
@@ -262,8 +262,7 @@ public struct ResumableDownload: Sendable {
     /// The shell appended `count` more bytes of the body to the part. The record is written again each time
     /// `recordInterval` bytes have been appended since the last one.
     public mutating func bodyBytes(_ count: Int) -> [Action] {
-        precondition(count >= 0, "ResumableDownload.bodyBytes: a negative count")
-        guard state == .running, case .receivingBody(let end, _) = phase else { return [] }
+        guard count >= 0, state == .running, case .receivingBody(let end, _) = phase else { return [] }
         let (sum, overflow) = bytesDone.addingReportingOverflow(count)
         if let end, overflow || sum > end {
             // The shell wrote past what the server announced: cut those bytes off again.
@@ -318,7 +317,7 @@ public struct ResumableDownload: Sendable {
     /// The digest the shell computed of the whole part, with the algorithm `computeDigest` named.
     public mutating func digestComputed(_ digest: ContentDigest) -> [Action] {
         guard state == .running, case .verifying(let expected) = phase else { return [] }
-        precondition(digest.algorithm == expected.algorithm, "ResumableDownload.digestComputed: \(digest.algorithm), not \(expected.algorithm)")
+        // A digest of another algorithm than asked (a shell's bug) cannot vouch for the file: a mismatch.
         guard digest == expected else {
             // The bytes are not the representation the server described: nothing of them can be reused.
             forgetPart()

@@ -86,7 +86,7 @@ private func errors(_ text: String) -> [String] {
         #expect(errors("[app a]\n[app a]\n") == ["test.conf:2: duplicate section [app a] (first at line 1)"])
         #expect(errors("key = value\n") == ["test.conf:1: 'key' is outside any section; start with [daemon] or [app NAME]"])
         #expect(errors("[app a]\njunk\n") == ["test.conf:2: expected 'key = value' or a [section], got 'junk'"])
-        #expect(errors("[app a]\n[listener a.x]\naddress = 127.0.0.1:1\nservice = nope\n") == ["test.conf:4: unknown service 'nope'; known: echo"])
+        #expect(errors("[app a]\n[listener a.x]\naddress = 127.0.0.1:1\nservice = nope\n") == ["test.conf:4: unknown service 'nope'; known: echo, http"])
         #expect(errors("[app a]\n[listener a.x]\nservice = echo\n") == ["test.conf:2: listener a.x needs 'address = ...'"])
         #expect(errors("[app a]\ntask-time = 3s\nexpiration-lead = 5s\n").first?.hasPrefix("test.conf:2: expiration-lead") == true)
         #expect(errors("[app a]\nreclaim-on-suspend = maybe\n") == ["test.conf:2: reclaim-on-suspend must be yes or no, got 'maybe'"])
