@@ -29,6 +29,7 @@ let package = Package(
         fuzzTarget("fuzz-imap"),
         fuzzTarget("fuzz-line"),
         fuzzTarget("fuzz-http"),
+        fuzzTarget("fuzz-download"),
     ],
     swiftLanguageModes: [.v6]
 )
