@@ -103,7 +103,8 @@ public struct ContentRange: Equatable, Sendable {
         let rest = bytes[6...]
         guard let dash = rest.firstIndex(of: UInt8(ascii: "-")), let slash = rest.firstIndex(of: UInt8(ascii: "/")),
               dash < slash, let first = HTTPSyntax.decimal(rest[..<dash]),
-              let last = HTTPSyntax.decimal(rest[(dash + 1)..<slash]), last >= first else { return nil }
+              let last = HTTPSyntax.decimal(rest[(dash + 1)..<slash]), last >= first,
+              last < Int.max else { return nil }   // so that `count` and `last + 1` can never overflow
         let totalText = rest[(slash + 1)...]
         if totalText.elementsEqual("*".utf8) {
             self.init(first: first, last: last, total: nil)

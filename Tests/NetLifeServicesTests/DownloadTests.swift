@@ -208,6 +208,10 @@ extension DownloadTests {
                 ("bytes 0-1", nil),
                 ("bytes -1-2/3", nil),
                 ("bytes 0-99999999999999999999/*", nil),
+                // Found by writing the fuzz target: a last of Int.max made `count` and `last + 1` overflow.
+                ("bytes 0-9223372036854775807/*", nil),
+                ("bytes 100-9223372036854775807/*", nil),
+                ("bytes 0-9223372036854775806/*", ContentRange(first: 0, last: 9223372036854775806, total: nil)),
                 ("items 0-1/2", nil),
                 ("bytes 0 - 1/2", nil),
             ]
