@@ -133,8 +133,11 @@ final class DaemonRuntime {
         stallWatchdog = nil
         controlServer?.close()
         controlServer = nil
-        ignoreSignals(signalWatchers.map(\.signal))
+        // Closing a signal watcher restores the disposition libevent found (the default: terminate), so the
+        // signals are ignored only after the watchers are closed.
+        let watched = signalWatchers.map(\.signal)
         for watcher in signalWatchers { watcher.close() }
+        ignoreSignals(watched)
         signalWatchers = []
         announcer.close()
         systemdPinger?.close()

@@ -55,9 +55,9 @@ public func prepareProcessSignals() {
     signal(SIGPIPE, SIG_IGN)
 }
 
-/// Ignores `signals` from now on. A daemon calls this as it tears down after a clean shutdown: once its
-/// watchers are closed the default disposition would come back, and a second SIGTERM arriving during the
-/// last steps of exit would turn a clean exit into "killed by signal".
+/// Ignores `signals` from now on. A daemon calls this as it tears down after a clean shutdown, right after
+/// closing its watchers (closing one restores the default disposition): a second SIGTERM arriving during the
+/// last steps of exit must not turn a clean exit into "killed by signal".
 public func ignoreSignals(_ signals: [CInt]) {
     for number in signals { signal(number, SIG_IGN) }
 }

@@ -118,6 +118,22 @@ struct DaemonLifecycleTests {
         #expect(messages.contains { $0.contains("READY=1") }, "READY=1 arrived; got \(messages.count) datagrams: \(messages)")
         #expect(messages.filter { $0.hasPrefix("STATUS=") }.count < 5, "STATUS lines were coalesced: \(messages)")
     }
+
+    @Test func signalsRepeatedUntilTheDaemonIsGoneStillEndInACleanExit() throws {
+        // A service manager (or an impatient user) may send SIGTERM again while netlifed is already exiting:
+        // the exit must stay clean (status 0), also in the last steps after the event loop has ended.
+        let daemon = try TestDaemon(config: "[daemon]\n" + echoApp("app"))
+        defer { daemon.stop() }
+        let start = Date()
+        var sent = 0
+        while daemon.isRunning && Date().timeIntervalSince(start) < 10 {
+            daemon.signal(sent % 2 == 0 ? SIGTERM : SIGINT)
+            sent += 1
+            usleep(200)
+        }
+        #expect(daemon.waitForExit(timeout: 10))
+        print("repeated SIGTERM/SIGINT: \(sent) signals until exit, \(Int(Date().timeIntervalSince(start) * 1000)) ms")
+    }
 }
 
 /// The number of threads of process `pid` (entries of /proc/PID/task).
