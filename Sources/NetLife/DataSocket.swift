@@ -124,11 +124,14 @@ public enum WakeReason: Sendable, Equatable, CustomStringConvertible {
     case voipData(socket: String)
     /// A socket's keep-alive is due.
     case keepalive(socket: String)
+    /// A VoIP socket was lost, or is reconnecting: the app handles it awake.
+    case voipReconnect(socket: String)
 
     public var description: String {
         switch self {
         case .voipData(let socket): return "data on VoIP socket \(socket)"
         case .keepalive(let socket): return "keep-alive of socket \(socket)"
+        case .voipReconnect(let socket): return "VoIP socket \(socket) lost or reconnecting"
         }
     }
 }
@@ -157,6 +160,8 @@ public final class DataSocket: ConnectionDelegate {
     private var connection: Connection?
     private var reconnectTimer: EventTimer?
     private var keepaliveTimer: EventTimer?
+    /// Armed at each connect: when it fires the connection counts as stable and the back-off starts over.
+    private var stableTimer: EventTimer?
     private var quietTask: BackgroundTaskIdentifier?
     /// Why the protocol gave up on the connection being closed now.
     private var protocolFailure: String?
@@ -197,9 +202,11 @@ public final class DataSocket: ConnectionDelegate {
     /// The protocol gives up on the connection (the peer broke it): it is closed, the message shown, and
     /// the socket reconnects as after any error.
     public func fail(_ message: String) {
+        guard let connection else { return }
+        let message = printable(message)
         logger.warning("protocol error: \(message)")
         protocolFailure = message
-        connection?.close(.now)
+        connection.close(.now)
     }
 
     // MARK: For the app
@@ -261,12 +268,26 @@ public final class DataSocket: ConnectionDelegate {
             connector?.cancel()
             connector = nil
             endQuietTask()
-            connection?.close(flush ? .afterFlush : .now)
+            stopStableTimer()
+            // The machine knows: the connection is let go at once (it finishes its flush on its own), so that
+            // its late close can never be taken for the next connection's.
+            guard let connection else { return }
+            self.connection = nil
+            connection.delegate = nil
+            connection.close(flush ? .afterFlush : .now)
+            protocolFailure = nil
+            handler.dataSocketDidDisconnect(self, error: nil)
+            owner?.dataSocketReport(.socketChanged(name: name, state: .closed, error: nil))
         case .sayGoodbye:
             handler.dataSocketSayGoodbye(self)
         case .enterQuiet:
             if handler.dataSocketEnterQuiet(self) == .awaitingReply, quietTask == nil, let owner {
-                let id = owner.beginBackgroundTask(name: "quiet \(name)", expirationHandler: nil)
+                // A peer that never answers must not keep the app awake until the watchdog kills it: when the
+                // background time runs out, the wait ends and the connection is given up.
+                let id = owner.beginBackgroundTask(name: "quiet \(name)") { [weak self] in
+                    self?.fail("no reply to the quiet command within the background time")
+                    self?.endQuietTask()
+                }
                 if id != 0 { quietTask = id }
             }
         case .leaveQuiet:
@@ -284,7 +305,8 @@ public final class DataSocket: ConnectionDelegate {
                 logger.info("reclaimed: the peer was reset; the descriptor stays until the app next uses it")
                 owner?.dataSocketReport(.socketChanged(name: name, state: .defunct, error: nil))
             } catch {
-                logger.warning("reclaim failed: \(error); closing")
+                // A Unix stream socket cannot be dissolved in place (EINVAL): it is closed instead.
+                protocolFailure = "reclaimed: closed, since this socket cannot be reset in place (\(error))"
                 connection.close(.reset)
             }
         case .scheduleReconnect(let delay):
@@ -292,6 +314,8 @@ public final class DataSocket: ConnectionDelegate {
             reconnectTimer = loop.schedule(after: delay) { [weak self] in
                 guard let self else { return }
                 reconnectTimer = nil
+                // Only a VoIP socket reconnects while its app is suspended, and the app handles it awake.
+                if configuration.voip, owner?.isSuspended == true { owner?.wake(for: .voipReconnect(socket: name)) }
                 perform(machine.reconnectDue())
             }
         case .cancelReconnect:
@@ -330,6 +354,13 @@ public final class DataSocket: ConnectionDelegate {
         connection.delegate = self
         self.connection = connection
         connects += 1
+        protocolFailure = nil
+        stableTimer?.close()
+        stableTimer = loop.schedule(after: DataSocketMachine.stableAfter) { [weak self] in
+            self?.stableTimer = nil
+            self?.machine.connectionStable()
+        }
+        if configuration.voip, owner?.isSuspended == true { owner?.wake(for: .voipReconnect(socket: name)) }
         logger.info("connected to \(configuration.address)")
         let actions = machine.connected()
         owner?.dataSocketReport(.socketChanged(name: name, state: .connected, error: nil))
@@ -340,7 +371,9 @@ public final class DataSocket: ConnectionDelegate {
     /// The connect failed or the connection ended.
     private func disconnected(error: String?) {
         let wasDefunct = machine.state == .defunct
+        let error = error.map(printable)
         endQuietTask()
+        stopStableTimer()
         if let error {
             lastError = error
             logger.warning("\(wasDefunct ? "reclaimed socket failed on first use" : "disconnected"): \(error)")
@@ -349,6 +382,11 @@ public final class DataSocket: ConnectionDelegate {
         }
         perform(machine.disconnected())
         owner?.dataSocketReport(.socketChanged(name: name, state: .closed, error: error))
+    }
+
+    private func stopStableTimer() {
+        stableTimer?.close()
+        stableTimer = nil
     }
 
     private func endQuietTask() {
@@ -395,6 +433,8 @@ public final class DataSocket: ConnectionDelegate {
 
     public func connectionDidClose(_ connection: Connection, error: SystemError?) {
         guard connection === self.connection else { return }
+        // A VoIP socket lost while its app is suspended: the app handles the loss awake (and reconnects).
+        if configuration.voip, owner?.isSuspended == true { owner?.wake(for: .voipReconnect(socket: name)) }
         self.connection = nil
         let failure = protocolFailure ?? error.map { "\($0)" }
         protocolFailure = nil
@@ -406,4 +446,21 @@ public final class DataSocket: ConnectionDelegate {
         }
         disconnected(error: failure ?? "the peer closed the connection")
     }
+}
+
+/// `text` with control characters (terminal escapes from a peer, say) shown as `\u{1B}`, for logs, `status`
+/// and `watch`.
+func printable(_ text: String) -> String {
+    guard text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F || (0x80..<0xA0).contains($0.value) }) else {
+        return text
+    }
+    var result = ""
+    for scalar in text.unicodeScalars {
+        if scalar.value < 0x20 || scalar.value == 0x7F || (0x80..<0xA0).contains(scalar.value) {
+            result += "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
+        } else {
+            result.unicodeScalars.append(scalar)
+        }
+    }
+    return result
 }

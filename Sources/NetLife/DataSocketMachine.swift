@@ -68,6 +68,9 @@ public struct DataSocketMachine: Equatable, Sendable {
     /// The first delay of the reconnect back-off, and its ceiling.
     public static let firstRetryDelay: Duration = .milliseconds(100)
     public static let maxRetryDelay: Duration = .seconds(5)
+    /// How long a connection must last before the back-off starts over: a peer that accepts and then closes
+    /// at once (or refuses a login) is retried with growing delays, not ten times a second.
+    public static let stableAfter: Duration = .seconds(5)
 
     public let policy: DataSocketPolicy
     public let voip: Bool
@@ -89,6 +92,10 @@ public struct DataSocketMachine: Equatable, Sendable {
     /// Whether reads are delivered in the current phase.
     private var reads: Bool { phase != .suspended || voip }
 
+    /// Whether the socket reconnects after an error in the current phase: in the foreground; a VoIP socket
+    /// also in the background and while suspended (the push channel must come back without the user).
+    private var reconnects: Bool { phase == .foreground || (voip && phase != .stopped) }
+
     // MARK: The app's lifecycle
 
     /// The app was launched, into the foreground or the background. A socket with `policy = close` waits
@@ -103,7 +110,7 @@ public struct DataSocketMachine: Equatable, Sendable {
     /// did-enter-background: the policy.
     public mutating func appEnteredBackground() -> [Action] {
         phase = .background
-        var actions = cancelReconnect()
+        var actions = voip ? [] : cancelReconnect()
         switch (policy, state) {
         case (.close, .connecting), (.close, .connected), (.close, .quiet):
             state = .closed
@@ -136,11 +143,19 @@ public struct DataSocketMachine: Equatable, Sendable {
         return actions
     }
 
-    /// The app was suspended: reads stop (VoIP sockets excepted), reconnects wait.
+    /// The app was suspended: reads stop and reconnects wait (VoIP sockets excepted). A connect still under
+    /// way is dropped, so that no protocol code runs for it while the app is suspended; the foreground
+    /// connects again.
     public mutating func appSuspended() -> [Action] {
         phase = .suspended
+        if voip { return [] }
         var actions = cancelReconnect()
-        if !voip { actions.append(.pauseReading) }
+        if state == .connecting {
+            state = .closed
+            actions.append(.close(flush: false))
+        } else {
+            actions.append(.pauseReading)
+        }
         return actions
     }
 
@@ -196,11 +211,11 @@ public struct DataSocketMachine: Equatable, Sendable {
 
     // MARK: The socket's own events
 
-    /// The connect completed.
+    /// The connect completed. The back-off starts over only once the connection proves stable
+    /// (`connectionStable()`).
     public mutating func connected() -> [Action] {
         guard state == .connecting else { return [] }
         state = .connected
-        retryDelay = Self.firstRetryDelay
         var actions: [Action] = []
         if !reads { actions.append(.pauseReading) }
         if phase != .foreground && policy == .quiet {
@@ -210,12 +225,17 @@ public struct DataSocketMachine: Equatable, Sendable {
         return actions
     }
 
+    /// The connection has lasted `stableAfter`: the next error starts the back-off from its first delay.
+    public mutating func connectionStable() {
+        if state == .connected || state == .quiet { retryDelay = Self.firstRetryDelay }
+    }
+
     /// The connect failed, or the connection ended (an error, the peer's close, a defunct socket's first
-    /// operation). In the foreground a reconnect follows with back-off; elsewhere the next foreground
-    /// connects again.
+    /// operation). In the foreground (a VoIP socket: whenever the app runs or sleeps) a reconnect follows
+    /// with back-off; otherwise the next foreground connects again.
     public mutating func disconnected() -> [Action] {
         state = .closed
-        guard phase == .foreground else { return [] }
+        guard reconnects else { return [] }
         let delay = retryDelay
         retryDelay = min(retryDelay * 2, Self.maxRetryDelay)
         reconnectScheduled = true
@@ -225,7 +245,7 @@ public struct DataSocketMachine: Equatable, Sendable {
     /// The reconnect delay has passed.
     public mutating func reconnectDue() -> [Action] {
         reconnectScheduled = false
-        guard phase == .foreground else { return [] }
+        guard reconnects else { return [] }
         return connectIfClosed()
     }
 

@@ -128,6 +128,9 @@ final class Watchers {
             case .keepalive(let socket):
                 line.reason = "keepalive"
                 line.socket = socket
+            case .voipReconnect(let socket):
+                line.reason = "voip-reconnect"
+                line.socket = socket
             }
         case .reclaimed(let sockets, let connections):
             line.kind = .reclaimed

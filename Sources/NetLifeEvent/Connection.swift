@@ -109,6 +109,8 @@ public final class Connection {
             SocketCalls.close(fd)
             throw SystemError("evbuffer_new", Errno(rawValue: ENOMEM))
         }
+        // The output drains to the socket: file segments then go out with sendfile, not mapped and copied.
+        evbuffer_set_flags(output, UInt64(EVBUFFER_FLAG_DRAINS_TO_FD))
         self.input = EventBuffer(input)
         self.output = EventBuffer(output)
         let context = Unmanaged.passUnretained(self).toOpaque()

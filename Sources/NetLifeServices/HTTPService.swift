@@ -126,6 +126,8 @@ public final class HTTPService: Service, ConnectionDelegate {
                 armSendTimer(connection, state)
                 return
             }
+            // Sent at once: the time for the next request head starts now.
+            armTimer(connection, state)
         }
     }
 

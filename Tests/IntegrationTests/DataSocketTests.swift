@@ -175,7 +175,6 @@ extension TestDaemon {
         let again = server.accept(timeout: 3)
         #expect(again != nil, "the reclaimed socket reconnects after foreground")
         again?.close()
-        #expect(daemon.waitForSocket("app", state: "connected") || daemon.socket("app")?["state"] as? String != "defunct")
         #expect(daemon.socket("app")?["state"] as? String != "defunct")
         #expect(daemon.socket("app", "v")?["state"] as? String == "connected")
         #expect(voipPeer.read(timeout: 0.1) == .timedOut, "the VoIP connection survived everything")
@@ -307,18 +306,19 @@ extension TestDaemon {
     }
 
     @Test func memoryPressureTerminatesSuspendedAppsLargestFirst() throws {
+        // Named so that neither the config's order nor the names' order is the order by size.
         let big = try #require(PeerServer())
         let small = try #require(PeerServer())
         let awake = try #require(PeerServer())
         defer { big.close(); small.close(); awake.close() }
-        let daemon = try TestDaemon(config: "[daemon]\n" + lineSocketApp("small", small) + lineSocketApp("big", big)
+        let daemon = try TestDaemon(config: "[daemon]\n" + lineSocketApp("asmall", small) + lineSocketApp("zbig", big)
                                     + lineSocketApp("awake", awake))
         defer { daemon.stop() }
         let bigPeer = try #require(big.accept())
         let smallPeer = try #require(small.accept())
         let awakePeer = try #require(awake.accept())
         defer { bigPeer.close(); smallPeer.close(); awakePeer.close() }
-        for app in ["small", "big"] {
+        for app in ["asmall", "zbig"] {
             #expect(daemon.ctl("background", app).status == 0)
             #expect(daemon.ctl("suspend", app).status == 0)
         }
@@ -331,9 +331,9 @@ extension TestDaemon {
         #expect(result.status == 0)
         let reply = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
         let terminated = reply?["terminated"] as? [[String: Any]] ?? []
-        #expect(terminated.map { $0["app"] as? String } == ["big", "small"], "\(result.stdout)")
+        #expect(terminated.map { $0["app"] as? String } == ["zbig", "asmall"], "\(result.stdout)")
         #expect((terminated.first?["bytes"] as? Int ?? 0) >= 100_000, "\(result.stdout)")
-        for app in ["big", "small"] {
+        for app in ["zbig", "asmall"] {
             #expect(daemon.state(app) == "not-running")
             #expect((daemon.status(app)["lastTermination"] as? [String: Any])?["reason"] as? String == "memory-pressure")
         }
@@ -374,5 +374,42 @@ extension TestDaemon {
                      "app: socket s closed: ", "app: socket s connected"] {
             #expect(result.stdout.contains(line), "watch shows '\(line)':\n\(result.stdout)")
         }
+    }
+
+    @Test func aPeerThatClosesAtOnceIsRetriedWithGrowingDelays() throws {
+        let server = try #require(PeerServer())
+        defer { server.close() }
+        let daemon = try TestDaemon(config: "[daemon]\n" + lineSocketApp("app", server))
+        defer { daemon.stop() }
+        // Accept and close every connection for 3 s: 100, 200, 400, 800, 1600 ms between attempts.
+        var accepted = 0
+        let start = Date()
+        while Date().timeIntervalSince(start) < 3 {
+            if let peer = server.accept(timeout: 0.1) {
+                accepted += 1
+                peer.close()
+            }
+        }
+        print("a peer that closes at once: \(accepted) connects in 3 s")
+        #expect(accepted >= 3 && accepted <= 7, "back-off 100 ms doubling: \(accepted) connects in 3 s")
+        #expect(daemon.socket("app")?["error"] as? String == "the peer closed the connection")
+    }
+
+    @Test func aVoIPSocketLostWhileSuspendedComesBackWithoutTheForeground() throws {
+        let server = try #require(PeerServer())
+        defer { server.close() }
+        let daemon = try TestDaemon(config: "[daemon]\n" + lineSocketApp("app", server, socketLines: "voip = yes"))
+        defer { daemon.stop() }
+        let first = try #require(server.accept())
+        #expect(daemon.ctl("background", "app").status == 0)
+        #expect(daemon.ctl("suspend", "app").status == 0)
+        first.close()
+        let second = server.accept(timeout: 3)
+        #expect(second != nil, "the VoIP socket reconnected while the app sleeps")
+        defer { second?.close() }
+        #expect(waitUntil(timeout: 3) { daemon.currentState("app") == "suspended" })
+        #expect(daemon.waitForSocket("app", state: "connected"))
+        #expect(daemon.log.contains("woken: VoIP socket s lost or reconnecting"))
+        #expect(!daemon.log.contains("will-enter-foreground"), "no foreground was needed")
     }
 }

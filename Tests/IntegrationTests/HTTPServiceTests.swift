@@ -184,6 +184,14 @@ func sha256(_ path: String) -> String {
         #expect(end == .endOfStream || end == .error(ECONNRESET), "\(end)")
         #expect(seconds < 2 * slowdown, "cut off after \(seconds) s")
 
+        // An active keep-alive client is not cut off: the time runs from the end of each response.
+        let active = try #require(Peer.connect(port: port))
+        defer { active.close() }
+        for _ in 0..<5 {
+            #expect(active.http("GET /b.txt HTTP/1.1\r\nHost: x\r\n\r\n")?.status == 200)
+            usleep(300_000)
+        }
+
         let peer = try #require(Peer.connect(port: port))
         defer { peer.close() }
         peer.send("GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\nGET /b.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")

@@ -41,7 +41,8 @@ func imapApp(_ dovecot: Dovecot, passwordFile: String? = nil, appLines: String =
         let background = daemon.ctl("--json", "background", "mail")
         #expect(background.status == 0)
         #expect(waitUntil(timeout: 3) { dovecot.clientLines().last == "DONE" }, "\(dovecot.clientLines())")
-        #expect(waitUntil(timeout: 3) { (daemon.status("mail")["tasks"] as? [Any])?.isEmpty == true },
+        #expect(daemon.log.contains("background task 1 begun ('quiet imap')"), "the quiet step held a background task")
+        #expect(waitUntil(timeout: 3) { daemon.log.contains("background task 1 ended") && (daemon.status("mail")["tasks"] as? [Any])?.isEmpty == true },
                 "the quiet task ends when OK Idle completed arrives")
         #expect(imap()["state"] as? String == "quiet")
         #expect(imap()["idle"] as? Bool == false)
@@ -88,6 +89,11 @@ func imapApp(_ dovecot: Dovecot, passwordFile: String? = nil, appLines: String =
         defer { daemon.stop() }
         func imap() -> [String: Any] { daemon.socket("mail", "imap") ?? [:] }
         #expect(waitUntil(timeout: 5) { (imap()["error"] as? String)?.contains("login refused") == true }, "\(imap())")
+        // Retried, with growing delays: a refused login is not hammered ten times a second.
+        usleep(2_500_000)
+        let connects = imap()["connects"] as? Int ?? 0
+        print("a refused IMAP login: \(connects) connects in about 3 s")
+        #expect(connects >= 2 && connects <= 7, "\(connects) connects")
         #expect(!daemon.log.contains("not-the-password"), "the password never reaches the log")
         #expect(!(imap()["error"] as? String ?? "").contains("not-the-password"))
         #expect(daemon.state("mail") == "active")

@@ -65,8 +65,13 @@ import Testing
         }
         #expect(delays == [.milliseconds(100), .milliseconds(200), .milliseconds(400), .milliseconds(800),
                            .milliseconds(1600), .milliseconds(3200), .seconds(5), .seconds(5)])
-        // A successful connect resets the back-off.
+        // A connect alone does not reset the back-off (a peer that accepts and closes at once, a refused
+        // login): only a connection that lasted does.
         _ = machine.connected()
+        #expect(machine.disconnected() == [.scheduleReconnect(.seconds(5))])
+        _ = machine.reconnectDue()
+        _ = machine.connected()
+        machine.connectionStable()
         #expect(machine.disconnected() == [.scheduleReconnect(.milliseconds(100))])
     }
 
@@ -121,17 +126,32 @@ import Testing
         #expect(machine.state == .connected)
     }
 
-    @Test func aConnectUnderWayWhenReclaimedIsDropped() {
-        var machine = DataSocketMachine(policy: .keep, voip: false)
+    @Test func aConnectUnderWayWhenTheAppSuspendsIsDroppedUntilTheForeground() {
+        var machine = DataSocketMachine(policy: .quiet, voip: false)
         _ = machine.appLaunched(background: true)
-        _ = machine.appSuspended()
-        #expect(machine.reclaim() == [.close(flush: false)])
+        #expect(machine.appSuspended() == [.close(flush: false)], "no protocol code may run for it while suspended")
         #expect(machine.state == .closed)
-        // A connect that completes while suspended does not read.
-        var late = DataSocketMachine(policy: .keep, voip: false)
-        _ = late.appLaunched(background: true)
-        _ = late.appSuspended()
-        #expect(late.connected() == [.pauseReading])
+        #expect(machine.connected() == [], "a late completion is ignored")
+        #expect(machine.reclaim() == nil)
+        #expect(machine.appWillEnterForeground() == [.resumeReading, .connect])
+        // A VoIP socket's connect goes on, and it reads when it completes.
+        var voip = DataSocketMachine(policy: .keep, voip: true)
+        _ = voip.appLaunched(background: true)
+        #expect(voip.appSuspended() == [])
+        #expect(voip.connected() == [])
+        #expect(voip.state == .connected)
+    }
+
+    @Test func aVoIPSocketReconnectsInTheBackgroundAndWhileSuspended() {
+        var machine = connected(.keep, voip: true)
+        _ = machine.appEnteredBackground()
+        _ = machine.appSuspended()
+        #expect(machine.disconnected() == [.scheduleReconnect(.milliseconds(100))])
+        #expect(machine.appSuspended() == [], "suspension keeps a VoIP socket's reconnect")
+        #expect(machine.reconnectDue() == [.connect])
+        var plain = connected(.keep)
+        _ = plain.appEnteredBackground()
+        #expect(plain.disconnected() == [], "a plain socket waits for the foreground")
     }
 
     @Test func terminateSaysGoodbyeThenClosesAfterTheFlush() {
