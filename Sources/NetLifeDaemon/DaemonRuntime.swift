@@ -95,6 +95,11 @@ final class DaemonRuntime {
     func run() -> Int32 {
         defer { tearDown() }
         do {
+            // libevent remembers the disposition it finds and restores it when a watcher closes. Ignoring the
+            // signals first makes that "ignore": a SIGTERM that arrives while the daemon tears down after a
+            // clean shutdown never turns the exit into "killed by signal". (Between this line and the next a
+            // signal would be lost; that is microseconds at start-up, before READY=1.)
+            ignoreSignals([SIGTERM, SIGINT, SIGHUP])
             for signal in [SIGTERM, SIGINT] {
                 signalWatchers.append(try SignalWatcher(loop: loop, signal: signal) { [unowned self] in shutDown(signal: signal) })
             }
@@ -133,8 +138,8 @@ final class DaemonRuntime {
         stallWatchdog = nil
         controlServer?.close()
         controlServer = nil
-        // Closing a signal watcher restores the disposition libevent found (the default: terminate), so the
-        // signals are ignored only after the watchers are closed.
+        // Closing a signal watcher restores the disposition libevent found when it was made: "ignore" (see
+        // `run()`), so no signal can end the process during the rest of the teardown.
         let watched = signalWatchers.map(\.signal)
         for watcher in signalWatchers { watcher.close() }
         ignoreSignals(watched)
