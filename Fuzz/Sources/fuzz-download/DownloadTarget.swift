@@ -17,7 +17,7 @@ public func fuzzDownload(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let input = Array(UnsafeBufferPointer(start: data, count: size))
     // The choices (piece sizes, chunk sizes of a re-encoding, a record's numbers) come from a hash, so that
     // the whole input stays a server's stream and the seeds are plain transcripts.
-    var random = SplitMix(seed: input.reduce(0xcbf2_9ce4_8422_2325) { ($0 ^ UInt64($1)) &* 0x100_0000_01b3 })
+    var random = SplitMix(hashing: input)
 
     let outcome = checkHeadParser(input, random: &random)
     var head: HTTPResponseHead?
@@ -382,17 +382,4 @@ private func checkRecord(_ record: DownloadRecord, from text: String) {
     let encoded = record.encoded()
     guard encoded.hasPrefix(DownloadRecord.versionLine + "\n"), encoded.hasSuffix("\n") else { fail("encoded as \(encoded.debugDescription)") }
     guard DownloadRecord.decode(encoded) == record else { fail("encoded as \(encoded.debugDescription) it decodes differently") }
-}
-
-/// A small deterministic generator (SplitMix64).
-private struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9e37_79b9_7f4a_7c15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
-        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
-        return z ^ (z >> 31)
-    }
 }

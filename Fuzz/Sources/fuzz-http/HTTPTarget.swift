@@ -11,7 +11,7 @@ import FuzzSupport
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzHTTP(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let input = Array(UnsafeBufferPointer(start: data, count: size))
-    var random = SplitMix(seed: input.reduce(0xcbf2_9ce4_8422_2325) { ($0 ^ UInt64($1)) &* 0x100_0000_01b3 })
+    var random = SplitMix(hashing: input)
 
     let (heads, error) = parseWhole(input)
     let (pieceHeads, pieceError) = parseInPieces(input, random: &random)
@@ -247,18 +247,5 @@ private func checkDate(_ text: String) {
     guard seconds <= 253_402_300_799 else { return }
     guard HTTPRanges.parseHTTPDate(HTTPRanges.httpDate(seconds)) == seconds else {
         fatalError("\(text.debugDescription) is \(seconds), which formats as \(HTTPRanges.httpDate(seconds))")
-    }
-}
-
-/// A small deterministic generator (SplitMix64).
-private struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9e37_79b9_7f4a_7c15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
-        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
-        return z ^ (z >> 31)
     }
 }

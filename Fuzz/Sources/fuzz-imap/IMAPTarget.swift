@@ -12,7 +12,7 @@ public func fuzzIMAP(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let input = Array(UnsafeBufferPointer(start: data, count: size))
     // The choices (feed sizes, app events, credentials) come from a hash, so that the whole input stays a
     // server's stream and the seeds are plain transcripts.
-    var random = SplitMix(seed: input.reduce(0xcbf2_9ce4_8422_2325) { ($0 ^ UInt64($1)) &* 0x100_0000_01b3 })
+    var random = SplitMix(hashing: input)
 
     let (responses, error) = parseWhole(input)
     let (pieceResponses, pieceError) = parseInPieces(input, random: &random)
@@ -165,18 +165,5 @@ private struct SessionChecker {
         let bytes = Array(text.utf8), sought = Array(part.utf8)
         guard bytes.count >= sought.count else { return false }
         return (0...(bytes.count - sought.count)).contains { bytes[$0..<($0 + sought.count)].elementsEqual(sought) }
-    }
-}
-
-/// A small deterministic generator (SplitMix64).
-private struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9e37_79b9_7f4a_7c15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
-        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
-        return z ^ (z >> 31)
     }
 }

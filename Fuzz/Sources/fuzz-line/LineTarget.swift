@@ -9,21 +9,14 @@ import FuzzSupport
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzLine(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let input = Array(UnsafeBufferPointer(start: data, count: size))
-    var seed = input.reduce(UInt64(0xcbf2_9ce4_8422_2325)) { ($0 ^ UInt64($1)) &* 0x100_0000_01b3 }
-    func next() -> UInt64 {
-        seed &+= 0x9E37_79B9_7F4A_7C15
-        var z = seed
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+    var random = SplitMix(hashing: input)
     let reader = LineProtocol(quietEnter: nil, quietExit: nil, keepaliveMessage: nil)
     let buffer = EventBuffer.allocate()
     defer { buffer.free() }
     var start = 0
     var broken = false
     while start < input.count && !broken {
-        let end = min(input.count, start + 1 + Int(next() % 4096))
+        let end = min(input.count, start + 1 + Int(random.next() % 4096))
         input[start..<end].withUnsafeBytes { buffer.append($0) }
         start = end
         broken = !reader.consume(buffer)
