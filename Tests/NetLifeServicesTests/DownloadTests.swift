@@ -1299,3 +1299,48 @@ extension DownloadTests {
         }
     }
 }
+
+@Suite(.timeLimit(.minutes(5))) struct DigestTests {
+    private func hex(_ bytes: [UInt8]) -> String {
+        bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+    }
+
+    @Test func sha256MatchesTheStandardsVectors() {
+        let vectors: [(String, String)] = [
+            ("", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),
+            ("abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),
+            ("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"),
+        ]
+        for (text, expected) in vectors {
+            var digest = SHA256Digest()
+            digest.update(Array(text.utf8))
+            #expect(hex(digest.finish()) == expected, "\(text)")
+        }
+        // A million 'a', fed in uneven pieces.
+        var digest = SHA256Digest()
+        var left = 1_000_000
+        var piece = 1
+        while left > 0 {
+            let count = min(left, piece)
+            digest.update([UInt8](repeating: 0x61, count: count))
+            left -= count
+            piece = piece * 3 % 1000 + 1
+        }
+        #expect(hex(digest.finish()) == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
+    }
+
+    @Test func md5MatchesRFC1321sVectors() {
+        let vectors: [(String, String)] = [
+            ("", "d41d8cd98f00b204e9800998ecf8427e"),
+            ("a", "0cc175b9c0f1b6a831c399e269772661"),
+            ("abc", "900150983cd24fb0d6963f7d28e17f72"),
+            ("message digest", "f96b697d7cb7938d525a2f31aaf161d0"),
+            ("12345678901234567890123456789012345678901234567890123456789012345678901234567890", "57edf4a22be3c955ac49da2e2107b67a"),
+        ]
+        for (text, expected) in vectors {
+            var digest = MD5Digest()
+            digest.update(Array(text.utf8))
+            #expect(hex(digest.finish()) == expected, "\(text)")
+        }
+    }
+}
