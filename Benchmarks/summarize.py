@@ -1,0 +1,253 @@
+#!/usr/bin/env python3
+"""Turns the benchmark's raw runs (one JSON object per line: case, group, server, round, result) into the
+table of medians and ratios that Benchmarks/run prints (Markdown), and the same as one JSON document.
+
+For each echo case the reference is the faster of the C server's two modes there (by the median of the
+case's main figure); every ratio is netlifed / reference, taken per round (the two runs of a round ran one
+right after the other) and then the median over the rounds. Latencies of the control-plane cases are pooled
+over all rounds. SPEC section 11's targets are shown next to the figures they concern.
+"""
+
+import argparse
+import json
+import statistics
+import sys
+
+REFERENCE_MODES = ("event", "bufferevent")
+
+# case group -> (main figure, label, unit, higher is better, SPEC target on the ratio or None)
+ECHO_GROUPS = {
+    "pingpong": ("messages_per_s", "msg/s", ">= 0.95"),
+    "pipelined": ("messages_per_s", "msg/s", None),
+    "streaming": ("mb_per_s", "MB/s", ">= 1.1"),
+}
+
+
+def median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def percentile(values, q):
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), int(q * len(ordered) + 0.999999)))
+    return ordered[rank - 1]
+
+
+def pooled(records, key):
+    values = [v for record in records for v in record[key]["values"]]
+    if not values:
+        return None
+    return {"p50": percentile(values, 0.5), "p99": percentile(values, 0.99), "max": max(values), "samples": len(values)}
+
+
+def ratio(a, b):
+    return a / b if a is not None and b not in (None, 0) else None
+
+
+def fmt(value, digits=None):
+    if value is None:
+        return "-"
+    if digits is None:
+        digits = 0 if abs(value) >= 100 else (1 if abs(value) >= 10 else 2)
+    return f"{value:,.{digits}f}"
+
+
+def meets(value, target):
+    if value is None or target is None:
+        return ""
+    op, bound = target.split()
+    bound = float(bound)
+    ok = value >= bound if op == ">=" else value <= bound
+    return "yes" if ok else "**no**"
+
+
+def by_server_and_round(records):
+    table = {}
+    for record in records:
+        table.setdefault(record["server"], {})[record["round"]] = record["result"]
+    return table
+
+
+def echo_case(name, group, records):
+    figure = ECHO_GROUPS[group][0] if group in ECHO_GROUPS else "bytes_per_connection"
+    per_cpu = "mb_per_server_cpu_s" if figure == "mb_per_s" else "messages_per_server_cpu_s"
+    runs = by_server_and_round(records)
+    netlifed = runs.get("netlifed", {})
+    lower_is_better = figure == "bytes_per_connection"
+    candidates = [mode for mode in REFERENCE_MODES if runs.get(mode)]
+    pick = min if lower_is_better else max
+    mode = pick(candidates, key=lambda m: median(r[figure] for r in runs[m].values()))
+    reference = runs[mode]
+    rounds = sorted(set(netlifed) & set(reference))
+
+    def medians(results, keys):
+        return {key: median(results[r].get(key) for r in rounds) for key in keys}
+
+    keys = [figure] if lower_is_better else [figure, "p50_us", "p99_us", "p999_us", per_cpu, "server_cpu_s", "client_cpu_s"]
+    ratios = {key: median(ratio(netlifed[r].get(key), reference[r].get(key)) for r in rounds) for key in keys}
+    errors = sum(result.get("errors", 0) for server in runs.values() for result in server.values())
+    case = {
+        "name": name,
+        "group": group,
+        "figure": figure,
+        "per_cpu_figure": None if lower_is_better else per_cpu,
+        "reference_mode": mode,
+        "rounds": len(rounds),
+        "netlifed": medians(netlifed, keys),
+        "reference": medians(reference, keys),
+        "other_mode": {m: medians(runs[m], keys) for m in candidates if m != mode},
+        "ratio": ratios,
+        "errors": errors,
+    }
+    if lower_is_better:
+        for side in ("netlifed", "reference"):
+            case[side]["rss_after_kib"] = median(runs["netlifed" if side == "netlifed" else mode][r]["rss_after_kib"] for r in rounds)
+    return case
+
+
+def echo_table(cases):
+    lines = [
+        "| scenario | reference mode | netlifed | reference | ratio | p99 µs netlifed / ref | p99 ratio "
+        "| per server CPU-s netlifed / ref | ratio | SPEC | meets |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for case in cases:
+        unit = ECHO_GROUPS[case["group"]][1]
+        target = ECHO_GROUPS[case["group"]][2]
+        n, r, q = case["netlifed"], case["reference"], case["ratio"]
+        f, c = case["figure"], case["per_cpu_figure"]
+        main_ratio = q[f]
+        lines.append(
+            f"| {case['name']} | {case['reference_mode']} | {fmt(n[f])} {unit} | {fmt(r[f])} {unit} | {fmt(main_ratio, 3)} "
+            f"| {fmt(n['p99_us'])} / {fmt(r['p99_us'])} | {fmt(q['p99_us'], 2)} "
+            f"| {fmt(n[c])} / {fmt(r[c])} | {fmt(q[c], 3)} | {target or ''} | {meets(main_ratio, target)} |"
+        )
+    return lines
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--input", help="the raw runs, one JSON object per line")
+    parser.add_argument("--meta", help="a JSON object describing the machine and the settings")
+    parser.add_argument("--output", help="where to write the summary as JSON")
+    parser.add_argument("--brief", metavar="JSON", help="print one run's main figures on one line, and exit")
+    args = parser.parse_args()
+    if args.brief:
+        print(brief(json.loads(args.brief)))
+        return 0
+    if not args.input or not args.output:
+        parser.error("--input and --output are needed")
+
+    records = [json.loads(line) for line in open(args.input) if line.strip()]
+    meta = json.load(open(args.meta)) if args.meta else {}
+    groups = {}
+    for record in records:
+        groups.setdefault(record["group"], {}).setdefault(record["case"], []).append(record)
+
+    summary = dict(meta)
+    out = []
+    echo_cases = [echo_case(name, group, recs) for group in ("pingpong", "pipelined", "streaming")
+                  for name, recs in groups.get(group, {}).items()]
+    if echo_cases:
+        summary["echo"] = echo_cases
+        out += ["Echo (medians over rounds; ratio = netlifed / reference, per round, then the median):", ""]
+        out += echo_table(echo_cases) + [""]
+
+    if "idle" in groups:
+        idle = [echo_case(name, "idle", recs) for name, recs in groups["idle"].items()]
+        summary["idle"] = idle
+        out += ["| idle connections | reference mode | netlifed bytes/conn | reference bytes/conn | ratio | SPEC | meets |",
+                "| --- | --- | --- | --- | --- | --- | --- |"]
+        for case in idle:
+            value = case["ratio"]["bytes_per_connection"]
+            out.append(f"| {case['name']} | {case['reference_mode']} | {fmt(case['netlifed']['bytes_per_connection'])} "
+                       f"| {fmt(case['reference']['bytes_per_connection'])} | {fmt(value, 2)} | <= 1.25 | {meets(value, '<= 1.25')} |")
+        out.append("")
+
+    if "lifecycle" in groups:
+        results = [r["result"] for recs in groups["lifecycle"].values() for r in recs]
+        first = results[0]
+        lifecycle = {"listeners": first["listeners"], "connections": first["connections"],
+                     "errors": sum(r["errors"] for r in results)}
+        out += [f"Lifecycle: {first['listeners']:,} listeners, {first['connections']:,} connections "
+                f"(ms, pooled over {len(results)} round(s); the client's own time included):", "",
+                "| transition | p50 ms | p99 ms | max ms | samples | SPEC | meets |", "| --- | --- | --- | --- | --- | --- | --- |"]
+        for key, label, target in (("background_ms", "background acknowledged", "<= 10"),
+                                   ("foreground_ms", "foreground (from background) acknowledged", "<= 10"),
+                                   ("suspend_ms", "suspend acknowledged", None),
+                                   ("foreground_from_suspended_ms", "foreground from suspended acknowledged", None),
+                                   ("refused_after_reply_ms", "background reply -> first ECONNREFUSED", None)):
+            stats = pooled(results, key)
+            lifecycle[key] = stats
+            out.append(f"| {label} | {fmt(stats['p50'], 3)} | {fmt(stats['p99'], 3)} | {fmt(stats['max'], 3)} "
+                       f"| {stats['samples']} | {target or ''} | {meets(stats['p99'], target)} |")
+        lifecycle["background_stages_ms_p50"] = median(r["background_stages_ms_p50"] for r in results)
+        out += ["", f"(The daemon's own did-enter-background + will-resign-active stages: "
+                    f"{fmt(lifecycle['background_stages_ms_p50'], 3)} ms, median.)", ""]
+        summary["lifecycle"] = lifecycle
+
+    if "control" in groups:
+        control = {}
+        out += ["Control socket round trips (µs, pooled over rounds; Python client):", "",
+                "| case | status p50 | status p99 | status max | samples | version p50 | reply bytes | SPEC p99 | meets |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for name, recs in groups["control"].items():
+            results = [r["result"] for r in recs]
+            status, version = pooled(results, "status_us"), pooled(results, "version_us")
+            control[name] = {"status_us": status, "version_us": version, "apps": results[0]["apps"],
+                             "reply_bytes": results[0]["reply_bytes"]}
+            out.append(f"| {name} | {fmt(status['p50'])} | {fmt(status['p99'])} | {fmt(status['max'])} | {status['samples']} "
+                       f"| {fmt(version['p50'])} | {results[0]['reply_bytes']:,} | <= 1000 | {meets(status['p99'], '<= 1000')} |")
+        out.append("")
+        summary["control"] = control
+
+    if "voip" in groups:
+        results = [r["result"] for recs in groups["voip"].values() for r in recs]
+        polled, watched = pooled(results, "wake_us"), pooled(results, "wake_event_us")
+        summary["voip"] = {"wake_us": polled, "wake_event_us": watched,
+                           "seen_in_background": sum(r["seen_in_background"] for r in results)}
+        out += ["VoIP wake-up (µs, pooled over rounds; Python peer and client):", "",
+                "| measured until | p50 | p99 | max | samples | SPEC p99 | meets |", "| --- | --- | --- | --- | --- | --- | --- |",
+                f"| `status` shows the app woken (polled) | {fmt(polled['p50'])} | {fmt(polled['p99'])} | {fmt(polled['max'])} "
+                f"| {polled['samples']} | <= 1000 | {meets(polled['p99'], '<= 1000')} |",
+                f"| the `woken` event arrives on a watch | {fmt(watched['p50'])} | {fmt(watched['p99'])} | {fmt(watched['max'])} "
+                f"| {watched['samples']} | | |", ""]
+
+    errors = sum(r["result"].get("errors", 0) for r in records)
+    summary["errors"] = errors
+    if errors:
+        out.append(f"WARNING: {errors} errors in the runs (see the raw results).")
+    runs = [strip_values(r) for r in records]
+    with open(args.output, "w") as file:
+        # Indented, except the raw runs: one line each.
+        text = json.dumps({**summary, "runs": []}, indent=1)
+        lines = ",\n  ".join(json.dumps(run, separators=(",", ":")) for run in runs)
+        file.write(text[: text.rindex("[]")] + "[\n  " + lines + "\n ]\n}\n")
+    print("\n".join(out))
+
+
+def brief(result):
+    """The main figures of one run, for the progress lines."""
+    keys = ("messages_per_s", "mb_per_s", "p99_us", "server_cpu_s", "client_cpu_s", "bytes_per_connection", "errors")
+    parts = [f"{key}={result[key]}" for key in keys if key in result]
+    for key, value in result.items():
+        if isinstance(value, dict) and "p50" in value:
+            parts.append(f"{key} p50={value['p50']} p99={value['p99']}")
+    return "  ".join(parts)
+
+
+def strip_values(record):
+    """A raw run without its sample lists (the pooled figures above hold them)."""
+    result = {}
+    for key, value in record["result"].items():
+        if isinstance(value, dict):
+            value = {k: v for k, v in value.items() if k != "values"}
+        result[key] = value
+    return {**record, "result": result}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
