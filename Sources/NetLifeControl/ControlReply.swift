@@ -637,3 +637,77 @@ public struct MemoryPressureReply: Equatable, Sendable {
         terminated = try JSONFields<Key>(json, what: "a reply").array(.terminated, JettisonInfo.init(json:))
     }
 }
+
+/// A download or upload in `transfers` (SPEC section 8).
+public struct TransferInfo: Equatable, Sendable {
+    public var app: String
+    public var url: String
+    public var output: String
+    /// Bytes on disk so far.
+    public var bytes: Int
+    /// The whole length, when known.
+    public var total: Int?
+    /// `running`, `paused`, `done` or `failed`.
+    public var state: String
+    /// Why it is paused or failed.
+    public var reason: String?
+
+    public init(app: String, url: String, output: String, bytes: Int, total: Int?, state: String, reason: String?) {
+        self.app = app
+        self.url = url
+        self.output = output
+        self.bytes = bytes
+        self.total = total
+        self.state = state
+        self.reason = reason
+    }
+
+    enum Key: String { case app, url, output, bytes, total, state, reason }
+
+    public var json: JSON {
+        var members = JSONMembers<Key>()
+        members.set(.app, app)
+        members.set(.url, url)
+        members.set(.output, output)
+        members.set(.bytes, Double(bytes))
+        members.set(.total, total.map(Double.init))
+        members.set(.state, state)
+        members.set(.reason, reason)
+        return members.json
+    }
+
+    public init(json: JSON) throws(ControlError) {
+        let fields = try JSONFields<Key>(json, what: "a transfer")
+        app = try fields.string(.app)
+        url = try fields.string(.url)
+        output = try fields.string(.output)
+        bytes = Int(try fields.count(.bytes))
+        total = fields.value(.total) == nil || fields.value(.total) == .null ? nil : Int(try fields.count(.total))
+        state = try fields.string(.state)
+        reason = try fields.optionalString(.reason)
+    }
+
+    /// One line of text for netlifectl.
+    public var text: String {
+        let size = total.map { "\(bytes)/\($0) bytes" } ?? "\(bytes) bytes"
+        return "\(app): \(url) -> \(output): \(state)\(reason.map { " (\($0))" } ?? ""), \(size)"
+    }
+}
+
+/// The reply to `transfers [APP]`, and to `download` (the transfer it started): `{"ok": true, "transfers": [...]}`.
+public struct TransfersReply: Equatable, Sendable {
+    public var transfers: [TransferInfo]
+    public init(transfers: [TransferInfo]) { self.transfers = transfers }
+
+    enum Key: String { case transfers }
+
+    public var json: JSON {
+        var members = JSONMembers<Key>.reply()
+        members.set(.transfers, .array(transfers.map(\.json)))
+        return members.json
+    }
+
+    public init(json: JSON) throws(ControlError) {
+        transfers = try JSONFields<Key>(json, what: "a reply").array(.transfers, TransferInfo.init(json:))
+    }
+}

@@ -110,7 +110,15 @@ enum ControlCommands {
             reply(ReclaimReply(reclaimed: reclaimed).json)
         case .memoryPressure:
             reply(MemoryPressureReply(terminated: daemon.relieveMemoryPressure()).json)
-        case .download, .upload, .transfers:
+        case .download(_, let url, let output):
+            guard let app else { return reply(missingApp) }
+            switch daemon.transfers.start(app: app, url: url, output: output) {
+            case .success(let info): reply(TransfersReply(transfers: [info]).json)
+            case .failure(let error): reply(error.json)
+            }
+        case .transfers(let name):
+            reply(TransfersReply(transfers: daemon.transfers.list(app: name)).json)
+        case .upload:
             reply(Reply.error(.unsupported, "'\(request.command)' is not supported by this version of netlifed yet"))
         }
     }

@@ -35,6 +35,8 @@ final class DaemonRuntime {
     var appEventSinks: [(App, AppEvent) -> Void] = []
     /// The `netlifectl watch` connections.
     let watchers: Watchers
+    /// The downloads (`netlifectl download`, `transfers`).
+    let transfers: Transfers
     private(set) var isShuttingDown = false
 
     init(configuration: DaemonConfiguration, options: DaemonOptions, services: ServiceRegistry,
@@ -54,6 +56,7 @@ final class DaemonRuntime {
         }
         announcer = SystemdAnnouncer(notifier: notifier, loop: loop)
         watchers = Watchers(logger: logger)
+        transfers = Transfers(loop: loop, logger: logger)
         supervisor = Supervisor(loop: loop, logger: logger)
         let controlPath = configuration.control ?? DaemonOptions.defaultControlPath(environment: environment)
         var hookEnvironment = environment
@@ -88,6 +91,8 @@ final class DaemonRuntime {
         supervisor.onAppEvent = { [unowned self] app, event in appEvent(app, event) }
         let watchers = self.watchers
         appEventSinks.append { app, event in watchers.appEvent(app, event) }
+        let transfers = self.transfers
+        appEventSinks.append { app, event in transfers.appEvent(app, event) }
     }
 
     /// Runs until SIGTERM or SIGINT has terminated every app, then tears everything down (`tearDown()`).

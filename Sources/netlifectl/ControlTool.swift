@@ -69,6 +69,9 @@ enum ControlTool {
             return usage("\(error.message)\nUSAGE: netlifectl \(command.usage)")
         }
         if case .watch = request { return watch(request, controlPath: controlPath, json: json) }
+        if case .download(let app, _, let output) = request, !words.contains("--no-wait") {
+            return download(request, app: app, output: output, controlPath: controlPath, json: json)
+        }
         switch exchange(request, controlPath: controlPath) {
         case .failure(let status):
             return status.code
@@ -122,6 +125,50 @@ enum ControlTool {
                 return .failure(ExitStatus(Exit.unreachable))
             }
         }
+    }
+
+    /// `download` without --no-wait: starts the transfer, then follows it (every 200 ms, with a progress bar
+    /// when stderr is a terminal) until it is done (exit 0), paused (exit 0, saying why) or failed (exit 1).
+    static func download(_ request: ControlRequest, app: String, output: String, controlPath: String?, json: Bool) -> Int32 {
+        var reply: JSON
+        switch exchange(request, controlPath: controlPath) {
+        case .failure(let status): return status.code
+        case .success(let first): reply = first
+        }
+        let terminal = isatty(2) == 1
+        while true {
+            if let error = ControlError(reply: reply) { return refused(error, reply: reply, json: json) }
+            guard let transfer = (try? TransfersReply(json: reply))?.transfers.first(where: { $0.output == output }) else {
+                printError("netlifectl: the transfer to \(output) is gone")
+                return Exit.refused
+            }
+            if transfer.state != "running" {
+                if terminal { printError("") }
+                print(json ? TransfersReply(transfers: [transfer]).json.serialized : transfer.text)
+                return transfer.state == "failed" ? Exit.refused : Exit.ok
+            }
+            if terminal { printProgress(transfer) }
+            usleep(200_000)
+            switch exchange(.transfers(app: app), controlPath: controlPath) {
+            case .failure(let status): return status.code
+            case .success(let next): reply = next
+            }
+        }
+    }
+
+    /// `[#####.....]  42%  1234567/2939393 bytes` on one line of stderr, redrawn in place.
+    static func printProgress(_ transfer: TransferInfo) {
+        let width = 30
+        var line = "\r"
+        if let total = transfer.total, total > 0 {
+            let filled = min(width, transfer.bytes * width / total)
+            line += "[" + String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled) + "]"
+            line += " \(transfer.bytes * 100 / total)%  \(transfer.bytes)/\(total) bytes"
+        } else {
+            line += "\(transfer.bytes) bytes"
+        }
+        fputs(line, stderr)
+        fflush(stderr)
     }
 
     /// `watch`: prints each event line as it comes (text, or the line as is with --json) until interrupted.

@@ -1,6 +1,7 @@
 // netlifectl's command table: for each subcommand its words, usage, how its arguments become a request,
 // and how its reply is printed as text (every command prints text; --json prints the reply as is).
 
+@preconcurrency import Glibc
 import NetLifeControl
 
 /// A netlifectl subcommand.
@@ -80,13 +81,15 @@ struct CtlCommand: Sendable {
                        let mode = try ModeReply(json: reply)
                        return "\(mode.app): mode \(mode.mode)"
                    }),
-        CtlCommand(words: ["download"], usage: "download APP URL --output PATH",
-                   summary: "Hand a resumable download to an app.",
+        CtlCommand(words: ["download"], usage: "download APP URL --output PATH [--no-wait]",
+                   summary: "Hand a resumable download to an app; waits (with a progress bar on a terminal) until it finishes or pauses, unless --no-wait.",
                    build: { arguments throws(ControlTool.UsageError) in
-                       let parsed = try Arguments(arguments, positional: 2...2, options: ["--output"])
-                       guard let output = parsed.options["--output"] else { throw ControlTool.UsageError(message: "--output PATH is required") }
-                       return .download(app: parsed.positional[0], url: parsed.positional[1], output: output)
-                   }, render: renderDone),
+                       let parsed = try Arguments(arguments, positional: 2...2, flags: ["--no-wait"], options: ["--output"])
+                       guard let output = parsed.options["--output"], !output.isEmpty else {
+                           throw ControlTool.UsageError(message: "--output PATH is required")
+                       }
+                       return .download(app: parsed.positional[0], url: parsed.positional[1], output: absolutePath(output))
+                   }, render: renderTransfers),
         CtlCommand(words: ["upload"], usage: "upload APP FILE URL", summary: "Hand a resumable upload to an app.",
                    build: { arguments throws(ControlTool.UsageError) in
                        let parsed = try Arguments(arguments, positional: 3...3)
@@ -95,7 +98,7 @@ struct CtlCommand: Sendable {
         CtlCommand(words: ["transfers"], usage: "transfers [APP]", summary: "Show downloads and uploads.",
                    build: { arguments throws(ControlTool.UsageError) in
                        .transfers(app: try Arguments(arguments, positional: 0...1).positional.first)
-                   }, render: renderDone),
+                   }, render: renderTransfers),
         CtlCommand(words: ["watch"], usage: "watch [APP]", summary: "Print lifecycle events as they happen.",
                    build: { arguments throws(ControlTool.UsageError) in
                        .watch(app: try Arguments(arguments, positional: 0...1).positional.first)
@@ -231,6 +234,19 @@ func renderMemoryPressure(_ reply: JSON) throws(ControlError) -> String {
     let terminated = try MemoryPressureReply(json: reply).terminated
     guard !terminated.isEmpty else { return "no suspended app: nothing terminated" }
     return terminated.map { "\($0.app): terminated (memory pressure), its sockets held \($0.bytes) bytes" }.joined(separator: "\n")
+}
+
+func renderTransfers(_ reply: JSON) throws(ControlError) -> String {
+    let transfers = try TransfersReply(json: reply).transfers
+    return transfers.isEmpty ? "no transfers" : transfers.map(\.text).joined(separator: "\n")
+}
+
+/// `path` made absolute against the current directory (the daemon's is another).
+func absolutePath(_ path: String) -> String {
+    if path.hasPrefix("/") { return path }
+    guard let cwd = getcwd(nil, 0) else { return path }
+    defer { free(cwd) }
+    return String(cString: cwd) + "/" + path
 }
 
 func renderTasks(_ reply: JSON) throws(ControlError) -> String {

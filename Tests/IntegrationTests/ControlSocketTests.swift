@@ -79,7 +79,7 @@ struct ControlSocketTests {
         #expect(errorCode(connection.reply()) == "protocol-version")
         connection.send("{\"cmd\": \"background\"}\n")
         #expect(errorCode(connection.reply()) == "bad-request")
-        connection.send("{\"cmd\": \"transfers\"}\n")
+        connection.send("{\"cmd\": \"upload\", \"app\": \"echo\", \"file\": \"/f\", \"url\": \"http://127.0.0.1/f\"}\n")
         #expect(errorCode(connection.reply()) == "unsupported")
         // The same connection still works after errors.
         connection.send("{\"cmd\": \"status\"}\n")

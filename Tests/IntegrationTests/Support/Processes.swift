@@ -114,6 +114,9 @@ final class BackgroundProcess {
 
     var isRunning: Bool { process.isRunning }
 
+    /// What it has written to stdout so far.
+    var output: String { scratch.read("out") }
+
     /// Waits for the program (killing it after `timeout`); returns its result and how long it ran.
     func wait(timeout: TimeInterval = 20) -> (result: ProcessResult, elapsed: TimeInterval) {
         defer { scratch.remove() }

@@ -1,0 +1,340 @@
+// One resumable HTTP download on the event loop: the thin shell of ResumableDownload. It connects
+// (OutboundConnector), writes the request, reads the response with HTTPResponseParser and ChunkedDecoder,
+// appends the body to `OUTPUT.part`, keeps the record in `OUTPUT.part.meta` (write, fsync, rename), checks
+// a digest in slices across loop turns, and renames the file into place. The decisions (Range, If-Range,
+// what a 200, 206 or 416 means) are the machine's.
+
+@preconcurrency import Glibc
+import NetLife
+import NetLifeEvent
+
+/// A download from an `http://` URL (numeric address) into a file.
+public final class Download: ConnectionDelegate {
+    public let url: URLParts
+    /// Where the finished file goes; the part and its record sit next to it.
+    public let output: String
+    public var partPath: String { output + ".part" }
+    public var recordPath: String { output + ".part.meta" }
+    /// Told after every change of state or progress worth showing.
+    public var onChange: ((Download) -> Void)?
+
+    private var machine: ResumableDownload
+    private unowned let loop: EventLoop
+    private let logger: Logger
+    private var partFD: CInt = -1
+    private var connector: OutboundConnector?
+    private var connection: Connection?
+    private var parser = HTTPResponseParser()
+    private enum Phase { case idle, head, body(HTTPBodyFraming, remaining: Int?), closed }
+    private var phase: Phase = .idle
+    private var chunked = ChunkedDecoder()
+    private var digestWork: EventTimer?
+
+    /// Reads what an earlier run left (`OUTPUT.part` and its record), ready to `start()`.
+    public init(url: URLParts, output: String, loop: EventLoop, logger: Logger) {
+        self.url = url
+        self.output = output
+        self.loop = loop
+        self.logger = logger.labeled("\(logger.label) download \(output)")
+        var info = stat()
+        let partSize = stat(output + ".part", &info) == 0 ? Int(info.st_size) : 0
+        let existing = readSmallFile(output + ".part.meta").flatMap(DownloadRecord.decode)
+        machine = ResumableDownload(url: url, existing: existing, partSize: partSize)
+    }
+
+    public var state: ResumableDownload.State { machine.state }
+    public var bytesDone: Int { machine.bytesDone }
+    public var total: Int? { machine.total }
+
+    /// Begins or resumes the transfer.
+    public func start() {
+        perform(machine.start())
+    }
+
+    /// Stops it, keeping the part and the record (the task expired, the app suspends, the daemon stops).
+    public func pause(_ reason: String) {
+        perform(machine.pause(reason))
+    }
+
+    // MARK: Actions
+
+    private func perform(_ actions: [ResumableDownload.Action]) {
+        for action in actions { perform(action) }
+    }
+
+    private func perform(_ action: ResumableDownload.Action) {
+        switch action {
+        case .sendRequest(let request):
+            send(request)
+        case .appendBody(let framing):
+            phase = .body(framing, remaining: framing.length)
+            chunked = ChunkedDecoder()
+            if case .none = framing { return perform(machine.bodyEnded()) }
+            readBody()
+        case .closeConnection:
+            closeConnection()
+        case .truncatePart(let length):
+            guard openPart() else { return }
+            if ftruncate(partFD, off_t(length)) != 0 { return failIO("ftruncate", Errno.current) }
+        case .writeRecord(let record):
+            writeRecord(record)
+        case .computeDigest(let algorithm):
+            computeDigest(algorithm)
+        case .renameIntoPlace:
+            guard openPart() else { return }
+            fsync(partFD)
+            close(partFD)
+            partFD = -1
+            if rename(partPath, output) != 0 { return failIO("rename", Errno.current) }
+            syncDirectory()
+            logger.info("done: \(machine.bytesDone) bytes")
+        case .removeRecord:
+            unlink(recordPath)
+            syncDirectory()
+        case .report(let state):
+            if case .paused(let reason) = state { logger.info("paused: \(reason)") }
+            if case .failed(let reason) = state { logger.warning("failed: \(reason)") }
+            if state != .running { closePart() }
+            onChange?(self)
+        }
+    }
+
+    // MARK: The connection
+
+    private func send(_ request: HTTPClientRequest) {
+        closeConnection()
+        let address: SocketAddress
+        switch request.url.host {
+        case .ipv4: address = .ipv4(request.url.host.description, port: UInt16(clamping: request.url.port))
+        case .ipv6: address = .ipv6(request.url.host.description.trimmingBrackets, port: UInt16(clamping: request.url.port))
+        case .name(let name):
+            return perform(machine.connectionFailed("host names are not resolved yet (\(name)); use a numeric address"))
+        }
+        let range = request.value(of: "Range")
+        logger.debug("\(request.method) \(request.url)\(range.map { " (\($0))" } ?? "")")
+        parser = HTTPResponseParser()
+        phase = .head
+        connector = OutboundConnector(loop: loop, address: address) { [weak self] result in
+            guard let self else {
+                if case .success(let fd) = result { SocketCalls.close(fd) }
+                return
+            }
+            connector = nil
+            switch result {
+            case .success(let fd):
+                do {
+                    let connection = try Connection(loop: loop, fd: fd)
+                    connection.delegate = self
+                    self.connection = connection
+                    connection.output.append(request.serialized)
+                    connection.flush()
+                } catch {
+                    perform(machine.connectionFailed("\(error)"))
+                }
+            case .failure(let error):
+                perform(machine.connectionFailed("\(error)"))
+            }
+        }
+    }
+
+    private func closeConnection() {
+        connector?.cancel()
+        connector = nil
+        phase = .closed
+        guard let connection else { return }
+        self.connection = nil
+        connection.delegate = nil
+        connection.close(.now)
+    }
+
+    public func connectionDidRead(_ connection: Connection) {
+        switch phase {
+        case .head: readHead(connection)
+        case .body: readBody()
+        case .idle, .closed: connection.input.removeAll()
+        }
+    }
+
+    public func connectionDidReachEnd(_ connection: Connection) {
+        if case .body(.untilClose, _) = phase {
+            readBody()
+            if case .body = phase { perform(machine.bodyEnded()) }
+            return
+        }
+        if case .closed = phase { return }
+        perform(machine.connectionFailed("the server closed the connection before the response was complete"))
+    }
+
+    public func connectionDidClose(_ connection: Connection, error: SystemError?) {
+        guard connection === self.connection else { return }
+        self.connection = nil
+        if case .closed = phase { return }
+        perform(machine.connectionFailed(error.map { "\($0)" } ?? "the connection closed"))
+    }
+
+    private func readHead(_ connection: Connection) {
+        let bytes = connection.input.peekBytes(limit: HTTPResponseParser.maxHeadBytes + 1)
+        do {
+            guard let (head, consumed) = try parser.consume(bytes) else { return }
+            connection.input.drain(consumed)
+            perform(machine.responseHead(head))
+        } catch {
+            perform(machine.connectionFailed("bad response: \(error.message)"))
+        }
+    }
+
+    /// Appends what the connection holds of the body to the part.
+    private func readBody() {
+        while case .body(let framing, let remaining) = phase, let input = connection?.input, !input.isEmpty {
+            switch framing {
+            case .length, .untilClose, .none:
+                let count = min(input.count, remaining ?? Int.max, 1 << 20)
+                guard append(input, count) else { return }
+                if let remaining {
+                    phase = .body(framing, remaining: remaining - count)
+                    perform(machine.bodyBytes(count))
+                    if remaining - count == 0, case .body = phase { perform(machine.bodyEnded()) }
+                } else {
+                    perform(machine.bodyBytes(count))
+                }
+            case .chunked:
+                let bytes = input.peekBytes(limit: 1 << 20)
+                let step: ChunkedDecoder.Step
+                do {
+                    step = try chunked.decode(bytes)
+                } catch {
+                    return perform(machine.connectionFailed("bad chunked body: \(error.message)"))
+                }
+                switch step {
+                case .data(let count):
+                    guard append(input, count) else { return }
+                    perform(machine.bodyBytes(count))
+                case .framing(let count):
+                    if count == 0 { return }
+                    input.drain(count)
+                case .end(let count):
+                    input.drain(count)
+                    perform(machine.bodyEnded())
+                }
+            }
+        }
+    }
+
+    /// Writes the first `count` bytes of `input` to the part and drains them; false (and paused) on an error.
+    private func append(_ input: EventBuffer, _ count: Int) -> Bool {
+        guard openPart() else { return false }
+        let bytes = input.peekBytes(limit: count)
+        var written = 0
+        while written < bytes.count {
+            let result = bytes[written...].withUnsafeBytes { Glibc.write(partFD, $0.baseAddress, $0.count) }
+            if result < 0 {
+                if errno == EINTR { continue }
+                failIO("write", Errno.current)
+                return false
+            }
+            written += result
+        }
+        input.drain(count)
+        return true
+    }
+
+    // MARK: Files
+
+    private func openPart() -> Bool {
+        if partFD >= 0 { return true }
+        partFD = open(partPath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+        if partFD < 0 {
+            failIO("open \(partPath)", Errno.current)
+            return false
+        }
+        return true
+    }
+
+    private func closePart() {
+        if partFD >= 0 { close(partFD) }
+        partFD = -1
+    }
+
+    private func failIO(_ call: String, _ error: Errno) {
+        closeConnection()
+        perform(machine.pause("\(call): \(error)"))
+    }
+
+    /// The record, atomically: the part's bytes reach the disk first, then the record replaces the old one.
+    private func writeRecord(_ record: DownloadRecord) {
+        if partFD >= 0 { fsync(partFD) }
+        let temporary = recordPath + ".tmp"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { return failIO("open \(temporary)", Errno.current) }
+        let bytes = Array(record.encoded().utf8)
+        let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+        fsync(fd)
+        close(fd)
+        guard written == bytes.count, rename(temporary, recordPath) == 0 else {
+            unlink(temporary)
+            return failIO("write \(recordPath)", Errno.current)
+        }
+        syncDirectory()
+    }
+
+    private func syncDirectory() {
+        let directory = output.lastIndex(of: "/").map { String(output[..<$0]) } ?? "."
+        let fd = open(directory.isEmpty ? "/" : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if fd >= 0 {
+            fsync(fd)
+            close(fd)
+        }
+    }
+
+    /// Hashes the part 1 MiB per loop turn, so that a large file does not stall the loop.
+    private func computeDigest(_ algorithm: DigestAlgorithm) {
+        let fd = open(partPath, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return failIO("open \(partPath)", Errno.current) }
+        var sha256 = SHA256Digest()
+        var md5 = MD5Digest()
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        var step: () -> Void = {}
+        step = { [weak self] in
+            guard let self else {
+                close(fd)
+                return
+            }
+            let count = read(fd, &buffer, buffer.count)
+            if count < 0 {
+                close(fd)
+                digestWork = nil
+                return failIO("read \(partPath)", Errno.current)
+            }
+            if count > 0 {
+                switch algorithm {
+                case .sha256: sha256.update(buffer[0..<count])
+                case .md5: md5.update(buffer[0..<count])
+                }
+                digestWork?.arm(after: .zero)
+                return
+            }
+            close(fd)
+            digestWork?.close()
+            digestWork = nil
+            perform(machine.digestComputed(algorithm == .sha256 ? .sha256(sha256.finish()) : .md5(md5.finish())))
+        }
+        digestWork = EventTimer(loop: loop) { step() }
+        digestWork?.arm(after: .zero)
+    }
+}
+
+/// The contents of a small file (at most 64 KiB), or nil.
+func readSmallFile(_ path: String) -> String? {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    var bytes = [UInt8](repeating: 0, count: 65536)
+    let count = read(fd, &bytes, bytes.count)
+    return count >= 0 ? String(decoding: bytes[0..<count], as: UTF8.self) : nil
+}
+
+private extension String {
+    var trimmingBrackets: String {
+        hasPrefix("[") && hasSuffix("]") ? String(dropFirst().dropLast()) : self
+    }
+}

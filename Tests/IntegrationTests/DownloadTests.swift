@@ -1,0 +1,167 @@
+// `netlifectl download` against the real binary: a download interrupted by the lifecycle (background,
+// the background time running out, suspend, reclaim) resumes on foreground with Range and If-Range and
+// ends byte-exact, having fetched only the missing bytes; a file that changed in between restarts from 0.
+
+import Foundation
+import Testing
+
+/// A small HTTP server in Python (standard library only) that serves one file with a strong ETag and byte
+/// ranges, sends at most `stallAfter` bytes of the first response and then holds the connection (so that
+/// a download can be interrupted mid-way), and counts the body bytes it sent in `sent.txt`.
+final class StallingHTTPServer {
+    let directory = TemporaryDirectory()
+    private let process: BackgroundProcess
+    let port: UInt16
+
+    init(content: [UInt8], stallAfter: Int, etag: String = "\"v1\"") throws {
+        _ = FileManager.default.createFile(atPath: directory.file("file.bin"), contents: Data(content))
+        directory.write("etag.txt", etag)
+        directory.write("server.py", """
+            import http.server, os, sys, time
+            root = sys.argv[1]; stall = int(sys.argv[2])
+            state = {"first": True, "sent": 0}
+            class H(http.server.BaseHTTPRequestHandler):
+                protocol_version = "HTTP/1.1"
+                def log_message(self, *a): pass
+                def do_GET(self):
+                    data = open(os.path.join(root, "file.bin"), "rb").read()
+                    etag = open(os.path.join(root, "etag.txt")).read().strip()
+                    start, status = 0, 200
+                    rng, cond = self.headers.get("Range"), self.headers.get("If-Range")
+                    if rng and rng.startswith("bytes=") and rng.endswith("-") and (cond is None or cond == etag):
+                        start, status = int(rng[6:-1]), 206
+                    body = data[start:]
+                    self.send_response(status)
+                    self.send_header("ETag", etag)
+                    self.send_header("Accept-Ranges", "bytes")
+                    self.send_header("Content-Length", str(len(body)))
+                    if status == 206:
+                        self.send_header("Content-Range", "bytes %d-%d/%d" % (start, len(data) - 1, len(data)))
+                    self.end_headers()
+                    if state["first"]:
+                        state["first"] = False
+                        body = body[:stall]
+                        self.wfile.write(body); self.wfile.flush()
+                        state["sent"] += len(body)
+                        open(os.path.join(root, "sent.txt"), "w").write(str(state["sent"]))
+                        time.sleep(60)
+                        return
+                    self.wfile.write(body)
+                    state["sent"] += len(body)
+                    open(os.path.join(root, "sent.txt"), "w").write(str(state["sent"]))
+            s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+            s.daemon_threads = True
+            print(s.server_address[1], flush=True)
+            s.serve_forever()
+            """)
+        let process = try BackgroundProcess(["/usr/bin/python3", directory.file("server.py"), directory.path, String(stallAfter)])
+        var port: UInt16 = 0
+        _ = waitUntil(timeout: 10) {
+            port = UInt16(process.output.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+            return port != 0
+        }
+        self.process = process
+        self.port = port
+    }
+
+    /// The body bytes sent so far.
+    var sent: Int { Int(directory.read("sent.txt")) ?? 0 }
+
+    func stop() {
+        _ = process.wait(timeout: 0)
+        directory.remove()
+    }
+}
+
+@Suite(.timeLimit(.minutes(5))) struct DownloadTests {
+    @Test func aDownloadPausedByTheLifecycleResumesOnForegroundWithOnlyTheMissingBytes() throws {
+        let content = patternBytes(2_000_000, seed: 5)
+        let server = try StallingHTTPServer(content: content, stallAfter: 700_000)
+        defer { server.stop() }
+        #expect(server.port != 0, "the test server started")
+        let out = TemporaryDirectory()
+        defer { out.remove() }
+        let daemon = try TestDaemon(config: """
+            [daemon]
+            [app fetcher]
+            auto-suspend = never
+            task-time = 2s
+            expiration-lead = 500ms
+            """)
+        defer { daemon.stop() }
+        let url = "http://127.0.0.1:\(server.port)/file.bin"
+        let output = out.file("file.bin")
+        let started = daemon.ctl("download", "fetcher", url, "--output", output, "--no-wait")
+        #expect(started.status == 0, "\(started)")
+        #expect(waitUntil(timeout: 5) { server.sent == 700_000 })
+        // Background: the download goes on under its background task, which runs out after 2 s.
+        #expect(daemon.ctl("background", "fetcher").status == 0)
+        #expect(daemon.ctl("suspend", "fetcher").status == 0)
+        #expect(waitUntil(timeout: 6) { daemon.currentState("fetcher") == "suspended" }, "suspended once the task expired")
+        let paused = daemon.ctl("transfers", "fetcher")
+        #expect(paused.stdout.contains("paused"), "\(paused.stdout)")
+        #expect(FileManager.default.fileExists(atPath: output + ".part.meta"), "the record is on disk")
+        #expect(daemon.ctl("reclaim", "fetcher").status == 0)
+        // Foreground: it resumes with Range and If-Range and finishes.
+        #expect(daemon.ctl("foreground", "fetcher").status == 0)
+        #expect(waitUntil(timeout: 10) { daemon.ctl("transfers", "fetcher").stdout.contains("done") }, "\(daemon.ctl("transfers").stdout)")
+        #expect(sha256(output) == sha256(server.directory.file("file.bin")), "byte-exact")
+        #expect(server.sent == content.count, "only the missing bytes were fetched again: \(server.sent) sent for \(content.count)")
+        #expect(!FileManager.default.fileExists(atPath: output + ".part"))
+        #expect(!FileManager.default.fileExists(atPath: output + ".part.meta"))
+    }
+
+    @Test func aFileThatChangedInBetweenRestartsFromZeroWithoutCorruption() throws {
+        let first = patternBytes(1_000_000, seed: 1)
+        let server = try StallingHTTPServer(content: first, stallAfter: 300_000)
+        defer { server.stop() }
+        let out = TemporaryDirectory()
+        defer { out.remove() }
+        let daemon = try TestDaemon(config: """
+            [daemon]
+            [app fetcher]
+            auto-suspend = never
+            task-time = 1s
+            expiration-lead = 500ms
+            """)
+        defer { daemon.stop() }
+        let output = out.file("file.bin")
+        #expect(daemon.ctl("download", "fetcher", "http://127.0.0.1:\(server.port)/file.bin", "--output", output, "--no-wait").status == 0)
+        #expect(waitUntil(timeout: 5) { server.sent == 300_000 })
+        #expect(daemon.ctl("background", "fetcher").status == 0)
+        #expect(waitUntil(timeout: 5) { daemon.ctl("transfers", "fetcher").stdout.contains("paused") })
+        // The file changes on the server: a new ETag, so If-Range fails and the server answers 200.
+        let second = patternBytes(1_200_000, seed: 2)
+        _ = FileManager.default.createFile(atPath: server.directory.file("file.bin"), contents: Data(second))
+        server.directory.write("etag.txt", "\"v2\"")
+        #expect(daemon.ctl("foreground", "fetcher").status == 0)
+        #expect(waitUntil(timeout: 10) { daemon.ctl("transfers", "fetcher").stdout.contains("done") })
+        #expect(sha256(output) == sha256(server.directory.file("file.bin")), "the new file, whole, nothing of the old")
+    }
+
+    @Test func netlifectlDownloadWaitsAndRefusesWhatCannotWork() throws {
+        let files = TemporaryDirectory()
+        let out = TemporaryDirectory()
+        defer { files.remove(); out.remove() }
+        let content = patternBytes(300_000, seed: 3)
+        _ = FileManager.default.createFile(atPath: files.file("a.bin"), contents: Data(content))
+        let daemon = try TestDaemon(config: httpApp(root: files.path) + "\n[app fetcher]\n")
+        defer { daemon.stop() }
+        let url = "http://127.0.0.1:\(daemon.port(of: "files"))/a.bin"
+        let done = daemon.ctl("download", "fetcher", url, "--output", out.file("a.bin"))
+        #expect(done.status == 0, "\(done)")
+        #expect(done.stdout.contains("done, 300000/300000 bytes"), "\(done.stdout)")
+        #expect(sha256(out.file("a.bin")) == sha256(files.file("a.bin")))
+        let missing = daemon.ctl("download", "fetcher", url + ".missing", "--output", out.file("b.bin"))
+        #expect(missing.status == 1)
+        #expect(missing.stdout.contains("failed (server answered 404"), "\(missing)")
+        #expect(daemon.ctl("download", "fetcher", "ftp://127.0.0.1/a", "--output", out.file("c")).stderr.contains("not supported"))
+        #expect(daemon.ctl("download", "fetcher", "not a url", "--output", out.file("c")).status == 1)
+        #expect(daemon.ctl("download", "nobody", url, "--output", out.file("c")).status == 1)
+        let json = daemon.ctl("--json", "transfers")
+        let reply = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
+        let transfers = reply?["transfers"] as? [[String: Any]] ?? []
+        #expect(transfers.contains { $0["state"] as? String == "done" && $0["bytes"] as? Int == 300_000 && $0["total"] as? Int == 300_000 })
+        #expect(daemon.isRunning)
+    }
+}
