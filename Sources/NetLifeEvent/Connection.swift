@@ -368,7 +368,10 @@ public final class Connection {
 
     private func discardPendingInput() {
         let scratch = loop.readScratch
-        for _ in 0..<16 where Glibc.recv(fd, scratch.baseAddress, scratch.count, CInt(MSG_DONTWAIT)) > 0 {}
+        // At most 16 reads, stopping at the first that finds nothing (`where` would filter, not stop).
+        for _ in 0..<16 {
+            if Glibc.recv(fd, scratch.baseAddress, scratch.count, CInt(MSG_DONTWAIT)) <= 0 { break }
+        }
     }
 
     fileprivate func writable() {
