@@ -19,7 +19,8 @@ public enum AppEvent: Equatable, Sendable {
     /// The app stopped running (also after a watchdog kill), and why.
     case stopped(TerminationRecord)
     /// A listener is open on `address` (with the port the kernel gave).
-    case listenerOpened(name: String, address: SocketAddress)
+    /// `mdns`: how it is announced, if it is (so that a follower needs no search of the configuration).
+    case listenerOpened(name: String, address: SocketAddress, mdns: MDNSAnnouncement?)
     /// A listener was closed (the app left the foreground or stopped).
     case listenerClosed(name: String)
     /// A listener could not be opened; it is retried with back-off.

@@ -65,7 +65,7 @@ final class AppListener: ConnectionTracker {
             retryDelay = .milliseconds(100)
             if atConnectionLimit { pauseAccepting(.maxConnections) }
             logger.debug("listening on \(address)")
-            onEvent?(.listenerOpened(name: configuration.name, address: address))
+            onEvent?(.listenerOpened(name: configuration.name, address: address, mdns: configuration.mdns))
             return true
         } catch {
             openError = "\(error)"

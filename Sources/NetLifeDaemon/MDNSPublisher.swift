@@ -116,9 +116,10 @@ final class MDNSPublisher {
     func appEvent(_ app: App, _ event: AppEvent) {
         guard !isClosed else { return }
         switch event {
-        case .listenerOpened(let name, let address):
-            guard let listener = app.configuration.listeners.first(where: { $0.name == name }),
-                  let announcement = listener.mdns, let port = address.port else { return }
+        case .listenerOpened(let name, let address, let mdns):
+            // The event carries the announcement: no search of the app's listeners (1,000 listeners opening
+            // made that quadratic).
+            guard let announcement = mdns, let port = address.port else { return }
             let service = MDNSService(name: announcement.name ?? app.name, type: announcement.type, port: port, txt: announcement.txt)
             if client == nil && reconnectAt == nil { connect() }
             perform(registry.listenerOpened(MDNSServiceKey(app: app.name, listener: name), service))

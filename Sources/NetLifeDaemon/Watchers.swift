@@ -103,7 +103,7 @@ final class Watchers {
             line.kind = .stopped
             line.reason = info.reason
             line.by = info.by
-        case .listenerOpened(let name, let address):
+        case .listenerOpened(let name, let address, _):
             line.kind = .listenerOpened
             line.listener = name
             line.address = address.description

@@ -62,11 +62,27 @@ public final class Connection {
     /// The socket descriptor; -1 once closed.
     public private(set) var fd: CInt
     /// Bytes received and not yet consumed by the delegate. Valid (and empty once closed) for the
-    /// connection's whole lifetime.
-    public let input: EventBuffer
+    /// connection's whole lifetime. Made on first use: an idle connection holds no buffer.
+    public var input: EventBuffer {
+        if let inputStorage { return inputStorage }
+        let buffer = EventBuffer.allocate()
+        inputStorage = buffer
+        return buffer
+    }
     /// Bytes to send; call `flush()` after appending. Valid (and empty once closed) for the connection's
-    /// whole lifetime.
-    public let output: EventBuffer
+    /// whole lifetime. Made on first use.
+    public var output: EventBuffer {
+        if let outputStorage { return outputStorage }
+        let buffer = EventBuffer.allocate()
+        // The output drains to the socket: file segments then go out with sendfile, not mapped and copied.
+        buffer.setDrainsToDescriptor()
+        outputStorage = buffer
+        return buffer
+    }
+    private var inputStorage: EventBuffer?
+    private var outputStorage: EventBuffer?
+    /// The bytes in `output`, without making it.
+    private var outputCount: Int { outputStorage?.count ?? 0 }
     /// The receiver of this connection's events. Cleared when the connection closes.
     public var delegate: ConnectionDelegate?
     /// Told once, after the delegate, when the connection closes.
@@ -100,24 +116,11 @@ public final class Connection {
         loop.assertInLoop()
         self.loop = loop
         self.fd = fd
-        // Buffers and the read event only fail when memory is exhausted.
-        let input = evbuffer_new()
-        let output = evbuffer_new()
-        guard let input, let output else {
-            if let input { evbuffer_free(input) }
-            if let output { evbuffer_free(output) }
-            SocketCalls.close(fd)
-            throw SystemError("evbuffer_new", Errno(rawValue: ENOMEM))
-        }
-        // The output drains to the socket: file segments then go out with sendfile, not mapped and copied.
-        evbuffer_set_flags(output, UInt64(EVBUFFER_FLAG_DRAINS_TO_FD))
-        self.input = EventBuffer(input)
-        self.output = EventBuffer(output)
+        // The read event only fails when memory is exhausted.
         let context = Unmanaged.passUnretained(self).toOpaque()
         do {
             readEvent = try libevent("event_new") { event_new(loop.base, fd, Int16(EV_READ | EV_PERSIST), connectionReadable, context) }
         } catch {
-            // The object is whole by now, so `deinit` frees the buffers.
             SocketCalls.close(fd)
             throw error
         }
@@ -129,8 +132,8 @@ public final class Connection {
     /// after the close sees empty buffers, never freed ones. (The one teardown done in `deinit`: the owner
     /// table releases a connection only after `close`, so nothing else can run here.)
     deinit {
-        input.free()
-        output.free()
+        inputStorage?.free()
+        outputStorage?.free()
     }
 
     // MARK: Reading
@@ -152,7 +155,7 @@ public final class Connection {
     public var isReading: Bool { readInterest }
 
     /// Whether `output` holds more than `outputHighWaterMark` bytes.
-    public var isOutputHigh: Bool { output.count > outputHighWaterMark }
+    public var isOutputHigh: Bool { outputCount > outputHighWaterMark }
 
     /// Stops reading while `output` holds more than `outputHighWaterMark` bytes (a peer that sends faster
     /// than it reads); reading resumes and the delegate hears `connectionDidDrainOutput` once it is written.
@@ -206,9 +209,9 @@ public final class Connection {
     /// The corresponding C function is `evbuffer_write` (writev or sendfile).
     public func flush() {
         guard state != .closed else { return }
-        if !output.isEmpty {
+        if let outputStorage, !outputStorage.isEmpty {
             errno = 0
-            let written = evbuffer_write(output.pointer, fd)
+            let written = evbuffer_write(outputStorage.pointer, fd)
             if written < 0 {
                 let error = Errno.current
                 if error != .wouldBlock && error != .interrupted {
@@ -217,7 +220,7 @@ public final class Connection {
                 }
             }
         }
-        if output.isEmpty {
+        if outputCount == 0 {
             setWriteInterest(false)
             if readsPausedByBackPressure {
                 readsPausedByBackPressure = false
@@ -304,13 +307,13 @@ public final class Connection {
     /// decision weighs).
     public var heldBytes: Int {
         guard state != .closed else { return 0 }
-        return input.count + unsentBytes + max(0, Int(netlife_unread_bytes(fd)))
+        return (inputStorage?.count ?? 0) + unsentBytes + max(0, Int(netlife_unread_bytes(fd)))
     }
 
     /// The bytes the peer has not taken yet: those in `output` and those in the kernel's send queue. Writing
     /// moves bytes from one to the other; only the peer's reading makes the sum smaller.
     private var unsentBytes: Int {
-        output.count + max(0, Int(netlife_unsent_bytes(fd)))
+        outputCount + max(0, Int(netlife_unsent_bytes(fd)))
     }
 
     /// The flush timer: the peer took bytes since the last check (progress: wait again), or none (reset).
@@ -355,8 +358,8 @@ public final class Connection {
         }
         SocketCalls.close(fd)
         fd = -1
-        input.removeAll()
-        output.removeAll()
+        inputStorage?.removeAll()
+        outputStorage?.removeAll()
         let delegate = self.delegate
         let tracker = self.tracker
         self.delegate = nil

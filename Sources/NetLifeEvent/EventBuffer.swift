@@ -16,6 +16,12 @@ public struct EventBuffer {
         EventBuffer(try! libevent("evbuffer_new") { evbuffer_new() })
     }
 
+    /// Marks the buffer as one that is written to a descriptor, so that its file segments are sent with
+    /// sendfile rather than mapped and copied. The corresponding C function is `evbuffer_set_flags`.
+    func setDrainsToDescriptor() {
+        evbuffer_set_flags(pointer, UInt64(EVBUFFER_FLAG_DRAINS_TO_FD))
+    }
+
     /// Frees a buffer made with `allocate()`.
     public func free() { evbuffer_free(pointer) }
 

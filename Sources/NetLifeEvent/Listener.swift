@@ -8,8 +8,26 @@ internal import CLibevent
 public struct AcceptedSocket {
     /// The connected, non-blocking descriptor. Its owner must close it.
     public var fd: CInt
+    /// The peer's address as the kernel gave it; formatted only when asked for (`peer`), which is rare.
+    private var address: sockaddr_storage?
+
+    init(fd: CInt, peer: UnsafePointer<sockaddr>?) {
+        self.fd = fd
+        guard let peer else { return }
+        var storage = sockaddr_storage()
+        let length = peer.pointee.sa_family == sa_family_t(AF_INET6) ? MemoryLayout<sockaddr_in6>.size
+            : peer.pointee.sa_family == sa_family_t(AF_INET) ? MemoryLayout<sockaddr_in>.size : MemoryLayout<sockaddr_un>.size
+        withUnsafeMutableBytes(of: &storage) { $0.copyMemory(from: UnsafeRawBufferPointer(start: peer, count: length)) }
+        address = storage
+    }
+
     /// The peer's address (an empty Unix path for unnamed Unix clients).
-    public var peer: SocketAddress
+    public var peer: SocketAddress {
+        guard var storage = address else { return .unix("") }
+        return withUnsafePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { SocketAddress($0) }
+        } ?? .unix("")
+    }
 }
 
 /// A TCP or Unix-stream listening socket on the loop.
@@ -84,8 +102,7 @@ public final class Listener {
     }
 
     fileprivate func accepted(fd: CInt, peer: UnsafeMutablePointer<sockaddr>?) {
-        let address = peer.flatMap { SocketAddress($0) } ?? .unix("")
-        onAccept(AcceptedSocket(fd: fd, peer: address))
+        onAccept(AcceptedSocket(fd: fd, peer: peer.map { UnsafePointer($0) }))
     }
 
     fileprivate func failed(_ error: Errno) {
