@@ -62,7 +62,7 @@ struct MDNSRegistry {
         if ready {
             let keys = wanted.keys.sorted()
             published = Set(keys)
-            return keys.map { .publish($0, wanted[$0]!) }
+            return keys.compactMap { key in wanted[key].map { .publish(key, $0) } }
         }
         let keys = published.sorted()
         published = []
