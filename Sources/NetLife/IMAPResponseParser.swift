@@ -294,7 +294,7 @@ enum IMAPSyntax {
     static let plus = UInt8(ascii: "+"), star = UInt8(ascii: "*")
     static let openBrace = UInt8(ascii: "{"), closeBrace = UInt8(ascii: "}")
 
-    static func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
+    static func isDigit(_ byte: UInt8) -> Bool { ASCIIDigits.isDigit(byte) }
 
     static func isPrintable(_ byte: UInt8) -> Bool { byte >= 0x20 && byte < 0x7F && byte != UInt8(ascii: "\\") && byte != UInt8(ascii: "\"") }
 
@@ -310,18 +310,7 @@ enum IMAPSyntax {
     }
 
     /// The value of one or more decimal digits, nil if it is empty, holds anything else, or overflows `Int`.
-    static func number(_ digits: ArraySlice<UInt8>) -> Int? {
-        guard !digits.isEmpty else { return nil }
-        var value = 0
-        for byte in digits {
-            guard isDigit(byte) else { return nil }
-            let (times10, overflow1) = value.multipliedReportingOverflow(by: 10)
-            let (sum, overflow2) = times10.addingReportingOverflow(Int(byte - UInt8(ascii: "0")))
-            guard !overflow1 && !overflow2 else { return nil }
-            value = sum
-        }
-        return value
-    }
+    static func number(_ digits: ArraySlice<UInt8>) -> Int? { ASCIIDigits.value(digits) }
 
     /// Whether `bytes` spell `word` (ASCII letters, compared without case).
     static func equalsIgnoringCase(_ bytes: ArraySlice<UInt8>, _ word: String) -> Bool {

@@ -5,28 +5,21 @@
 /// SHA-256, fed in pieces.
 public struct SHA256Digest: Sendable {
     private var state: [UInt32] = [0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19]
-    private var pending: [UInt8] = []
-    private var length: UInt64 = 0
+    private var blocks = DigestBlocks()
 
     public init() {}
 
     public mutating func update(_ bytes: some Sequence<UInt8>) {
-        for byte in bytes {
-            pending.append(byte)
-            length &+= 1
-            if pending.count == 64 {
-                compress(pending)
-                pending.removeAll(keepingCapacity: true)
-            }
-        }
+        var blocks = self.blocks   // compress(_:) changes self: the blocks are taken out meanwhile
+        blocks.feed(bytes) { compress($0) }
+        self.blocks = blocks
     }
 
     /// The 32-byte digest; the value is not to be updated afterwards.
     public mutating func finish() -> [UInt8] {
-        let bits = length &* 8
-        update([0x80])
-        while pending.count != 56 { update([0]) }
-        update((0..<8).map { UInt8(truncatingIfNeeded: bits >> (56 - 8 * UInt64($0))) })
+        var blocks = self.blocks
+        blocks.pad(bigEndian: true) { compress($0) }
+        self.blocks = blocks
         return state.flatMap { word in (0..<4).map { UInt8(truncatingIfNeeded: word >> (24 - 8 * UInt32($0))) } }
     }
 
@@ -65,28 +58,21 @@ public struct SHA256Digest: Sendable {
 /// MD5, fed in pieces (only to check a server's `Content-MD5`).
 public struct MD5Digest: Sendable {
     private var state: [UInt32] = [0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476]
-    private var pending: [UInt8] = []
-    private var length: UInt64 = 0
+    private var blocks = DigestBlocks()
 
     public init() {}
 
     public mutating func update(_ bytes: some Sequence<UInt8>) {
-        for byte in bytes {
-            pending.append(byte)
-            length &+= 1
-            if pending.count == 64 {
-                compress(pending)
-                pending.removeAll(keepingCapacity: true)
-            }
-        }
+        var blocks = self.blocks   // compress(_:) changes self: the blocks are taken out meanwhile
+        blocks.feed(bytes) { compress($0) }
+        self.blocks = blocks
     }
 
     /// The 16-byte digest; the value is not to be updated afterwards.
     public mutating func finish() -> [UInt8] {
-        let bits = length &* 8
-        update([0x80])
-        while pending.count != 56 { update([0]) }
-        update((0..<8).map { UInt8(truncatingIfNeeded: bits >> (8 * UInt64($0))) })
+        var blocks = self.blocks
+        blocks.pad(bigEndian: false) { compress($0) }
+        self.blocks = blocks
         return state.flatMap { word in (0..<4).map { UInt8(truncatingIfNeeded: word >> (8 * UInt32($0))) } }
     }
 
@@ -129,5 +115,30 @@ public struct MD5Digest: Sendable {
         state[1] &+= b
         state[2] &+= c
         state[3] &+= d
+    }
+}
+
+/// The 64-byte blocks both digests compress, and the padding both end with (a 1 bit, zeros, the length in
+/// bits in the last 8 bytes, big-endian for SHA-256, little-endian for MD5).
+private struct DigestBlocks {
+    private var pending: [UInt8] = []
+    private var length: UInt64 = 0
+
+    mutating func feed(_ bytes: some Sequence<UInt8>, _ compress: ([UInt8]) -> Void) {
+        for byte in bytes {
+            pending.append(byte)
+            length &+= 1
+            if pending.count == 64 {
+                compress(pending)
+                pending.removeAll(keepingCapacity: true)
+            }
+        }
+    }
+
+    mutating func pad(bigEndian: Bool, _ compress: ([UInt8]) -> Void) {
+        let bits = length &* 8
+        feed([0x80], compress)
+        while pending.count != 56 { feed([0], compress) }
+        feed((0..<8).map { UInt8(truncatingIfNeeded: bits >> (bigEndian ? 56 - 8 * UInt64($0) : 8 * UInt64($0))) }, compress)
     }
 }

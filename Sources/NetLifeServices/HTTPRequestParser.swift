@@ -9,6 +9,8 @@
 // copied once into the line being read, however the input is split: a call with the same bytes plus more
 // starts where the last one stopped.
 
+import NetLife
+
 /// One header field of a request (name and value) or of a response.
 public struct HTTPHeader: Equatable, Sendable {
     /// The field name: lowercased in a parsed request; as it is sent (`Content-Length`) in a response.
@@ -313,7 +315,7 @@ public struct HTTPRequestParser: Sendable {
 enum HTTPSyntax {
     static let lf = UInt8(ascii: "\n"), cr = UInt8(ascii: "\r"), space = UInt8(ascii: " "), tab = UInt8(ascii: "\t")
 
-    static func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
+    static func isDigit(_ byte: UInt8) -> Bool { ASCIIDigits.isDigit(byte) }
 
     static func isWhitespace(_ byte: UInt8) -> Bool { byte == space || byte == tab }
 
@@ -384,18 +386,7 @@ enum HTTPSyntax {
     }
 
     /// The value of one or more decimal digits; nil if empty, anything else is in it, or it overflows `Int`.
-    static func decimal(_ digits: some Collection<UInt8>) -> Int? {
-        guard !digits.isEmpty else { return nil }
-        var value = 0
-        for byte in digits {
-            guard isDigit(byte) else { return nil }
-            let (times10, overflow1) = value.multipliedReportingOverflow(by: 10)
-            let (sum, overflow2) = times10.addingReportingOverflow(Int(byte - UInt8(ascii: "0")))
-            guard !overflow1 && !overflow2 else { return nil }
-            value = sum
-        }
-        return value
-    }
+    static func decimal(_ digits: some Collection<UInt8>) -> Int? { ASCIIDigits.value(digits) }
 
     /// See `HTTPRequestHead.path`.
     static func decodedPath(_ target: String) -> String? {
