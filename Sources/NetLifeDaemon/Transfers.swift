@@ -11,11 +11,11 @@ import NetLifeServices
 final class Transfers {
     private final class Entry {
         let app: String
-        let download: Download
+        let download: any Transfer
         weak var owner: App?
         var task: BackgroundTaskIdentifier = 0
 
-        init(app: App, download: Download) {
+        init(app: App, download: any Transfer) {
             self.app = app.name
             self.owner = app
             self.download = download
@@ -39,9 +39,6 @@ final class Transfers {
         } catch {
             return .failure(ControlError(.badRequest, "bad URL '\(text.prefix(256))': \(error.message)"))
         }
-        guard url.scheme == .http else {
-            return .failure(ControlError(.unsupported, "\(url.scheme.rawValue):// downloads are not supported by this version of netlifed yet"))
-        }
         guard output.hasPrefix("/"), !output.hasSuffix("/"), output.utf8.count < 4000 else {
             return .failure(ControlError(.badRequest, "--output must be an absolute path of a file, got '\(output.prefix(256))'"))
         }
@@ -53,8 +50,13 @@ final class Transfers {
         if let running = entries.first(where: { $0.download.output == output && $0.download.state == .running }) {
             return .failure(ControlError(.badRequest, "\(output) is already being downloaded by app \(running.app)"))
         }
+        let download: any Transfer
+        switch makeDownload(url: url, output: output, loop: loop, logger: logger.labeled("app \(app.name)")) {
+        case .success(let made): download = made
+        case .failure(let error): return .failure(error)
+        }
         entries.removeAll { $0.download.output == output }
-        let entry = Entry(app: app, download: Download(url: url, output: output, loop: loop, logger: logger.labeled("app \(app.name)")))
+        let entry = Entry(app: app, download: download)
         entry.download.onChange = { [weak self, weak entry] _ in
             guard let self, let entry else { return }
             changed(entry)

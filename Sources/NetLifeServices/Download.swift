@@ -9,14 +9,14 @@ import NetLife
 import NetLifeEvent
 
 /// A download from an `http://` URL (numeric address) into a file.
-public final class Download: ConnectionDelegate {
+public final class Download: Transfer, ConnectionDelegate {
     public let url: URLParts
     /// Where the finished file goes; the part and its record sit next to it.
     public let output: String
     public var partPath: String { output + ".part" }
     public var recordPath: String { output + ".part.meta" }
     /// Told after every change of state or progress worth showing.
-    public var onChange: ((Download) -> Void)?
+    public var onChange: ((any Transfer) -> Void)?
 
     private var machine: ResumableDownload
     private unowned let loop: EventLoop
@@ -42,7 +42,8 @@ public final class Download: ConnectionDelegate {
         machine = ResumableDownload(url: url, existing: existing, partSize: partSize)
     }
 
-    public var state: ResumableDownload.State { machine.state }
+    public var state: TransferState { machine.state }
+    public var direction: TransferDirection { .download }
     public var bytesDone: Int { machine.bytesDone }
     public var total: Int? { machine.total }
 
@@ -86,11 +87,11 @@ public final class Download: ConnectionDelegate {
             close(partFD)
             partFD = -1
             if rename(partPath, output) != 0 { return failIO("rename", Errno.current) }
-            syncDirectory()
+            syncDirectory(of: output)
             logger.info("done: \(machine.bytesDone) bytes")
         case .removeRecord:
             unlink(recordPath)
-            syncDirectory()
+            syncDirectory(of: recordPath)
         case .report(let state):
             if case .paused(let reason) = state { logger.info("paused: \(reason)") }
             if case .failed(let reason) = state { logger.warning("failed: \(reason)") }
@@ -263,26 +264,8 @@ public final class Download: ConnectionDelegate {
     /// The record, atomically: the part's bytes reach the disk first, then the record replaces the old one.
     private func writeRecord(_ record: DownloadRecord) {
         if partFD >= 0 { fsync(partFD) }
-        let temporary = recordPath + ".tmp"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { return failIO("open \(temporary)", Errno.current) }
-        let bytes = Array(record.encoded().utf8)
-        let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-        fsync(fd)
-        close(fd)
-        guard written == bytes.count, rename(temporary, recordPath) == 0 else {
-            unlink(temporary)
-            return failIO("write \(recordPath)", Errno.current)
-        }
-        syncDirectory()
-    }
-
-    private func syncDirectory() {
-        let directory = output.lastIndex(of: "/").map { String(output[..<$0]) } ?? "."
-        let fd = open(directory.isEmpty ? "/" : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if fd >= 0 {
-            fsync(fd)
-            close(fd)
+        if let error = writeFileAtomically(recordPath, Array(record.encoded().utf8)) {
+            failIO(error.function, error.errno)
         }
     }
 
@@ -321,16 +304,6 @@ public final class Download: ConnectionDelegate {
         digestWork = EventTimer(loop: loop) { step() }
         digestWork?.arm(after: .zero)
     }
-}
-
-/// The contents of a small file (at most 64 KiB), or nil.
-func readSmallFile(_ path: String) -> String? {
-    let fd = open(path, O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else { return nil }
-    defer { close(fd) }
-    var bytes = [UInt8](repeating: 0, count: 65536)
-    let count = read(fd, &bytes, bytes.count)
-    return count >= 0 ? String(decoding: bytes[0..<count], as: UTF8.self) : nil
 }
 
 private extension String {

@@ -108,18 +108,7 @@ public struct HTTPClientRequest: Equatable, Sendable {
 ///   renamed into place and the record removed.
 public struct ResumableDownload: Sendable {
     /// Where a download is, as `transfers` shows it.
-    public enum State: Equatable, Sendable {
-        /// Made, not started.
-        case idle
-        /// Requesting, receiving or verifying.
-        case running
-        /// Stopped with its part and record kept; `start()` resumes it.
-        case paused(String)
-        /// Renamed into place.
-        case done
-        /// Stopped for a reason a retry at once would not fix; `start()` tries again.
-        case failed(String)
-    }
+    public typealias State = TransferState
 
     /// What the shell does, in the order given.
     public enum Action: Equatable, Sendable {

@@ -1,0 +1,16 @@
+// Which shell downloads a URL, by its scheme.
+
+import NetLife
+import NetLifeControl
+import NetLifeEvent
+import NetLifeServices
+
+/// The download for `url` (not started), or why there is none.
+func makeDownload(url: URLParts, output: String, loop: EventLoop, logger: Logger) -> Result<any Transfer, ControlError> {
+    switch url.scheme {
+    case .http:
+        return .success(Download(url: url, output: output, loop: loop, logger: logger))
+    case .ftp:
+        return .failure(ControlError(.unsupported, "ftp:// downloads are not supported by this version of netlifed yet"))
+    }
+}
