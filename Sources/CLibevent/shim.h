@@ -26,6 +26,7 @@
 #include <event2/buffer.h>
 #include <event2/listener.h>
 #include <event2/util.h>
+#include <event2/dns.h>
 
 // evtimer_new and evsignal_new are macros.
 static inline struct event *netlife_evtimer_new(struct event_base *base, event_callback_fn cb, void *arg) {

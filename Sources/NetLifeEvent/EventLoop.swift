@@ -22,6 +22,8 @@ public final class EventLoop {
     private var restrictedBase: OpaquePointer?
     /// A timer on the restricted base that bounds each of its turns.
     private var restrictedTick: OpaquePointer?
+    /// The resolver, made on first use by `nameResolver()`.
+    var resolver: NameResolver?
     /// Whether a restricted-mode run is in progress (they do not nest).
     public private(set) var isRunningRestricted = false
 
@@ -107,6 +109,7 @@ public final class EventLoop {
         }
         // Anything left (it kept re-registering) is released with the loop.
         owners.removeAll()
+        resolver = nil
         stallWatchdog = nil
         isClosed = true
         freeBases()

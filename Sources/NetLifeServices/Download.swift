@@ -22,7 +22,7 @@ public final class Download: Transfer, ConnectionDelegate {
     private unowned let loop: EventLoop
     private let logger: Logger
     private var partFD: CInt = -1
-    private var connector: OutboundConnector?
+    private var connector: HostConnector?
     private var connection: Connection?
     private var parser = HTTPResponseParser()
     private enum Phase { case idle, head, body(HTTPBodyFraming, remaining: Int?), closed }
@@ -104,18 +104,11 @@ public final class Download: Transfer, ConnectionDelegate {
 
     private func send(_ request: HTTPClientRequest) {
         closeConnection()
-        let address: SocketAddress
-        switch request.url.host {
-        case .ipv4: address = .ipv4(request.url.host.description, port: UInt16(clamping: request.url.port))
-        case .ipv6: address = .ipv6(request.url.host.description.trimmingBrackets, port: UInt16(clamping: request.url.port))
-        case .name(let name):
-            return perform(machine.connectionFailed("host names are not resolved yet (\(name)); use a numeric address"))
-        }
         let range = request.value(of: "Range")
         logger.debug("\(request.method) \(request.url)\(range.map { " (\($0))" } ?? "")")
         parser = HTTPResponseParser()
         phase = .head
-        connector = OutboundConnector(loop: loop, address: address) { [weak self] result in
+        connector = HostConnector(loop: loop, host: request.url.host.connectName, port: UInt16(clamping: request.url.port)) { [weak self] result in
             guard let self else {
                 if case .success(let fd) = result { SocketCalls.close(fd) }
                 return
@@ -133,7 +126,7 @@ public final class Download: Transfer, ConnectionDelegate {
                     perform(machine.connectionFailed("\(error)"))
                 }
             case .failure(let error):
-                perform(machine.connectionFailed("\(error)"))
+                perform(machine.connectionFailed(error.message))
             }
         }
     }
@@ -303,11 +296,5 @@ public final class Download: Transfer, ConnectionDelegate {
         }
         digestWork = EventTimer(loop: loop) { step() }
         digestWork?.arm(after: .zero)
-    }
-}
-
-private extension String {
-    var trimmingBrackets: String {
-        hasPrefix("[") && hasSuffix("]") ? String(dropFirst().dropLast()) : self
     }
 }

@@ -36,6 +36,14 @@ public struct URLParts: Equatable, Sendable, CustomStringConvertible {
             case .name(let name): return name
             }
         }
+
+        /// The host as a resolver takes it: without the brackets of an IPv6 address.
+        public var connectName: String {
+            switch self {
+            case .ipv6(let bytes): return URLParts.ipv6Text(bytes)
+            case .ipv4, .name: return description
+            }
+        }
     }
 
     /// The most bytes of a URL or of a reference to resolve: a URL ends up in a request line and a record.
