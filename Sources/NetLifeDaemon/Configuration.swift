@@ -12,6 +12,9 @@ public struct DaemonConfiguration: Sendable, Equatable {
     public var file: String
     /// `control`: the control socket path (nil: the default for the user).
     public var control: String?
+    /// `state-directory`: where the daemon keeps what must outlive it (the list of unfinished transfers);
+    /// nil: the control socket's directory.
+    public var stateDirectory: String?
     /// `control-group`: a group whose members may use the control socket.
     public var controlGroup: String?
     /// `loop-stall`: how long the event loop may stall before the daemon aborts.
@@ -131,6 +134,12 @@ private struct ConfigReader {
                     configuration.control = entry.value.hasPrefix("unix:") ? String(entry.value.dropFirst(5)) : entry.value
                 } else {
                     error(entry.line, "control must be an absolute path of at most 107 bytes, got '\(entry.value)'")
+                }
+            case "state-directory":
+                if entry.value.hasPrefix("/"), entry.value.utf8.count < 4000, !entry.value.contains("\0") {
+                    configuration.stateDirectory = entry.value
+                } else {
+                    error(entry.line, "state-directory must be an absolute path, got '\(entry.value)'")
                 }
             case "control-group":
                 if getgrnam(entry.value) == nil {

@@ -56,9 +56,14 @@ final class DaemonRuntime {
         }
         announcer = SystemdAnnouncer(notifier: notifier, loop: loop)
         watchers = Watchers(logger: logger)
-        transfers = Transfers(loop: loop, logger: logger)
         supervisor = Supervisor(loop: loop, logger: logger)
         let controlPath = configuration.control ?? DaemonOptions.defaultControlPath(environment: environment)
+        // As systemd services do: the config's, else systemd's StateDirectory= ($STATE_DIRECTORY), else the
+        // control socket's directory.
+        let stateDirectory = configuration.stateDirectory
+            ?? environment["STATE_DIRECTORY"].flatMap { $0.split(separator: ":").first.map(String.init) }.flatMap { $0.hasPrefix("/") ? $0 : nil }
+            ?? directoryName(controlPath)
+        transfers = Transfers(loop: loop, logger: logger, journalPath: stateDirectory + "/transfers.json")
         var hookEnvironment = environment
         hookEnvironment["NETLIFE_CONTROL"] = controlPath
         // systemd's notification and watchdog settings are the daemon's, not its hooks'.
@@ -120,7 +125,11 @@ final class DaemonRuntime {
         mdnsPublisher = publisher
         appEventSinks.append { app, event in publisher.appEvent(app, event) }
         logger.notice("netlifed \(ControlProtocol.daemonVersion) starting with \(configuration.file): \(supervisor.apps.count) app(s)")
+        let supervisor = self.supervisor
+        transfers.appNamed = { [weak supervisor] name in supervisor?.app(named: name) }
+        transfers.restore()
         supervisor.launchApps { [unowned self] in
+            transfers.resumeRestored()
             logger.notice("ready: \(supervisor.statusLine)")
             announcer.state("READY=1\nSTATUS=\(supervisor.statusLine)\nMAINPID=\(getpid())")
         }

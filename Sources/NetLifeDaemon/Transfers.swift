@@ -1,34 +1,48 @@
-// The daemon's downloads (`netlifectl download`, `transfers`): each runs for an app under a background task,
-// as TN2277's "Beyond the basics" asks. When the task expires, the app suspends or stops, the download
-// pauses (its part and record stay on disk); when the app comes back to the foreground it resumes with
-// Range and If-Range. The transfer itself is NetLifeServices' Download.
+// The daemon's transfers (`netlifectl download`, `transfers`): each runs for an app under a background task,
+// as TN2277's "Beyond the basics" asks. When the task expires, the app suspends or stops, the transfer
+// pauses (a download's part and record stay on disk); when the app comes back to the foreground it resumes
+// (Range and If-Range). The transfers themselves are NetLifeServices' shells (Download, FTPDownload).
+//
+// The list of unfinished transfers is kept in `transfers.json` in the state directory (written atomically on
+// every change), so that a daemon killed with `kill -9`, or restarted, resumes them: each is made again
+// from its journal entry (a download's part and record say where it stopped) and runs as soon as its app
+// does.
 
+@preconcurrency import Glibc
 import NetLife
 import NetLifeControl
+import NetLifeEvent
 import NetLifeServices
 
-/// Every download of every app.
+/// Every transfer of every app.
 final class Transfers {
     private final class Entry {
+        /// The app's name: an App object can be replaced by a reload, its name stays.
         let app: String
-        let download: any Transfer
-        weak var owner: App?
+        let transfer: any Transfer
         var task: BackgroundTaskIdentifier = 0
+        /// The App whose background task `task` is.
+        weak var taskOwner: App?
 
-        init(app: App, download: any Transfer) {
-            self.app = app.name
-            self.owner = app
-            self.download = download
+        init(app: String, transfer: any Transfer) {
+            self.app = app
+            self.transfer = transfer
         }
     }
 
     private var entries: [Entry] = []
     private unowned let loop: EventLoop
     private let logger: Logger
+    /// Where the unfinished transfers are listed; nil keeps no journal.
+    private let journalPath: String?
+    private var lastJournal: String?
+    /// Finds an app by name (the supervisor's current one).
+    var appNamed: (String) -> App? = { _ in nil }
 
-    init(loop: EventLoop, logger: Logger) {
+    init(loop: EventLoop, logger: Logger, journalPath: String?) {
         self.loop = loop
         self.logger = logger
+        self.journalPath = journalPath
     }
 
     /// Starts (or resumes) downloading `url` to `output` for `app`.
@@ -47,7 +61,7 @@ final class Transfers {
         case .suspended, .notRunning:
             return .failure(ControlError(.invalidTransition, "app \(app.name) is \(app.state): a download needs a running app (foreground it first)"))
         }
-        if let running = entries.first(where: { $0.download.output == output && $0.download.state == .running }) {
+        if let running = entries.first(where: { $0.transfer.output == output && $0.transfer.state == .running }) {
             return .failure(ControlError(.badRequest, "\(output) is already being downloaded by app \(running.app)"))
         }
         let download: any Transfer
@@ -55,13 +69,8 @@ final class Transfers {
         case .success(let made): download = made
         case .failure(let error): return .failure(error)
         }
-        entries.removeAll { $0.download.output == output }
-        let entry = Entry(app: app, download: download)
-        entry.download.onChange = { [weak self, weak entry] _ in
-            guard let self, let entry else { return }
-            changed(entry)
-        }
-        entries.append(entry)
+        entries.removeAll { $0.transfer.output == output }
+        let entry = add(app: app.name, download)
         run(entry)
         return .success(info(entry))
     }
@@ -71,52 +80,163 @@ final class Transfers {
         entries.filter { app == nil || $0.app == app }.map(info)
     }
 
-    /// Follows the apps: a download pauses when its app is suspended or stops, and resumes when the app
-    /// comes back to the foreground.
+    /// Follows the apps: a transfer pauses when its app is suspended or stops, and resumes when the app
+    /// comes to the foreground or is launched.
     func appEvent(_ app: App, _ event: AppEvent) {
-        let mine = entries.filter { $0.owner === app }
+        let mine = entries.filter { $0.app == app.name }
         guard !mine.isEmpty else { return }
         switch event {
         case .stateChanged(_, .suspended):
-            for entry in mine { entry.download.pause("the app was suspended") }
-        case .stateChanged(.background, .inactive), .stateChanged(.suspended, .inactive):
-            for entry in mine {
-                if case .paused = entry.download.state { run(entry) }
-            }
+            for entry in mine { entry.transfer.pause("the app was suspended") }
+        case .stateChanged(.background, .inactive), .stateChanged(.suspended, .inactive),
+             .stateChanged(.notRunning, .inactive), .stateChanged(.notRunning, .background):
+            for entry in mine where Self.waits(entry) { run(entry) }
         case .stopped:
-            for entry in mine { entry.download.pause("the app stopped") }
+            for entry in mine { entry.transfer.pause("the app stopped") }
         default:
             break
         }
     }
 
-    private func run(_ entry: Entry) {
-        guard let app = entry.owner else { return }
-        if entry.task == 0 {
-            entry.task = app.beginBackgroundTask(name: "download \(entry.download.output)") { [weak entry] in
-                entry?.download.pause("the background time ran out")
+    // MARK: The journal
+
+    /// Makes again the transfers an earlier run left unfinished, paused; each runs once its app runs
+    /// (`resumeRestored()` for the apps launched at start, `appEvent` for the others).
+    func restore() {
+        guard let journalPath else { return }
+        if let error = makeDirectory(directoryName(journalPath)) {
+            logger.error("state-directory \(directoryName(journalPath)): \(error); unfinished transfers will not survive a restart")
+            return
+        }
+        guard let text = readSmallFile(journalPath) else { return }
+        let list: [JSON]
+        do {
+            list = try JSON.parse(text)["transfers"]?.arrayValue ?? []
+        } catch {
+            logger.warning("\(journalPath): not a transfer list (\(error)); starting without it")
+            return
+        }
+        for item in list.prefix(1024) {
+            guard let app = item["app"]?.stringValue, let urlText = item["url"]?.stringValue,
+                  let output = item["output"]?.stringValue, let url = try? URLParts(parsing: urlText),
+                  !entries.contains(where: { $0.transfer.output == output }) else { continue }
+            guard appNamed(app) != nil else {
+                logger.warning("\(journalPath): app \(app) is no longer configured; not resuming \(urlText.prefix(256))")
+                continue
+            }
+            switch makeDownload(url: url, output: output, loop: loop, logger: logger.labeled("app \(app)")) {
+            case .success(let download):
+                _ = add(app: app, download)
+                logger.info("app \(app): \(url) to \(output) will resume at \(download.bytesDone) bytes")
+            case .failure(let error):
+                logger.warning("app \(app): not resuming \(url): \(error.message)")
             }
         }
-        entry.download.start()
+        saveJournal()
+    }
+
+    /// Runs the restored transfers whose app is running (after the apps were launched).
+    func resumeRestored() {
+        for entry in entries {
+            guard Self.waits(entry), let app = appNamed(entry.app) else { continue }
+            switch app.state {
+            case .inactive, .active, .background: run(entry)
+            case .suspended, .notRunning: break
+            }
+        }
+    }
+
+    /// Whether the transfer waits to be run: paused, or restored and not started yet.
+    private static func waits(_ entry: Entry) -> Bool {
+        switch entry.transfer.state {
+        case .idle, .paused: return true
+        case .running, .done, .failed: return false
+        }
+    }
+
+    /// Writes the unfinished transfers (running, paused or not started), if the list changed.
+    private func saveJournal() {
+        guard let journalPath else { return }
+        let unfinished = entries.filter {
+            switch $0.transfer.state {
+            case .idle, .running, .paused: return true
+            case .done, .failed: return false
+            }
+        }
+        let items: [JSON] = unfinished.map { entry in
+            .object(["app": .string(entry.app), "direction": .string(entry.transfer.direction.rawValue),
+                     "url": .string(entry.transfer.url.description), "output": .string(entry.transfer.output)])
+        }
+        let text = JSON.object(["transfers": .array(items)]).serialized + "\n"
+        guard text != lastJournal else { return }
+        if let error = writeFileAtomically(journalPath, Array(text.utf8)) {
+            logger.error("cannot write the transfer list \(journalPath): \(error)")
+            return
+        }
+        lastJournal = text
+    }
+
+    // MARK: Running
+
+    private func add(app: String, _ transfer: any Transfer) -> Entry {
+        let entry = Entry(app: app, transfer: transfer)
+        entry.transfer.onChange = { [weak self, weak entry] _ in
+            guard let self, let entry else { return }
+            changed(entry)
+        }
+        entries.append(entry)
+        saveJournal()
+        return entry
+    }
+
+    private func run(_ entry: Entry) {
+        guard let app = appNamed(entry.app) else { return }
+        if entry.task == 0 || entry.taskOwner !== app {
+            entry.taskOwner = app
+            entry.task = app.beginBackgroundTask(name: "\(entry.transfer.direction.rawValue) \(entry.transfer.output)") { [weak entry] in
+                entry?.transfer.pause("the background time ran out")
+            }
+        }
+        entry.transfer.start()
     }
 
     private func changed(_ entry: Entry) {
-        guard entry.download.state != .running, entry.task != 0 else { return }
+        saveJournal()
+        guard entry.transfer.state != .running, entry.task != 0 else { return }
         let task = entry.task
         entry.task = 0
-        _ = entry.owner?.endBackgroundTask(task)
+        _ = entry.taskOwner?.endBackgroundTask(task)
+        entry.taskOwner = nil
     }
 
     private func info(_ entry: Entry) -> TransferInfo {
-        let download = entry.download
-        let (state, reason): (String, String?) = switch download.state {
-        case .idle: ("paused", "not started")
+        let transfer = entry.transfer
+        let (state, reason): (String, String?) = switch transfer.state {
+        case .idle: ("paused", "waiting for the app to run")
         case .running: ("running", nil)
         case .paused(let why): ("paused", why)
         case .done: ("done", nil)
         case .failed(let why): ("failed", why)
         }
-        return TransferInfo(app: entry.app, url: download.url.description, output: download.output,
-                            bytes: download.bytesDone, total: download.total, state: state, reason: reason)
+        return TransferInfo(app: entry.app, url: transfer.url.description, output: transfer.output,
+                            bytes: transfer.bytesDone, total: transfer.total, state: state, reason: reason)
     }
+}
+
+/// The directory part of `path` (`/` for a file at the root, `.` for a bare name).
+func directoryName(_ path: String) -> String {
+    guard let slash = path.lastIndex(of: "/") else { return "." }
+    let directory = String(path[..<slash])
+    return directory.isEmpty ? "/" : directory
+}
+
+/// Creates `path` (mode 0700) unless it is already a directory; the error otherwise.
+func makeDirectory(_ path: String) -> SystemError? {
+    let previous = umask(0o077)
+    defer { umask(previous) }
+    if mkdir(path, 0o700) == 0 { return nil }
+    let error = Errno.current
+    var info = stat()
+    if error.rawValue == EEXIST, stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR { return nil }
+    return SystemError("mkdir", error)
 }

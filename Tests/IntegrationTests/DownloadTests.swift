@@ -111,6 +111,44 @@ final class StallingHTTPServer {
         #expect(!FileManager.default.fileExists(atPath: output + ".part.meta"))
     }
 
+    @Test func aDownloadCutByKill9ResumesWhenTheDaemonStartsAgain() throws {
+        let content = patternBytes(5_000_000, seed: 7)
+        let server = try StallingHTTPServer(content: content, stallAfter: 3_000_000)
+        defer { server.stop() }
+        let out = TemporaryDirectory()
+        let state = TemporaryDirectory()
+        defer { out.remove(); state.remove() }
+        let config = """
+            [daemon]
+            state-directory = \(state.path)
+            [app fetcher]
+            auto-suspend = never
+            """
+        let output = out.file("file.bin")
+        let url = "http://127.0.0.1:\(server.port)/file.bin"
+        let first = try TestDaemon(config: config, expectedEnd: .anything)
+        defer { first.stop() }
+        #expect(first.ctl("download", "fetcher", url, "--output", output, "--no-wait").status == 0)
+        #expect(waitUntil(timeout: 10) { server.sent == 3_000_000 })
+        // Once the 3,000,000 bytes are on disk, the record vouches for those up to its last write (one per MiB).
+        #expect(waitUntil(timeout: 5) { first.ctl("transfers", "fetcher").stdout.contains("3000000/5000000") })
+        let recorded = out.read("file.bin.part.meta").split(separator: "\n")
+            .first { $0.hasPrefix("offset=") }.flatMap { Int($0.dropFirst(7)) } ?? 0
+        #expect(recorded >= 2 << 20 && recorded < 3_000_000, "the record's offset: \(recorded)")
+        #expect(state.read("transfers.json").contains(url), "the journal lists the download")
+        first.signal(SIGKILL)
+        #expect(first.waitForExit())
+        // A new daemon with the same state directory resumes it once the app is launched.
+        let second = try TestDaemon(config: config)
+        defer { second.stop() }
+        #expect(waitUntil(timeout: 15) { second.ctl("transfers", "fetcher").stdout.contains("done") }, "\(second.ctl("transfers").stdout)\n\(second.log)")
+        #expect(sha256(output) == sha256(server.directory.file("file.bin")), "byte-exact")
+        #expect(server.sent == 3_000_000 + content.count - recorded,
+                "the second request fetched only what the record did not vouch for: \(server.sent) sent")
+        #expect(second.log.contains("will resume at \(recorded) bytes"), "\(second.log)")
+        #expect(!state.read("transfers.json").contains(url), "finished transfers leave the journal")
+    }
+
     @Test func aFileThatChangedInBetweenRestartsFromZeroWithoutCorruption() throws {
         let first = patternBytes(1_000_000, seed: 1)
         let server = try StallingHTTPServer(content: first, stallAfter: 300_000)
