@@ -166,7 +166,11 @@ public enum HTTPFileResponder {
     /// The reason phrase of a status code (RFC 9110 section 15); `Unknown` for one not listed.
     public static func reasonPhrase(_ status: Int) -> String {
         switch status {
+        case 100: "Continue"
+        case 104: "Upload Resumption Supported"
         case 200: "OK"
+        case 201: "Created"
+        case 204: "No Content"
         case 206: "Partial Content"
         case 304: "Not Modified"
         case 400: "Bad Request"
@@ -174,9 +178,13 @@ public enum HTTPFileResponder {
         case 404: "Not Found"
         case 405: "Method Not Allowed"
         case 408: "Request Timeout"
+        case 409: "Conflict"
+        case 410: "Gone"
+        case 411: "Length Required"
         case 412: "Precondition Failed"
         case 413: "Content Too Large"
         case 414: "URI Too Long"
+        case 415: "Unsupported Media Type"
         case 416: "Range Not Satisfiable"
         case 431: "Request Header Fields Too Large"
         case 500: "Internal Server Error"
@@ -187,10 +195,10 @@ public enum HTTPFileResponder {
         }
     }
 
-    /// The head and small HTML body of an error answer (400, 403, 404, 405, 408, 413, 414, 431, 500, 501, 503,
-    /// 505), with `Connection: close`; nil for any other status. For a HEAD the shell sends the head alone.
+    /// The head and small HTML body of an error answer (400, 403, 404, 405, 408, 411, 413, 414, 431, 500, 501,
+    /// 503, 505), with `Connection: close`; nil for any other status. For a HEAD the shell sends the head alone.
     public static func errorResponse(status: Int, now: Int64) -> (head: String, body: String)? {
-        guard [400, 403, 404, 405, 408, 413, 414, 431, 500, 501, 503, 505].contains(status) else { return nil }
+        guard [400, 403, 404, 405, 408, 411, 413, 414, 431, 500, 501, 503, 505].contains(status) else { return nil }
         let title = "\(status) \(reasonPhrase(status))"
         let body = "<html><head><title>\(title)</title></head><body><h1>\(title)</h1><hr><p>\(serverName)</p></body></html>\n"
         var headers = [

@@ -1,7 +1,7 @@
 // The request head of HTTP/1.1 (RFC 9112 sections 2 to 6) cut out of a connection's input, as a pure value:
 // the shell that owns the socket hands it the unread bytes and gets back a head and how many bytes it took,
 // or a request for more bytes, or an error with the status to answer. No body is read here: what follows the
-// head (a body the head announces, or the next pipelined request) is the shell's.
+// head (a body of `bodyLength()` bytes, or the next pipelined request) is the shell's.
 //
 // The parser is strict where RFC 9112 lets a server choose (obsolete line folding, a space before a colon,
 // control characters, a request without a Host, Content-Length next to Transfer-Encoding all get 400) and
@@ -86,13 +86,22 @@ public struct HTTPRequestHead: Equatable, Sendable {
     /// that are not UTF-8 or that hold NUL, or has a `.` or `..` segment once decoded (`/a/%2e%2e/b`), so
     /// that a path never leaves the root it is joined to.
     public var path: String? { HTTPSyntax.decodedPath(target) }
+
+    /// How many bytes of content follow the head (RFC 9112 section 6.3): its Content-Length, 0 without one.
+    /// A chunked body is refused with 411 (Length Required): the service stores bodies as they stream to a
+    /// file and needs to know where one ends before taking it; clients send Content-Length (curl does for a
+    /// file). The parser has already refused every other framing error.
+    public func bodyLength() throws(HTTPParseError) -> Int {
+        if isChunked { throw HTTPParseError(status: 411, message: "a chunked request body (send Content-Length)") }
+        return contentLength ?? 0
+    }
 }
 
 /// Why the bytes of a connection are not an acceptable request head, and the status to answer it with. The
 /// connection cannot go on after one: the shell answers and closes.
 public struct HTTPParseError: Error, Equatable, Sendable, CustomStringConvertible {
-    /// 400 (malformed), 414 (request line too long), 431 (head too large or too many fields), 501 (a transfer
-    /// coding other than chunked) or 505 (not HTTP/1.x).
+    /// 400 (malformed), 411 (a chunked body, from `bodyLength()`), 414 (request line too long), 431 (head too
+    /// large or too many fields), 501 (a transfer coding other than chunked) or 505 (not HTTP/1.x).
     public var status: Int
     /// What was wrong, for a log line.
     public var message: String

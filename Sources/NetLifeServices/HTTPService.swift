@@ -1,8 +1,12 @@
 // The built-in `http` service: the files under `root`, served with GET and HEAD, strong ETags, byte ranges
 // and If-Range, so that clients resume interrupted downloads byte-exactly (SPEC section 7, TN2277 "Beyond
-// the basics"). The protocol's rules are the pure HTTPRequestParser and HTTPFileResponder; this class opens
-// the file, checks that it lies under `root`, and queues the body as a libevent file segment (sendfile: the
-// bytes never pass through Swift).
+// the basics"); and, with `upload-root`, resumable uploads into that directory (the IETF resumable-upload
+// draft: POST or PUT creates an upload resource, HEAD gives its offset, PATCH appends, DELETE cancels). The
+// protocol's rules are the pure HTTPRequestParser, HTTPFileResponder and ResumableUploadServer; this class
+// opens the file, checks that it lies under `root`, and queues the body as a libevent file segment
+// (sendfile: the bytes never pass through Swift); for an upload it writes the request body to the
+// resource's temporary file as it arrives (never holding more than the connection's input buffer) and lets
+// UploadStore rename it into place once complete.
 //
 // libevent's evhttp is not used: it owns its connections, and netlifed must pause a suspended app's
 // connections, reclaim them in place and close or keep them by policy, which needs netlife's own Connection
@@ -15,8 +19,9 @@ import NetLifeEvent
 /// Serves the regular files under a root directory over HTTP/1.1.
 public final class HTTPService: Service, ConnectionDelegate {
     /// The descriptor that registers the service as `service = http`.
-    public static let descriptor = ServiceDescriptor(name: "http", optionKeys: ["root", "max-ranges", "request-timeout"]) {
-        options throws(ServiceOptionError) in
+    public static let descriptor = ServiceDescriptor(name: "http", optionKeys: [
+        "root", "max-ranges", "request-timeout", "upload-root", "max-upload-size", "max-uploads", "upload-expiry",
+    ]) { options throws(ServiceOptionError) in
         guard let root = options["root"] else {
             throw ServiceOptionError(key: nil, "service http needs root = DIRECTORY")
         }
@@ -37,17 +42,73 @@ public final class HTTPService: Service, ConnectionDelegate {
             }
             timeout = value
         }
-        return HTTPService(root: resolved, maxRanges: maxRanges, requestTimeout: timeout)
+        return HTTPService(root: resolved, maxRanges: maxRanges, requestTimeout: timeout, uploads: try uploadOptions(options))
+    }
+
+    /// The upload options: nil without `upload-root`; the others need it.
+    private static func uploadOptions(_ options: ServiceOptions) throws(ServiceOptionError) -> (root: String, limits: UploadLimits)? {
+        guard let root = options["upload-root"] else {
+            if let key = ["max-upload-size", "max-uploads", "upload-expiry"].first(where: { options[$0] != nil }) {
+                throw ServiceOptionError(key: key, "\(key) needs upload-root = DIRECTORY")
+            }
+            return nil
+        }
+        guard root.hasPrefix("/"), let resolved = realPath(root), isDirectory(resolved) else {
+            throw ServiceOptionError(key: "upload-root", "upload-root must be an existing directory given by its absolute path, got '\(root)'")
+        }
+        var limits = UploadLimits()
+        if let text = options["max-upload-size"] {
+            guard let value = byteCount(text), value >= 0 else {
+                throw ServiceOptionError(key: "max-upload-size", "max-upload-size must be a number of bytes (suffix K, M, G or T for KiB to TiB), got '\(text)'")
+            }
+            limits.maxSize = value
+        }
+        if let text = options["max-uploads"] {
+            guard let value = Int(text), (1...100_000).contains(value) else {
+                throw ServiceOptionError(key: "max-uploads", "max-uploads must be a whole number from 1 to 100000, got '\(text)'")
+            }
+            limits.maxUploads = value
+        }
+        if let text = options["upload-expiry"] {
+            guard let value = Duration(configText: text), value >= .seconds(1), value <= .seconds(366 * 86_400) else {
+                throw ServiceOptionError(key: "upload-expiry", "upload-expiry must be a duration between 1s and 8784h, got '\(text)'")
+            }
+            limits.expirySeconds = value.components.seconds
+        }
+        return (resolved, limits)
+    }
+
+    /// `1073741824`, `512K`, `100M`, `1G`, `2T` (powers of 1024; `KiB`... and `KB`... read the same); nil for
+    /// anything else or past `Int`.
+    static func byteCount(_ text: String) -> Int? {
+        var digits = Substring(text)
+        var unit = 1
+        for (suffixes, size) in [(["K", "KB", "KiB"], 1 << 10), (["M", "MB", "MiB"], 1 << 20), (["G", "GB", "GiB"], 1 << 30), (["T", "TB", "TiB"], 1 << 40)] {
+            if let suffix = suffixes.first(where: { text.hasSuffix($0) }) {
+                digits = text.dropLast(suffix.count)
+                unit = size
+            }
+        }
+        guard let number = ASCIIDigits.value(digits.utf8) else { return nil }
+        let (bytes, overflow) = number.multipliedReportingOverflow(by: unit)
+        return overflow ? nil : bytes
     }
 
     /// The resolved root, without a trailing slash.
     let root: String
     let maxRanges: Int
     /// How long a connection may take to send a request head (from its accept, or from the end of the last
-    /// response), and how long a response may go without the peer taking a byte.
+    /// response), how long a response may go without the peer taking a byte, and how long a request body
+    /// may go without a new byte.
     let requestTimeout: Duration
+    /// The upload side: nil without `upload-root`.
+    let uploads: ResumableUploadServer?
+    let store: UploadStore?
     private weak var app: App?
     private var states: [ObjectIdentifier: ConnectionState] = [:]
+    /// The connection appending to each upload resource, while it does.
+    private var writers: [String: Connection] = [:]
+    private var sweepTimer: AppTimer?
 
     /// What the service remembers of one connection.
     private final class ConnectionState {
@@ -56,16 +117,52 @@ public final class HTTPService: Service, ConnectionDelegate {
         /// While a response is being sent: the bytes still to send at the last check.
         var unsentAtLastCheck = Int.max
         var closeWhenSent = false
+        /// The request body being read, if one is.
+        var body: BodyReader?
     }
 
-    public init(root: String, maxRanges: Int = 1, requestTimeout: Duration = .seconds(10)) {
+    /// A request body being read: onto an upload's temporary file, or thrown away after an answer.
+    private final class BodyReader {
+        let head: HTTPRequestHead
+        var remaining: Int
+        /// Bytes read so far, and at the last check of the body timer.
+        var received = 0
+        var receivedAtLastCheck = 0
+        /// Where they go: nil to throw them away.
+        var upload: UploadWrite?
+        var lastProgress = MonotonicTime.now()
+
+        init(head: HTTPRequestHead, remaining: Int, upload: UploadWrite?) {
+            self.head = head
+            self.remaining = remaining
+            self.upload = upload
+        }
+    }
+
+    /// An upload being written: its resource (offset counting what is written) and open part.
+    private struct UploadWrite {
+        var resource: UploadResource
+        var fd: CInt
+        var created: Bool
+        var completes: Bool
+    }
+
+    /// Bodies of rejected requests up to this size are read and dropped, so that the connection can go on and
+    /// the answer is not lost to a reset; larger ones (or one the client waits to send) close the connection.
+    static let maxDiscardedBody = 1 << 20
+
+    public init(root: String, maxRanges: Int = 1, requestTimeout: Duration = .seconds(10),
+                uploads: (root: String, limits: UploadLimits)? = nil) {
         self.root = root.count > 1 && root.hasSuffix("/") ? String(root.dropLast()) : root
         self.maxRanges = maxRanges
         self.requestTimeout = requestTimeout
+        self.uploads = uploads.map { ResumableUploadServer(limits: $0.limits) }
+        store = uploads.map { UploadStore(root: $0.root.count > 1 && $0.root.hasSuffix("/") ? String($0.root.dropLast()) : $0.root) }
     }
 
     public func didAttach(to app: App) {
         self.app = app
+        scheduleSweep()
     }
 
     public func serve(_ connection: Connection) {
@@ -87,7 +184,8 @@ public final class HTTPService: Service, ConnectionDelegate {
     public func connectionDidDrainOutput(_ connection: Connection) {
         guard let state = states[ObjectIdentifier(connection)] else { return }
         if state.closeWhenSent { return connection.close(.afterFlush) }
-        armTimer(connection, state)
+        // An interim response drained while a body is read: the body's timer goes on.
+        if state.body == nil { armTimer(connection, state) }
         process(connection)
     }
 
@@ -98,28 +196,44 @@ public final class HTTPService: Service, ConnectionDelegate {
     }
 
     public func connectionDidClose(_ connection: Connection, error: SystemError?) {
-        states[ObjectIdentifier(connection)]?.timer?.cancel()
-        states[ObjectIdentifier(connection)] = nil
+        guard let state = states.removeValue(forKey: ObjectIdentifier(connection)) else { return }
+        state.timer?.cancel()
+        // A body cut off: what was written stays (the resource's offset moved on), the part is closed.
+        if let upload = state.body?.upload {
+            close(upload.fd)
+            if writers[upload.resource.id] === connection { writers[upload.resource.id] = nil }
+        }
+        state.body = nil
     }
 
     // MARK: Requests
 
     /// Answers the complete requests in the connection's input, one at a time: after each response that is
-    /// not sent at once, reading waits until it is.
+    /// not sent at once, reading waits until it is. A request body is read as it comes, across loop turns.
     private func process(_ connection: Connection) {
         guard let state = states[ObjectIdentifier(connection)] else { return }
-        while connection.state == .open && connection.output.isEmpty && !connection.input.isEmpty {
-            let bytes = connection.input.peekBytes(limit: HTTPRequestParser.maxHeadBytes + 1)
-            let parsed: (head: HTTPRequestHead, consumed: Int)?
-            do {
-                parsed = try state.parser.parse(bytes)
-            } catch {
-                return fail(connection, state, status: error.status)
+        while connection.state == .open {
+            if let body = state.body {
+                readBody(body, connection, state)
+                if state.body != nil { return }
+            } else {
+                guard connection.output.isEmpty && !connection.input.isEmpty else { return }
+                let bytes = connection.input.peekBytes(limit: HTTPRequestParser.maxHeadBytes + 1)
+                let parsed: (head: HTTPRequestHead, consumed: Int)?
+                do {
+                    parsed = try state.parser.parse(bytes)
+                } catch {
+                    return fail(connection, state, status: error.status)
+                }
+                guard let (head, consumed) = parsed else { return }
+                connection.input.drain(consumed)
+                state.parser.reset()
+                respond(to: head, on: connection, state)
+                if state.body != nil {
+                    armBodyTimer(connection, state)
+                    continue
+                }
             }
-            guard let (head, consumed) = parsed else { return }
-            connection.input.drain(consumed)
-            state.parser.reset()
-            respond(to: head, on: connection, state)
             if connection.pauseReadingIfOutputIsHigh() {
                 state.timer?.cancel()
                 state.unsentAtLastCheck = Int.max
@@ -132,17 +246,31 @@ public final class HTTPService: Service, ConnectionDelegate {
     }
 
     private func respond(to head: HTTPRequestHead, on connection: Connection, _ state: ConnectionState) {
+        let bodyLength: Int
+        do {
+            bodyLength = try head.bodyLength()
+        } catch {
+            return fail(connection, state, status: error.status)
+        }
+        if let uploads {
+            switch uploads.route(head) {
+            case .creation(let target): return create(target, head, bodyLength, connection, state)
+            case .resource(let id): return resourceRequest(id, head, bodyLength, connection, state)
+            case .options: return send(uploads.options(now: now), to: head, bodyLength: bodyLength, connection, state)
+            case .files: break
+            }
+        }
         guard head.method == "GET" || head.method == "HEAD" else {
             return fail(connection, state, status: 405)
         }
-        guard head.contentLength ?? 0 == 0, !head.isChunked else {
+        guard bodyLength == 0 else {
             return fail(connection, state, status: 400)
         }
         guard let path = head.path, case let (fd, info)? = openFile(path) else {
             return fail(connection, state, status: 404)
         }
         let response = HTTPFileResponder.respond(to: head, file: info, contentType: HTTPFileResponder.contentType(forPath: path),
-                                                 maxRanges: maxRanges, now: Int64(WallClock.now()))
+                                                 maxRanges: maxRanges, now: now)
         connection.output.append(HTTPFileResponder.serialize(response, keepAlive: head.keepAlive, minorVersion: head.minorVersion))
         if head.method == "GET", let body = response.body {
             do {
@@ -161,7 +289,7 @@ public final class HTTPService: Service, ConnectionDelegate {
 
     /// An error page, then the connection closes.
     private func fail(_ connection: Connection, _ state: ConnectionState, status: Int) {
-        guard let page = HTTPFileResponder.errorResponse(status: status, now: Int64(WallClock.now())) else {
+        guard let page = HTTPFileResponder.errorResponse(status: status, now: now) else {
             return connection.close(.now)
         }
         connection.output.append(page.head)
@@ -170,19 +298,230 @@ public final class HTTPService: Service, ConnectionDelegate {
         connection.close(.afterFlush)
     }
 
+    private var now: Int64 { Int64(WallClock.now()) }
+
     /// Opens `path` under the root: a regular file whose real path (symlinks resolved, read back from the
-    /// open descriptor, so that nothing can change between the check and the use) lies under the root.
+    /// open descriptor, so that nothing can change between the check and the use) lies under the root and
+    /// not in an upload staging directory (whichever listener's it is: its partial uploads are never served).
     private func openFile(_ path: String) -> (CInt, FileInfo)? {
         let fd = open(root + path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
         guard fd >= 0 else { return nil }
         var info = stat()
         guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG,
-              let real = realPath("/proc/self/fd/\(fd)"), real.hasPrefix(root == "/" ? "/" : root + "/") else {
+              let real = realPath("/proc/self/fd/\(fd)"), real.hasPrefix(root == "/" ? "/" : root + "/"),
+              !real.split(separator: "/").contains(Substring(ResumableUploadServer.stagingDirectoryName)) else {
             close(fd)
             return nil
         }
         return (fd, FileInfo(size: Int(info.st_size), modifiedSeconds: Int64(info.st_mtim.tv_sec),
                              modifiedNanoseconds: Int(info.st_mtim.tv_nsec), inode: UInt64(info.st_ino)))
+    }
+
+    // MARK: Uploads
+
+    private func create(_ target: String, _ head: HTTPRequestHead, _ bodyLength: Int, _ connection: Connection, _ state: ConnectionState) {
+        guard let uploads, let store else { return }
+        // The target is checked on disk before anything is made (and again at the rename).
+        if ResumableUploadServer.isTargetPath(target) {
+            switch store.openTarget(target) {
+            case .success(let opened): close(opened.directory)
+            case .failure(.noDirectory): return send(uploads.error(404, "no directory for \(target)", head, now: now), to: head, bodyLength: bodyLength, connection, state)
+            case .failure(.outsideRoot): return send(uploads.error(403, "\(target) leads out of the upload root", head, now: now), to: head, bodyLength: bodyLength, connection, state)
+            case .failure(.isDirectory): return send(uploads.error(409, "\(target) is a directory", head, now: now), to: head, bodyLength: bodyLength, connection, state)
+            }
+        }
+        let decision = uploads.creation(head, target: target, bodyLength: bodyLength, roomForAnother: sweep(needRoom: true), now: now)
+        guard case .create(let target, let length, let bodyLength, let completes) = decision else {
+            return perform(decision, head, bodyLength, connection, state)
+        }
+        switch store.create(target: target, length: length, now: now) {
+        case .success(let (resource, fd)):
+            let write = UploadWrite(resource: resource, fd: fd, created: true, completes: completes)
+            if bodyLength > 0 && head.minorVersion >= 1 {
+                sendContinue(head, connection)
+                sendInterim(uploads.interim(resource, now: now), connection)
+            }
+            startBody(head, bodyLength, write, connection, state)
+        case .failure(let error):
+            send(uploads.error(500, "cannot create the upload: \(error)", head, now: now), to: head, bodyLength: bodyLength, connection, state)
+        }
+    }
+
+    private func resourceRequest(_ id: String?, _ head: HTTPRequestHead, _ bodyLength: Int, _ connection: Connection, _ state: ConnectionState) {
+        guard let uploads, let store else { return }
+        var resource: UploadResource?
+        if let id {
+            // A request that finds an earlier one still writing to this resource ends it first (the draft's
+            // recommended approach): the client has given it up, and its bytes so far are on disk.
+            if let writer = writers[id], writer !== connection { writer.close(.now) }
+            resource = store.load(id)
+            if let found = resource, !writers.keys.contains(found.id), now - found.lastActivity >= uploads.limits.expirySeconds {
+                store.remove(found.id)
+                resource = nil
+            }
+        }
+        let decision = uploads.resourceRequest(head, resource: resource, bodyLength: bodyLength, now: now)
+        guard let resource, case .append(let bodyLength, let completes, let length) = decision else {
+            return perform(decision, head, bodyLength, connection, state, resource: resource)
+        }
+        var updated = resource
+        if let length {
+            updated.length = length
+            if let error = store.writeRecord(resource.id, UploadResourceRecord(target: resource.target, length: length)) {
+                return send(uploads.error(500, "cannot record the length: \(error)", head, now: now), to: head, bodyLength: bodyLength, connection, state)
+            }
+        }
+        switch store.openPart(resource.id) {
+        case .success(let fd):
+            if bodyLength > 0 && head.minorVersion >= 1 { sendContinue(head, connection) }
+            startBody(head, bodyLength, UploadWrite(resource: updated, fd: fd, created: false, completes: completes), connection, state)
+        case .failure(let error):
+            send(uploads.error(500, "cannot open the upload: \(error)", head, now: now), to: head, bodyLength: bodyLength, connection, state)
+        }
+    }
+
+    /// Performs a decision that reads no body into an upload.
+    private func perform(_ decision: ResumableUploadServer.Decision, _ head: HTTPRequestHead, _ bodyLength: Int, _ connection: Connection,
+                         _ state: ConnectionState, resource: UploadResource? = nil) {
+        switch decision {
+        case .respond(let response):
+            send(response, to: head, bodyLength: bodyLength, connection, state)
+        case .cancel(let response):
+            if let resource { store?.remove(resource.id) }
+            send(response, to: head, bodyLength: bodyLength, connection, state)
+        case .create, .append:
+            // Made by the callers above; here only if a decision came without what it needs.
+            fail(connection, state, status: 500)
+        }
+    }
+
+    /// Sends `response` to a request whose body (if any) is not wanted: a small one is read and dropped,
+    /// a large one, or one the client waits to send (`Expect: 100-continue`), closes the connection.
+    private func send(_ response: UploadResponse, to head: HTTPRequestHead, bodyLength: Int, _ connection: Connection, _ state: ConnectionState) {
+        let expectsContinue = head.value(of: "expect") != nil
+        if !head.keepAlive || (bodyLength > 0 && (expectsContinue || bodyLength > Self.maxDiscardedBody)) { state.closeWhenSent = true }
+        write(response, keepAlive: !state.closeWhenSent, head: head, connection)
+        if bodyLength > 0 && !state.closeWhenSent { state.body = BodyReader(head: head, remaining: bodyLength, upload: nil) }
+        connection.flush()
+        if connection.output.isEmpty && state.closeWhenSent { connection.close(.afterFlush) }
+    }
+
+    private func write(_ response: UploadResponse, keepAlive: Bool, head: HTTPRequestHead, _ connection: Connection) {
+        let fileResponse = HTTPFileResponse(status: response.status, headers: response.headers, body: nil)
+        connection.output.append(HTTPFileResponder.serialize(fileResponse, keepAlive: keepAlive, minorVersion: head.minorVersion))
+        if head.method != "HEAD" { connection.output.append(response.body) }
+    }
+
+    /// `100 Continue` to a client that waits for it before sending the body.
+    private func sendContinue(_ head: HTTPRequestHead, _ connection: Connection) {
+        guard let expect = head.value(of: "expect"), HTTPSyntax.lowercased(expect) == "100-continue" else { return }
+        sendInterim(UploadResponse(status: 100, headers: []), connection)
+    }
+
+    /// An interim (1xx) response: never to an HTTP/1.0 client (RFC 9110 section 15.2).
+    private func sendInterim(_ response: UploadResponse, _ connection: Connection) {
+        let head = HTTPFileResponse(status: response.status, headers: response.headers, body: nil)
+        connection.output.append(HTTPFileResponder.serialize(head, keepAlive: true, minorVersion: 1))
+        connection.flush()
+    }
+
+    private func startBody(_ head: HTTPRequestHead, _ bodyLength: Int, _ write: UploadWrite, _ connection: Connection, _ state: ConnectionState) {
+        writers[write.resource.id] = connection
+        state.body = BodyReader(head: head, remaining: bodyLength, upload: write)
+        if !head.keepAlive { state.closeWhenSent = true }
+    }
+
+    /// Moves what the input holds of the body to its file (or drops it); at its end, the answer.
+    private func readBody(_ body: BodyReader, _ connection: Connection, _ state: ConnectionState) {
+        let input = connection.input
+        while body.remaining > 0 && !input.isEmpty {
+            let count = min(input.count, body.remaining, 1 << 20)
+            if let fd = body.upload?.fd {
+                let bytes = input.peekBytes(limit: count)
+                var written = 0
+                while written < bytes.count {
+                    let result = bytes[written...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+                    if result < 0 && errno == EINTR { continue }
+                    if result <= 0 {
+                        body.upload?.resource.offset += written
+                        return bodyFailed(body, "cannot write the upload: \(Errno.current)", connection, state)
+                    }
+                    written += result
+                }
+                body.upload?.resource.offset += count
+            }
+            input.drain(count)
+            body.remaining -= count
+            body.received += count
+        }
+        if body.remaining > 0 {
+            sendProgress(body, connection)
+            return
+        }
+        state.body = nil
+        state.timer?.cancel()
+        guard let upload = body.upload, let uploads, let store else { return }
+        writers[upload.resource.id] = nil
+        var response: UploadResponse
+        if upload.completes {
+            switch store.complete(upload.resource, fd: upload.fd) {
+            case .success(let replaced):
+                var resource = upload.resource
+                resource.isComplete = true
+                response = uploads.completed(resource, replaced: replaced, now: now)
+            case .failure(let failure):
+                response = uploads.failed(upload.resource, failure.reason, now: now)
+            }
+        } else {
+            close(upload.fd)
+            var resource = upload.resource
+            resource.lastActivity = now
+            response = uploads.appended(resource, created: upload.created, now: now)
+        }
+        write(response, keepAlive: !state.closeWhenSent, head: body.head, connection)
+        connection.flush()
+        if connection.output.isEmpty && state.closeWhenSent { connection.close(.afterFlush) }
+    }
+
+    /// A 500 for a body that cannot be stored; the connection closes (the rest of the body is not read).
+    private func bodyFailed(_ body: BodyReader, _ reason: String, _ connection: Connection, _ state: ConnectionState) {
+        guard let upload = body.upload, let uploads else { return connection.close(.now) }
+        close(upload.fd)
+        writers[upload.resource.id] = nil
+        state.body = nil
+        state.closeWhenSent = true
+        write(uploads.failed(upload.resource, reason, now: now), keepAlive: false, head: body.head, connection)
+        connection.close(.afterFlush)
+    }
+
+    /// A 104 with the offset reached, at most once a second, and only when nothing else waits to be sent (a
+    /// client that reads none of them never makes them pile up).
+    private func sendProgress(_ body: BodyReader, _ connection: Connection) {
+        guard let upload = body.upload, let uploads, body.head.minorVersion >= 1, connection.output.isEmpty,
+              MonotonicTime.now() - body.lastProgress >= .seconds(1) else { return }
+        body.lastProgress = MonotonicTime.now()
+        sendInterim(uploads.progress(upload.resource), connection)
+    }
+
+    /// Removes expired resources and stray files; with `needRoom`, also finished ones kept for a late HEAD
+    /// when there is no room for another. Returns whether one more resource fits.
+    @discardableResult
+    private func sweep(needRoom: Bool) -> Bool {
+        guard let uploads, let store else { return false }
+        let (resources, strays) = store.list()
+        for name in strays { store.removeStray(name) }
+        let (remove, remaining) = uploads.sweep(resources, busy: Set(writers.keys), needRoom: needRoom, now: now)
+        for id in remove { store.remove(id) }
+        return remaining < uploads.limits.maxUploads
+    }
+
+    /// Sweeps every hour (or every `upload-expiry` when shorter), as app work: not while suspended.
+    private func scheduleSweep() {
+        guard let app, let uploads else { return }
+        sweepTimer = app.schedule(after: .seconds(min(uploads.limits.expirySeconds, 3600))) { [weak self] in
+            self?.sweep(needRoom: false)
+            self?.scheduleSweep()
+        }
     }
 
     // MARK: Timeouts (app timers: they wait while the app is suspended)
@@ -194,6 +533,22 @@ public final class HTTPService: Service, ConnectionDelegate {
         state.timer = app.schedule(after: requestTimeout) { [weak connection] in
             guard let connection, connection.output.isEmpty else { return }
             connection.close(.now)
+        }
+    }
+
+    /// Reading a body: each `requestTimeout` the peer must have sent bytes, or the connection is closed (the
+    /// bytes it did send stay in the upload).
+    private func armBodyTimer(_ connection: Connection, _ state: ConnectionState) {
+        state.timer?.cancel()
+        guard let app else { return }
+        state.timer = app.schedule(after: requestTimeout) { [weak self, weak connection, weak state] in
+            guard let self, let connection, let state, let body = state.body else { return }
+            if body.received > body.receivedAtLastCheck {
+                body.receivedAtLastCheck = body.received
+                armBodyTimer(connection, state)
+            } else {
+                connection.close(.now)
+            }
         }
     }
 

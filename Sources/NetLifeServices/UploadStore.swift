@@ -1,0 +1,315 @@
+// The files behind the http service's upload resources: the shell's side of ResumableUploadServer. Each
+// resource is two files in the staging directory `UPLOAD-ROOT/.netlife-upload/` (mode 0700, never served by
+// GET, never an upload target): `ID.part`, the bytes received so far (its size is the offset), and
+// `ID.meta`, a small record (target path, length once known, final length once complete) written
+// atomically. State lives on disk only, so that resources survive a restart of the daemon; a resource whose
+// record is gone or unreadable, or whose bytes are gone before it completed, is removed and answered 404
+// (the draft: a server that loses state deactivates the resource).
+//
+// A finished upload is renamed from `ID.part` to its target through a descriptor of the target's directory
+// whose real path was checked to lie under the upload root (not under the staging directory): symlinks
+// cannot make it escape, and a directory swapped in between the check and the rename is not followed. An
+// existing file at the target is replaced atomically; a directory there is refused; the finished file has
+// mode 0644 (0600 while partial). The staging directory
+// must be on the same file system as every target directory (rename(2) does not cross file systems).
+
+@preconcurrency import Glibc
+import NetLifeEvent
+
+/// The record of one upload resource (`ID.meta`):
+/// ```
+/// netlife-upload-resource 1
+/// target=/dir/name.bin        (\\, \n and \r escaped as in a download record)
+/// length=1048576              (absent until the client announced it)
+/// complete=1048576            (present once the file is in place: its length)
+/// ```
+public struct UploadResourceRecord: Equatable, Sendable {
+    /// The first line of every record.
+    public static let versionLine = "netlife-upload-resource 1"
+
+    public var target: String
+    public var length: Int?
+    /// The final length once the upload is complete and in place.
+    public var completeLength: Int?
+
+    /// A record with these values.
+    public init(target: String, length: Int? = nil, completeLength: Int? = nil) {
+        self.target = target
+        self.length = length
+        self.completeLength = completeLength
+    }
+
+    /// The file's text, ending in a newline.
+    public func encoded() -> String {
+        var lines = [Self.versionLine, "target=" + RecordText.escaped(target)]
+        if let length { lines.append("length=\(length)") }
+        if let completeLength { lines.append("complete=\(completeLength)") }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// The record in `text`; nil for anything `encoded()` could not have written (another version, unknown or
+    /// repeated keys, numbers that do not read, a target that is no upload path, over 16 KiB).
+    public static func decode(_ text: String) -> UploadResourceRecord? {
+        guard let fields = RecordText.fields(text, version: versionLine, keys: ["target", "length", "complete"]),
+              let target = fields["target"], ResumableUploadServer.isTargetPath(target) else { return nil }
+        var record = UploadResourceRecord(target: target)
+        if let text = fields["length"] {
+            guard let length = HTTPSyntax.decimal(text.utf8) else { return nil }
+            record.length = length
+        }
+        if let text = fields["complete"] {
+            guard let length = HTTPSyntax.decimal(text.utf8) else { return nil }
+            record.completeLength = length
+        }
+        return record
+    }
+}
+
+/// The `key=value` text of the small records (upload resources, upload clients), with `\` escapes.
+enum RecordText {
+    static let maxBytes = 16384
+
+    static func escaped(_ value: String) -> String {
+        var result = ""
+        for scalar in value.unicodeScalars {
+            switch scalar {
+            case "\\": result += "\\\\"
+            case "\n": result += "\\n"
+            case "\r": result += "\\r"
+            default: result.unicodeScalars.append(scalar)
+            }
+        }
+        return result
+    }
+
+    static func unescaped(_ value: Substring) -> String? {
+        var result = ""
+        var escaping = false
+        for scalar in value.unicodeScalars {
+            if escaping {
+                switch scalar {
+                case "\\": result += "\\"
+                case "n": result += "\n"
+                case "r": result += "\r"
+                default: return nil
+                }
+                escaping = false
+            } else if scalar == "\\" {
+                escaping = true
+            } else if scalar == "\r" {
+                return nil
+            } else {
+                result.unicodeScalars.append(scalar)
+            }
+        }
+        return escaping ? nil : result
+    }
+
+    /// The fields after `version`, each key among `keys` at most once; nil for anything else.
+    static func fields(_ text: String, version: String, keys: Set<String>) -> [String: String]? {
+        guard text.utf8.count <= maxBytes else { return nil }
+        var lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        if lines.last?.isEmpty == true { lines.removeLast() }
+        guard lines.first == Substring(version) else { return nil }
+        var fields: [String: String] = [:]
+        for line in lines.dropFirst() {
+            guard let equals = line.firstIndex(of: "="), let value = unescaped(line[line.index(after: equals)...]) else { return nil }
+            let key = String(line[..<equals])
+            guard keys.contains(key), fields.updateValue(value, forKey: key) == nil else { return nil }
+        }
+        return fields
+    }
+}
+
+/// The upload resources under one upload root, on disk. Loop-confined, like the service that owns it.
+final class UploadStore {
+    /// The resolved upload root, without a trailing slash (`/` stays `/`).
+    let root: String
+    /// `root/.netlife-upload`.
+    let staging: String
+
+    init(root: String) {
+        self.root = root
+        staging = (root == "/" ? "" : root) + "/" + ResumableUploadServer.stagingDirectoryName
+    }
+
+    func partPath(_ id: String) -> String { staging + "/" + id + ".part" }
+    func metaPath(_ id: String) -> String { staging + "/" + id + ".meta" }
+
+    /// Makes the staging directory (0700) unless it is there; an error if it cannot be made, or if what is
+    /// there is not a directory (a symlink included).
+    func ensureStaging() -> SystemError? {
+        var info = stat()
+        if lstat(staging, &info) == 0 {
+            return (info.st_mode & S_IFMT) == S_IFDIR ? nil : SystemError("lstat \(staging): not a directory", Errno(rawValue: ENOTDIR))
+        }
+        if mkdir(staging, 0o700) != 0 && errno != EEXIST { return SystemError("mkdir \(staging)", Errno.current) }
+        return nil
+    }
+
+    /// A new resource id: 128 bits from the system's cryptographic generator (getrandom), as 32 hex digits.
+    static func newID() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let digits = Array("0123456789abcdef".utf8)
+        var bytes: [UInt8] = []
+        for _ in 0..<2 {
+            let word = generator.next()
+            for shift in stride(from: 60, through: 0, by: -4) { bytes.append(digits[Int((word >> UInt64(shift)) & 0xF)]) }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    // MARK: Resources
+
+    /// The resource `id` as it is on disk, or nil. A resource whose record does not read, or whose bytes are
+    /// gone while it is not complete, has lost its state: its files are removed.
+    func load(_ id: String) -> UploadResource? {
+        guard let record = readSmallFile(metaPath(id)).flatMap(UploadResourceRecord.decode) else {
+            remove(id)
+            return nil
+        }
+        var meta = stat()
+        let metaTime = stat(metaPath(id), &meta) == 0 ? Int64(meta.st_mtim.tv_sec) : 0
+        if let complete = record.completeLength {
+            return UploadResource(id: id, target: record.target, offset: complete, length: complete, isComplete: true, lastActivity: metaTime)
+        }
+        var part = stat()
+        guard stat(partPath(id), &part) == 0, (part.st_mode & S_IFMT) == S_IFREG else {
+            remove(id)
+            return nil
+        }
+        return UploadResource(id: id, target: record.target, offset: Int(part.st_size), length: record.length,
+                              lastActivity: max(metaTime, Int64(part.st_mtim.tv_sec)))
+    }
+
+    /// Makes the files of a new resource: an empty part, then its record. Returns the resource and the part
+    /// open for appending.
+    func create(target: String, length: Int?, now: Int64) -> Result<(UploadResource, CInt), SystemError> {
+        if let error = ensureStaging() { return .failure(error) }
+        let id = Self.newID()
+        let fd = open(partPath(id), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return .failure(SystemError("open \(partPath(id))", Errno.current)) }
+        if let error = writeRecord(id, UploadResourceRecord(target: target, length: length)) {
+            close(fd)
+            unlink(partPath(id))
+            return .failure(error)
+        }
+        return .success((UploadResource(id: id, target: target, length: length, lastActivity: now), fd))
+    }
+
+    /// The part of `id` open for appending.
+    func openPart(_ id: String) -> Result<CInt, SystemError> {
+        let fd = open(partPath(id), O_WRONLY | O_APPEND | O_CLOEXEC)
+        return fd >= 0 ? .success(fd) : .failure(SystemError("open \(partPath(id))", Errno.current))
+    }
+
+    func writeRecord(_ id: String, _ record: UploadResourceRecord) -> SystemError? {
+        writeFileAtomically(metaPath(id), Array(record.encoded().utf8))
+    }
+
+    /// Deletes the files of `id` (those that exist).
+    func remove(_ id: String) {
+        unlink(partPath(id))
+        unlink(metaPath(id))
+        unlink(metaPath(id) + ".tmp")
+    }
+
+    /// Every resource in the staging directory, and the names of files there that belong to none (a crash
+    /// between two steps leaves them).
+    func list() -> (resources: [UploadResource], strays: [String]) {
+        guard let directory = opendir(staging) else { return ([], []) }
+        defer { closedir(directory) }
+        var ids: Set<String> = []
+        var strays: [String] = []
+        while let entry = readdir(directory) {
+            let name = withUnsafePointer(to: entry.pointee.d_name) {
+                $0.withMemoryRebound(to: CChar.self, capacity: MemoryLayout.size(ofValue: entry.pointee.d_name)) { String(cString: $0) }
+            }
+            if name == "." || name == ".." { continue }
+            let id = String(name.prefix { $0 != "." })
+            if ResumableUploadServer.isResourceID(id), name == id + ".meta" || name == id + ".part" {
+                ids.insert(id)
+            } else {
+                strays.append(name)
+            }
+        }
+        var resources: [UploadResource] = []
+        for id in ids.sorted() {
+            if let resource = load(id) { resources.append(resource) }
+        }
+        return (resources, strays)
+    }
+
+    func removeStray(_ name: String) {
+        unlink(staging + "/" + name)
+    }
+
+    // MARK: Targets
+
+    /// Why a target cannot take a finished upload.
+    enum TargetProblem: Error, Equatable {
+        /// The parent directory is not there (or is no directory): 404.
+        case noDirectory
+        /// The real path leaves the upload root, or enters the staging directory: 403.
+        case outsideRoot
+        /// A directory is in the way: 409.
+        case isDirectory
+    }
+
+    /// The target's directory, opened and checked (its real path, read back from the descriptor, lies
+    /// under the root and outside the staging directory), the last path segment, and whether a file is
+    /// already there. The caller closes the descriptor.
+    func openTarget(_ target: String) -> Result<(directory: CInt, name: String, exists: Bool), TargetProblem> {
+        guard let slash = target.lastIndex(of: "/") else { return .failure(.outsideRoot) }
+        let parent = String(target[..<slash])
+        let name = String(target[target.index(after: slash)...])
+        guard !name.isEmpty else { return .failure(.isDirectory) }
+        let fd = open((root == "/" ? "" : root) + (parent.isEmpty ? "/" : parent), O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return .failure(.noDirectory) }
+        let rootPrefix = root == "/" ? "/" : root + "/"
+        guard let real = realPath("/proc/self/fd/\(fd)"), real == root || real.hasPrefix(rootPrefix),
+              real != staging, !real.hasPrefix(staging + "/"),
+              !(real == root && name == ResumableUploadServer.stagingDirectoryName) else {
+            close(fd)
+            return .failure(.outsideRoot)
+        }
+        var info = stat()
+        let exists = fstatat(fd, name, &info, AT_SYMLINK_NOFOLLOW) == 0
+        if exists && (info.st_mode & S_IFMT) == S_IFDIR {
+            close(fd)
+            return .failure(.isDirectory)
+        }
+        return .success((fd, name, exists))
+    }
+
+    /// Why a complete upload could not be put in place.
+    struct CompletionFailure: Error, Equatable {
+        var reason: String
+    }
+
+    /// Puts a complete upload in place: the part (open as `fd`, closed here) reaches the disk, is renamed to
+    /// the target, the directory is synced, and the record says complete. Returns whether a file was
+    /// replaced, or why it could not be done (the part then stays, the upload incomplete).
+    func complete(_ resource: UploadResource, fd: CInt) -> Result<Bool, CompletionFailure> {
+        // Private (0600) while partial; the finished file is readable as a served file would be.
+        fchmod(fd, 0o644)
+        let synced = fsync(fd) == 0 ? nil : Errno.current
+        close(fd)
+        if let synced { return .failure(CompletionFailure(reason: "fsync: \(synced)")) }
+        let target: (directory: CInt, name: String, exists: Bool)
+        switch openTarget(resource.target) {
+        case .success(let opened): target = opened
+        case .failure(.noDirectory): return .failure(CompletionFailure(reason: "the target's directory is gone"))
+        case .failure(.outsideRoot): return .failure(CompletionFailure(reason: "the target's directory leads out of the upload root"))
+        case .failure(.isDirectory): return .failure(CompletionFailure(reason: "a directory is in the way of the target"))
+        }
+        defer { close(target.directory) }
+        guard renameat(AT_FDCWD, partPath(resource.id), target.directory, target.name) == 0 else {
+            return .failure(CompletionFailure(reason: "rename: \(Errno.current)"))
+        }
+        fsync(target.directory)
+        // The file is in place: a record that cannot be written only costs a late HEAD its answer (404).
+        _ = writeRecord(resource.id, UploadResourceRecord(target: resource.target, length: resource.offset, completeLength: resource.offset))
+        return .success(target.exists)
+    }
+}
