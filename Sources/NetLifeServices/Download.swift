@@ -13,15 +13,15 @@ public final class Download: Transfer, ConnectionDelegate {
     public let url: URLParts
     /// Where the finished file goes; the part and its record sit next to it.
     public let output: String
-    public var partPath: String { output + ".part" }
-    public var recordPath: String { output + ".part.meta" }
+    public var partPath: String { part.path }
+    public var recordPath: String { part.recordPath }
     /// Told after every change of state or progress worth showing.
     public var onChange: ((any Transfer) -> Void)?
 
     private var machine: ResumableDownload
     private unowned let loop: EventLoop
     private let logger: Logger
-    private var partFD: CInt = -1
+    private let part: PartFile
     private var connector: HostConnector?
     private var connection: Connection?
     private var parser = HTTPResponseParser()
@@ -36,9 +36,8 @@ public final class Download: Transfer, ConnectionDelegate {
         self.output = output
         self.loop = loop
         self.logger = logger.labeled("\(logger.label) download \(output)")
-        var info = stat()
-        let partSize = stat(output + ".part", &info) == 0 ? Int(info.st_size) : 0
-        let existing = readSmallFile(output + ".part.meta").flatMap(DownloadRecord.decode)
+        part = PartFile(output: output)
+        let (partSize, existing) = part.leftOver()
         machine = ResumableDownload(url: url, existing: existing, partSize: partSize)
     }
 
@@ -75,27 +74,20 @@ public final class Download: Transfer, ConnectionDelegate {
         case .closeConnection:
             closeConnection()
         case .truncatePart(let length):
-            guard openPart() else { return }
-            if ftruncate(partFD, off_t(length)) != 0 { return failIO("ftruncate", Errno.current) }
+            if let error = part.truncate(to: length) { return failIO(error) }
         case .writeRecord(let record):
-            writeRecord(record)
+            if let error = part.writeRecord(record) { return failIO(error) }
         case .computeDigest(let algorithm):
             computeDigest(algorithm)
         case .renameIntoPlace:
-            guard openPart() else { return }
-            fsync(partFD)
-            close(partFD)
-            partFD = -1
-            if rename(partPath, output) != 0 { return failIO("rename", Errno.current) }
-            syncDirectory(of: output)
+            if let error = part.renameIntoPlace() { return failIO(error) }
             logger.info("done: \(machine.bytesDone) bytes")
         case .removeRecord:
-            unlink(recordPath)
-            syncDirectory(of: recordPath)
+            part.removeRecord()
         case .report(let state):
             if case .paused(let reason) = state { logger.info("paused: \(reason)") }
             if case .failed(let reason) = state { logger.warning("failed: \(reason)") }
-            if state != .running { closePart() }
+            if state != .running { part.close() }
             onChange?(self)
         }
     }
@@ -216,56 +208,22 @@ public final class Download: Transfer, ConnectionDelegate {
 
     /// Writes the first `count` bytes of `input` to the part and drains them; false (and paused) on an error.
     private func append(_ input: EventBuffer, _ count: Int) -> Bool {
-        guard openPart() else { return false }
-        let bytes = input.peekBytes(limit: count)
-        var written = 0
-        while written < bytes.count {
-            let result = bytes[written...].withUnsafeBytes { Glibc.write(partFD, $0.baseAddress, $0.count) }
-            if result < 0 {
-                if errno == EINTR { continue }
-                failIO("write", Errno.current)
-                return false
-            }
-            written += result
-        }
-        input.drain(count)
-        return true
+        guard let error = part.append(input, count) else { return true }
+        failIO(error)
+        return false
     }
 
     // MARK: Files
 
-    private func openPart() -> Bool {
-        if partFD >= 0 { return true }
-        partFD = open(partPath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
-        if partFD < 0 {
-            failIO("open \(partPath)", Errno.current)
-            return false
-        }
-        return true
-    }
-
-    private func closePart() {
-        if partFD >= 0 { close(partFD) }
-        partFD = -1
-    }
-
-    private func failIO(_ call: String, _ error: Errno) {
+    private func failIO(_ error: SystemError) {
         closeConnection()
-        perform(machine.pause("\(call): \(error)"))
-    }
-
-    /// The record, atomically: the part's bytes reach the disk first, then the record replaces the old one.
-    private func writeRecord(_ record: DownloadRecord) {
-        if partFD >= 0 { fsync(partFD) }
-        if let error = writeFileAtomically(recordPath, Array(record.encoded().utf8)) {
-            failIO(error.function, error.errno)
-        }
+        perform(machine.pause("\(error)"))
     }
 
     /// Hashes the part 1 MiB per loop turn, so that a large file does not stall the loop.
     private func computeDigest(_ algorithm: DigestAlgorithm) {
         let fd = open(partPath, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return failIO("open \(partPath)", Errno.current) }
+        guard fd >= 0 else { return failIO(SystemError("open \(partPath)", Errno.current)) }
         var sha256 = SHA256Digest()
         var md5 = MD5Digest()
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
@@ -279,7 +237,7 @@ public final class Download: Transfer, ConnectionDelegate {
             if count < 0 {
                 close(fd)
                 digestWork = nil
-                return failIO("read \(partPath)", Errno.current)
+                return failIO(SystemError("read \(partPath)", Errno.current))
             }
             if count > 0 {
                 switch algorithm {

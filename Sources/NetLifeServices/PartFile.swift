@@ -1,0 +1,88 @@
+// The files of one download, whatever its protocol (Download for HTTP, FTPDownload for FTP): the partial
+// file `OUTPUT.part`, opened for appending on first need, and its record `OUTPUT.part.meta`, replaced
+// atomically after the part's bytes are on disk. The shells perform their machines' file actions here and
+// turn an error into a pause.
+
+@preconcurrency import Glibc
+import NetLifeEvent
+
+/// `OUTPUT.part` and `OUTPUT.part.meta`. Loop-confined, as its shell is; `close()` before letting it go.
+final class PartFile {
+    /// Where the finished file goes.
+    let output: String
+    /// The partial file.
+    var path: String { output + ".part" }
+    /// The record of what the partial file holds.
+    var recordPath: String { output + ".part.meta" }
+    private var fd: CInt = -1
+
+    init(output: String) {
+        self.output = output
+    }
+
+    /// What an earlier run left: the part's size (0 when there is none) and its record (nil when there is
+    /// none or it does not decode).
+    func leftOver() -> (size: Int, record: DownloadRecord?) {
+        var info = stat()
+        let size = stat(path, &info) == 0 ? Int(info.st_size) : 0
+        return (size, readSmallFile(recordPath).flatMap(DownloadRecord.decode))
+    }
+
+    /// Opens the part for appending (creating it) unless it is open.
+    private func open() -> SystemError? {
+        if fd >= 0 { return nil }
+        fd = Glibc.open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+        return fd < 0 ? SystemError("open \(path)", Errno.current) : nil
+    }
+
+    /// Cuts the part to `length` bytes (creating it empty when it does not exist).
+    func truncate(to length: Int) -> SystemError? {
+        if let error = open() { return error }
+        return ftruncate(fd, off_t(length)) == 0 ? nil : SystemError("ftruncate", Errno.current)
+    }
+
+    /// Writes the first `count` bytes of `input` to the end of the part and drains them from `input`.
+    func append(_ input: EventBuffer, _ count: Int) -> SystemError? {
+        if let error = open() { return error }
+        let bytes = input.peekBytes(limit: count)
+        var written = 0
+        while written < bytes.count {
+            let result = bytes[written...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            if result < 0 {
+                if errno == EINTR { continue }
+                return SystemError("write", Errno.current)
+            }
+            written += result
+        }
+        input.drain(count)
+        return nil
+    }
+
+    /// The record, atomically: the part's bytes reach the disk first, then the record replaces the old one.
+    func writeRecord(_ record: DownloadRecord) -> SystemError? {
+        if fd >= 0 { fsync(fd) }
+        return writeFileAtomically(recordPath, Array(record.encoded().utf8))
+    }
+
+    /// fsyncs and closes the part, renames it to the output path and fsyncs the directory.
+    func renameIntoPlace() -> SystemError? {
+        if let error = open() { return error }
+        fsync(fd)
+        close()
+        if rename(path, output) != 0 { return SystemError("rename", Errno.current) }
+        syncDirectory(of: output)
+        return nil
+    }
+
+    /// Deletes the record.
+    func removeRecord() {
+        unlink(recordPath)
+        syncDirectory(of: recordPath)
+    }
+
+    /// Closes the part; the next write opens it again. Calling it again does nothing.
+    func close() {
+        if fd >= 0 { Glibc.close(fd) }
+        fd = -1
+    }
+}
