@@ -11,6 +11,6 @@ func makeDownload(url: URLParts, output: String, loop: EventLoop, logger: Logger
     case .http:
         return .success(Download(url: url, output: output, loop: loop, logger: logger))
     case .ftp:
-        return .failure(ControlError(.unsupported, "ftp:// downloads are not supported by this version of netlifed yet"))
+        return .success(FTPDownload(url: url, output: output, loop: loop, logger: logger))
     }
 }
