@@ -1,0 +1,129 @@
+// `netlifectl download` of ftp:// URLs against a real FTP server (pyftpdlib, see Support/FTPServer.swift):
+// a whole file arrives byte-exact in passive mode; a download interrupted by the lifecycle resumes with
+// `REST N`, N the part's size, and the server sends only the missing bytes; a file that changed in between
+// (another MDTM) and a server that refuses REST both restart from 0 and end with the server's file.
+
+import Foundation
+import Testing
+
+/// An app whose background time runs out 0.5 s after it goes to the background: a download it runs pauses.
+private let fetcherConfig = """
+    [daemon]
+    [app fetcher]
+    auto-suspend = never
+    task-time = 1s
+    expiration-lead = 500ms
+    """
+
+/// The size of the file at `path`; 0 when there is none.
+private func fileSize(_ path: String) -> Int {
+    ((try? FileManager.default.attributesOfItem(atPath: path)[.size]) as? Int) ?? 0
+}
+
+/// Starts downloading `name` from `server` into `output`, lets `atLeast` bytes arrive, sends the app to the
+/// background (its time runs out and the download pauses) and waits until the server has seen the data
+/// connection close. Returns the part's size.
+private func startAndPause(_ daemon: TestDaemon, _ server: FTPServer, _ name: String, into output: String,
+                           atLeast: Int, suspend: Bool = false) -> Int {
+    #expect(daemon.ctl("download", "fetcher", server.url(name), "--output", output, "--no-wait").status == 0)
+    #expect(waitUntil(timeout: 10) { fileSize(output + ".part") >= atLeast }, "\(daemon.ctl("transfers").stdout)")
+    #expect(daemon.ctl("background", "fetcher").status == 0)
+    if suspend {
+        #expect(daemon.ctl("suspend", "fetcher").status == 0)
+        #expect(waitUntil(timeout: 6) { daemon.currentState("fetcher") == "suspended" }, "suspended once the task expired")
+    }
+    #expect(waitUntil(timeout: 6) { daemon.ctl("transfers", "fetcher").stdout.contains("paused") })
+    #expect(FileManager.default.fileExists(atPath: output + ".part.meta"), "the record is on disk")
+    #expect(waitUntil(timeout: 5) { server.sent.count == 1 }, "the first data connection closed: \(server.sent)")
+    return fileSize(output + ".part")
+}
+
+@Suite(.timeLimit(.minutes(2))) struct FTPDownloadTests {
+    @Test func aWholeFileArrivesByteExactInPassiveMode() throws {
+        let server = try FTPServer(rate: 50_000_000)
+        defer { server.stop() }
+        try server.put("file.bin", patternBytes(300_000, seed: 21))
+        let out = TemporaryDirectory()
+        defer { out.remove() }
+        let daemon = try TestDaemon(config: "[daemon]\n[app fetcher]\n")
+        defer { daemon.stop() }
+        let output = out.file("file.bin")
+        let done = daemon.ctl("download", "fetcher", server.url("file.bin"), "--output", output)
+        #expect(done.status == 0, "\(done)")
+        #expect(done.stdout.contains("done, 300000/300000 bytes"), "\(done.stdout)")
+        #expect(sha256(output) == sha256(server.path("file.bin")), "byte-exact")
+        #expect(!FileManager.default.fileExists(atPath: output + ".part"))
+        #expect(!FileManager.default.fileExists(atPath: output + ".part.meta"))
+        #expect(waitUntil(timeout: 5) { server.commands.last == "QUIT" }, "\(server.commands)")
+        #expect(server.commands == ["USER anonymous", "PASS netlife@", "TYPE I", "SIZE file.bin", "MDTM file.bin", "EPSV",
+                                    "RETR file.bin", "QUIT"])
+        #expect(server.sent == [300_000])
+
+        // A file the server does not have: failed, with the server's answer.
+        let missing = daemon.ctl("download", "fetcher", server.url("missing.bin"), "--output", out.file("missing.bin"))
+        #expect(missing.status == 1, "\(missing)")
+        #expect(missing.stdout.contains("failed (RETR: the server answered 550"), "\(missing.stdout)")
+        #expect(daemon.isRunning)
+    }
+
+    @Test func aDownloadPausedByTheLifecycleResumesWithRESTAndOnlyTheMissingBytes() throws {
+        let server = try FTPServer(rate: 200_000)
+        defer { server.stop() }
+        let content = patternBytes(1_500_000, seed: 22)
+        try server.put("file.bin", content)
+        let out = TemporaryDirectory()
+        defer { out.remove() }
+        let daemon = try TestDaemon(config: fetcherConfig)
+        defer { daemon.stop() }
+        let output = out.file("file.bin")
+        let kept = startAndPause(daemon, server, "file.bin", into: output, atLeast: 200_000, suspend: true)
+        #expect(kept > 0 && kept < content.count, "part: \(kept) bytes")
+        #expect(daemon.ctl("foreground", "fetcher").status == 0)
+        #expect(waitUntil(timeout: 20) { daemon.ctl("transfers", "fetcher").stdout.contains("done") }, "\(daemon.ctl("transfers").stdout)")
+        #expect(sha256(output) == sha256(server.path("file.bin")), "byte-exact")
+        // The second session asked for the rest from where the part stopped, and got only that.
+        #expect(server.commands.contains("REST \(kept)"), "\(server.commands)")
+        #expect(server.commands.filter { $0.hasPrefix("RETR") }.count == 2)
+        #expect(waitUntil(timeout: 5) { server.sent.count == 2 })
+        #expect(server.sent.last == content.count - kept, "sent \(server.sent) for a part of \(kept)")
+    }
+
+    @Test func aFileThatChangedInBetweenRestartsFromZero() throws {
+        let server = try FTPServer(rate: 200_000)
+        defer { server.stop() }
+        try server.put("file.bin", patternBytes(800_000, seed: 23), modified: Date(timeIntervalSince1970: 1_700_000_000))
+        let out = TemporaryDirectory()
+        defer { out.remove() }
+        let daemon = try TestDaemon(config: fetcherConfig)
+        defer { daemon.stop() }
+        let output = out.file("file.bin")
+        let kept = startAndPause(daemon, server, "file.bin", into: output, atLeast: 100_000)
+        #expect(kept > 0 && kept < 800_000)
+        // The same length, other bytes, another modification time: only MDTM tells.
+        let second = patternBytes(800_000, seed: 24)
+        try server.put("file.bin", second, modified: Date(timeIntervalSince1970: 1_700_003_600))
+        #expect(daemon.ctl("foreground", "fetcher").status == 0)
+        #expect(waitUntil(timeout: 15) { daemon.ctl("transfers", "fetcher").stdout.contains("done") }, "\(daemon.ctl("transfers").stdout)")
+        #expect(sha256(output) == sha256(server.path("file.bin")), "the new file, whole, nothing of the old")
+        #expect(!server.commands.contains { $0.hasPrefix("REST") }, "\(server.commands)")
+        #expect(waitUntil(timeout: 5) { server.sent.count == 2 } && server.sent.last == second.count, "\(server.sent)")
+    }
+
+    @Test func aServerThatRefusesRESTGetsTheWholeFileAgain() throws {
+        let server = try FTPServer(rate: 200_000, refusesREST: true)
+        defer { server.stop() }
+        let content = patternBytes(800_000, seed: 25)
+        try server.put("file.bin", content)
+        let out = TemporaryDirectory()
+        defer { out.remove() }
+        let daemon = try TestDaemon(config: fetcherConfig)
+        defer { daemon.stop() }
+        let output = out.file("file.bin")
+        let kept = startAndPause(daemon, server, "file.bin", into: output, atLeast: 100_000)
+        #expect(daemon.ctl("foreground", "fetcher").status == 0)
+        #expect(waitUntil(timeout: 15) { daemon.ctl("transfers", "fetcher").stdout.contains("done") }, "\(daemon.ctl("transfers").stdout)")
+        #expect(sha256(output) == sha256(server.path("file.bin")), "byte-exact")
+        #expect(server.commands.contains("REST \(kept)"), "\(server.commands)")
+        #expect(waitUntil(timeout: 5) { server.sent.count == 2 } && server.sent.last == content.count, "\(server.sent)")
+    }
+}

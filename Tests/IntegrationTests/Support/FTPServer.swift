@@ -1,0 +1,104 @@
+// A real FTP server for the FTP download tests: Debian's pyftpdlib (python3-pyftpdlib) run by /usr/bin/python3
+// on 127.0.0.1 port 0 (it prints the port the kernel chose: no port is guessed), anonymous and read-only on
+// a temporary directory, its data connections throttled (pyftpdlib's ThrottledDTPHandler) so that the
+// lifecycle can interrupt a transfer. It logs each command it receives (`CMD REST 4096`) and the bytes each
+// data connection sent when it closes (`SENT 123456`), for the test to read.
+
+import Foundation
+import Testing
+
+/// A pyftpdlib server owned by one test; `stop()` ends it and removes its directory.
+final class FTPServer {
+    let directory = TemporaryDirectory()
+    private let process: BackgroundProcess
+    /// The control port it listens on.
+    let port: UInt16
+
+    /// The server's program: arguments ROOT LOG RATE REST, REST `refuse` to answer 502 to REST.
+    private static let script = """
+        import logging, sys
+        from pyftpdlib.authorizers import DummyAuthorizer
+        from pyftpdlib.handlers import FTPHandler, ThrottledDTPHandler
+        from pyftpdlib.servers import FTPServer
+
+        root, log_path, rate, rest = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+        log = open(log_path, "a", buffering=1)
+        logging.basicConfig(level=logging.ERROR)
+
+        class Data(ThrottledDTPHandler):
+            read_limit = rate
+            write_limit = rate
+
+            def close(self):
+                if not self._closed and not self.receive:
+                    log.write("SENT %d\\n" % self.tot_bytes_sent)
+                super().close()
+
+        class Control(FTPHandler):
+            dtp_handler = Data
+
+            def pre_process_command(self, line, cmd, arg):
+                log.write("CMD %s\\n" % line)
+                super().pre_process_command(line, cmd, arg)
+
+            def ftp_REST(self, line):
+                if rest == "refuse":
+                    self.respond("502 REST not implemented.")
+                else:
+                    super().ftp_REST(line)
+
+        authorizer = DummyAuthorizer()
+        authorizer.add_anonymous(root)
+        Control.authorizer = authorizer
+        server = FTPServer(("127.0.0.1", 0), Control)
+        print(server.address[1], flush=True)
+        server.serve_forever()
+        """
+
+    /// Starts the server on `directory/root`, sending at most `rate` bytes per second on each data connection.
+    init(rate: Int, refusesREST: Bool = false) throws {
+        try FileManager.default.createDirectory(atPath: directory.file("root"), withIntermediateDirectories: true)
+        directory.write("server.py", Self.script)
+        directory.write("server.log", "")
+        let process = try BackgroundProcess(["/usr/bin/python3", directory.file("server.py"), directory.file("root"),
+                                             directory.file("server.log"), String(rate), refusesREST ? "refuse" : "accept"])
+        self.process = process
+        var port: UInt16 = 0
+        _ = waitUntil(timeout: 10) {
+            port = UInt16(process.output.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+            return port != 0 || !process.isRunning
+        }
+        self.port = port
+        if port == 0 {
+            let result = process.wait(timeout: 0).result
+            directory.remove()
+            throw TestFailure("pyftpdlib did not start: \(result)")
+        }
+    }
+
+    /// The URL of a file in the server's root.
+    func url(_ name: String) -> String { "ftp://127.0.0.1:\(port)/\(name)" }
+
+    /// Puts `content` in the server's root as `name`, modified at `modified` (MDTM's answer) when given.
+    func put(_ name: String, _ content: [UInt8], modified: Date? = nil) throws {
+        let path = directory.file("root/" + name)
+        try Data(content).write(to: URL(fileURLWithPath: path))
+        if let modified { try FileManager.default.setAttributes([.modificationDate: modified], ofItemAtPath: path) }
+    }
+
+    /// The path of a file in the server's root.
+    func path(_ name: String) -> String { directory.file("root/" + name) }
+
+    private var logLines: [String] { directory.read("server.log").split(separator: "\n").map(String.init) }
+
+    /// The commands received, in order (`REST 4096`).
+    var commands: [String] { logLines.filter { $0.hasPrefix("CMD ") }.map { String($0.dropFirst(4)) } }
+
+    /// The bytes each closed data connection sent, in order.
+    var sent: [Int] { logLines.filter { $0.hasPrefix("SENT ") }.compactMap { Int($0.dropFirst(5)) } }
+
+    func stop() {
+        _ = process.wait(timeout: 0)
+        directory.remove()
+    }
+}
