@@ -163,13 +163,16 @@ public struct HTTPResponseError: Error, Equatable, Sendable, CustomStringConvert
 ///   space as RFC 9112 section 5.2 asks of a user agent); before any field it is an error.
 /// - At most `maxHeadBytes` bytes from the first byte to the end of the final head, 1xx heads included (so
 ///   that a server cannot keep the client reading 100 Continue forever), and at most `maxHeaders` fields in
-///   one head.
+///   one head. With `returnsInformational` (an upload reading `104` progress while it sends), each 1xx head
+///   is returned like a final one and the limit applies to each head.
 /// - After an error every call throws it again, until `reset()`.
 public struct HTTPResponseParser: Sendable {
     /// The most bytes of the heads before a body (1xx heads, the final head, their line ends).
     public static let maxHeadBytes = 16384
     /// The most header fields of one head.
     public static let maxHeaders = 100
+    /// Whether 1xx heads (but 101) are returned rather than skipped.
+    public var returnsInformational = false
 
     /// Bytes taken since the start (or the last head returned).
     private var scanned = 0
@@ -232,7 +235,7 @@ public struct HTTPResponseParser: Sendable {
             return nil
         }
         if line.isEmpty {
-            if statusLine.status >= 200 {
+            if statusLine.status >= 200 || returnsInformational {
                 return HTTPResponseHead(status: statusLine.status, reason: statusLine.reason,
                                         minorVersion: statusLine.minorVersion, headers: headers)
             }
