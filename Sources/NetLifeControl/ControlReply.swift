@@ -641,9 +641,12 @@ public struct MemoryPressureReply: Equatable, Sendable {
 /// A download or upload in `transfers` (SPEC section 8).
 public struct TransferInfo: Equatable, Sendable {
     public var app: String
+    /// `download` or `upload`.
+    public var direction: String
     public var url: String
+    /// The local file: where a download goes, what an upload sends.
     public var output: String
-    /// Bytes on disk so far.
+    /// Bytes on disk (download) or acknowledged by the server (upload) so far.
     public var bytes: Int
     /// The whole length, when known.
     public var total: Int?
@@ -652,8 +655,10 @@ public struct TransferInfo: Equatable, Sendable {
     /// Why it is paused or failed.
     public var reason: String?
 
-    public init(app: String, url: String, output: String, bytes: Int, total: Int?, state: String, reason: String?) {
+    public init(app: String, direction: String = "download", url: String, output: String, bytes: Int, total: Int?,
+                state: String, reason: String?) {
         self.app = app
+        self.direction = direction
         self.url = url
         self.output = output
         self.bytes = bytes
@@ -662,11 +667,12 @@ public struct TransferInfo: Equatable, Sendable {
         self.reason = reason
     }
 
-    enum Key: String { case app, url, output, bytes, total, state, reason }
+    enum Key: String { case app, direction, url, output, bytes, total, state, reason }
 
     public var json: JSON {
         var members = JSONMembers<Key>()
         members.set(.app, app)
+        members.set(.direction, direction)
         members.set(.url, url)
         members.set(.output, output)
         members.set(.bytes, Double(bytes))
@@ -679,6 +685,8 @@ public struct TransferInfo: Equatable, Sendable {
     public init(json: JSON) throws(ControlError) {
         let fields = try JSONFields<Key>(json, what: "a transfer")
         app = try fields.string(.app)
+        // Older daemons had downloads only.
+        direction = try fields.optionalString(.direction) ?? "download"
         url = try fields.string(.url)
         output = try fields.string(.output)
         bytes = Int(try fields.count(.bytes))
@@ -690,7 +698,8 @@ public struct TransferInfo: Equatable, Sendable {
     /// One line of text for netlifectl.
     public var text: String {
         let size = total.map { "\(bytes)/\($0) bytes" } ?? "\(bytes) bytes"
-        return "\(app): \(url) -> \(output): \(state)\(reason.map { " (\($0))" } ?? ""), \(size)"
+        let route = direction == "upload" ? "\(output) -> \(url)" : "\(url) -> \(output)"
+        return "\(app): \(route): \(state)\(reason.map { " (\($0))" } ?? ""), \(size)"
     }
 }
 

@@ -112,14 +112,18 @@ enum ControlCommands {
             reply(MemoryPressureReply(terminated: daemon.relieveMemoryPressure()).json)
         case .download(_, let url, let output):
             guard let app else { return reply(missingApp) }
-            switch daemon.transfers.start(app: app, url: url, output: output) {
+            switch daemon.transfers.download(app: app, url: url, output: output) {
             case .success(let info): reply(TransfersReply(transfers: [info]).json)
             case .failure(let error): reply(error.json)
             }
         case .transfers(let name):
             reply(TransfersReply(transfers: daemon.transfers.list(app: name)).json)
-        case .upload:
-            reply(Reply.error(.unsupported, "'\(request.command)' is not supported by this version of netlifed yet"))
+        case .upload(_, let file, let url):
+            guard let app else { return reply(missingApp) }
+            switch daemon.transfers.upload(app: app, file: file, url: url) {
+            case .success(let info): reply(TransfersReply(transfers: [info]).json)
+            case .failure(let error): reply(error.json)
+            }
         }
     }
 

@@ -46,33 +46,65 @@ final class Transfers {
     }
 
     /// Starts (or resumes) downloading `url` to `output` for `app`.
-    func start(app: App, url text: String, output: String) -> Result<TransferInfo, ControlError> {
+    func download(app: App, url text: String, output: String) -> Result<TransferInfo, ControlError> {
+        start(.download, app: app, url: text, file: output, what: "--output")
+    }
+
+    /// Starts (or resumes) uploading `file` to `url` for `app`.
+    func upload(app: App, file: String, url text: String) -> Result<TransferInfo, ControlError> {
+        var info = stat()
+        guard file.hasPrefix("/"), stat(file, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+            return .failure(ControlError(.badRequest, "FILE must be an existing regular file, got '\(file.prefix(256))'"))
+        }
+        return start(.upload, app: app, url: text, file: file, what: "FILE")
+    }
+
+    private func start(_ direction: TransferDirection, app: App, url text: String, file: String, what: String) -> Result<TransferInfo, ControlError> {
         let url: URLParts
         do {
             url = try URLParts(parsing: text)
         } catch {
             return .failure(ControlError(.badRequest, "bad URL '\(text.prefix(256))': \(error.message)"))
         }
-        guard output.hasPrefix("/"), !output.hasSuffix("/"), output.utf8.count < 4000 else {
-            return .failure(ControlError(.badRequest, "--output must be an absolute path of a file, got '\(output.prefix(256))'"))
+        guard file.hasPrefix("/"), !file.hasSuffix("/"), file.utf8.count < 4000 else {
+            return .failure(ControlError(.badRequest, "\(what) must be an absolute path of a file, got '\(file.prefix(256))'"))
         }
         switch app.state {
         case .inactive, .active, .background: break
         case .suspended, .notRunning:
-            return .failure(ControlError(.invalidTransition, "app \(app.name) is \(app.state): a download needs a running app (foreground it first)"))
+            return .failure(ControlError(.invalidTransition, "app \(app.name) is \(app.state): a transfer needs a running app (foreground it first)"))
         }
-        if let running = entries.first(where: { $0.transfer.output == output && $0.transfer.state == .running }) {
-            return .failure(ControlError(.badRequest, "\(output) is already being downloaded by app \(running.app)"))
+        if let running = entries.first(where: { $0.transfer.output == file && $0.transfer.direction == direction && $0.transfer.state == .running }) {
+            return .failure(ControlError(.badRequest, "\(file) is already being \(direction == .download ? "downloaded" : "uploaded") by app \(running.app)"))
         }
-        let download: any Transfer
-        switch makeDownload(url: url, output: output, loop: loop, logger: logger.labeled("app \(app.name)")) {
-        case .success(let made): download = made
+        let transfer: any Transfer
+        switch make(direction, app: app.name, url: url, file: file) {
+        case .success(let made): transfer = made
         case .failure(let error): return .failure(error)
         }
-        entries.removeAll { $0.transfer.output == output }
-        let entry = add(app: app.name, download)
+        entries.removeAll { $0.transfer.output == file && $0.transfer.direction == direction }
+        let entry = add(app: app.name, transfer)
         run(entry)
         return .success(info(entry))
+    }
+
+    /// The shell for one transfer, not started. An upload's record (the server's upload resource) lives in
+    /// the state directory, named after the file and the URL.
+    private func make(_ direction: TransferDirection, app: String, url: URLParts, file: String) -> Result<any Transfer, ControlError> {
+        let logger = logger.labeled("app \(app)")
+        switch direction {
+        case .download:
+            return makeDownload(url: url, output: file, loop: loop, logger: logger)
+        case .upload:
+            guard let journalPath else {
+                return .failure(ControlError(.unsupported, "uploads need a state directory for their records"))
+            }
+            var digest = SHA256Digest()
+            digest.update(Array((file + "\n" + url.description).utf8))
+            let name = digest.finish().prefix(16).map { String($0, radix: 16).leftPadded(to: 2) }.joined()
+            let record = directoryName(journalPath) + "/upload-" + name + ".json"
+            return .success(Upload(file: file, url: url, recordPath: record, loop: loop, logger: logger))
+        }
     }
 
     /// What `transfers` shows, for one app or all.
@@ -117,17 +149,18 @@ final class Transfers {
             return
         }
         for item in list.prefix(1024) {
+            let direction = item["direction"]?.stringValue.flatMap(TransferDirection.init(rawValue:)) ?? .download
             guard let app = item["app"]?.stringValue, let urlText = item["url"]?.stringValue,
                   let output = item["output"]?.stringValue, let url = try? URLParts(parsing: urlText),
-                  !entries.contains(where: { $0.transfer.output == output }) else { continue }
+                  !entries.contains(where: { $0.transfer.output == output && $0.transfer.direction == direction }) else { continue }
             guard appNamed(app) != nil else {
                 logger.warning("\(journalPath): app \(app) is no longer configured; not resuming \(urlText.prefix(256))")
                 continue
             }
-            switch makeDownload(url: url, output: output, loop: loop, logger: logger.labeled("app \(app)")) {
-            case .success(let download):
-                _ = add(app: app, download)
-                logger.info("app \(app): \(url) to \(output) will resume at \(download.bytesDone) bytes")
+            switch make(direction, app: app, url: url, file: output) {
+            case .success(let transfer):
+                _ = add(app: app, transfer)
+                logger.info("app \(app): \(direction.rawValue) of \(url) (\(output)) will resume at \(transfer.bytesDone) bytes")
             case .failure(let error):
                 logger.warning("app \(app): not resuming \(url): \(error.message)")
             }
@@ -218,7 +251,7 @@ final class Transfers {
         case .done: ("done", nil)
         case .failed(let why): ("failed", why)
         }
-        return TransferInfo(app: entry.app, url: transfer.url.description, output: transfer.output,
+        return TransferInfo(app: entry.app, direction: transfer.direction.rawValue, url: transfer.url.description, output: transfer.output,
                             bytes: transfer.bytesDone, total: transfer.total, state: state, reason: reason)
     }
 }
@@ -239,4 +272,10 @@ func makeDirectory(_ path: String) -> SystemError? {
     var info = stat()
     if error.rawValue == EEXIST, stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR { return nil }
     return SystemError("mkdir", error)
+}
+
+private extension String {
+    func leftPadded(to width: Int) -> String {
+        count >= width ? self : String(repeating: "0", count: width - count) + self
+    }
 }

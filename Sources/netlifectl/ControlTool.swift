@@ -69,8 +69,13 @@ enum ControlTool {
             return usage("\(error.message)\nUSAGE: netlifectl \(command.usage)")
         }
         if case .watch = request { return watch(request, controlPath: controlPath, json: json) }
-        if case .download(let app, _, let output) = request, !words.contains("--no-wait") {
-            return download(request, app: app, output: output, controlPath: controlPath, json: json)
+        if !words.contains("--no-wait") {
+            if case .download(let app, _, let output) = request {
+                return follow(request, app: app, file: output, controlPath: controlPath, json: json)
+            }
+            if case .upload(let app, let file, _) = request {
+                return follow(request, app: app, file: file, controlPath: controlPath, json: json)
+            }
         }
         switch exchange(request, controlPath: controlPath) {
         case .failure(let status):
@@ -127,9 +132,10 @@ enum ControlTool {
         }
     }
 
-    /// `download` without --no-wait: starts the transfer, then follows it (every 200 ms, with a progress bar
-    /// when stderr is a terminal) until it is done (exit 0), paused (exit 0, saying why) or failed (exit 1).
-    static func download(_ request: ControlRequest, app: String, output: String, controlPath: String?, json: Bool) -> Int32 {
+    /// `download` or `upload` without --no-wait: starts the transfer, then follows it (every 200 ms, with a
+    /// progress bar when stderr is a terminal) until it is done (exit 0), paused (exit 0, saying why) or
+    /// failed (exit 1). `file` is the local file, which names the transfer.
+    static func follow(_ request: ControlRequest, app: String, file output: String, controlPath: String?, json: Bool) -> Int32 {
         var reply: JSON
         switch exchange(request, controlPath: controlPath) {
         case .failure(let status): return status.code

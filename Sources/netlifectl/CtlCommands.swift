@@ -90,11 +90,12 @@ struct CtlCommand: Sendable {
                        }
                        return .download(app: parsed.positional[0], url: parsed.positional[1], output: absolutePath(output))
                    }, render: renderTransfers),
-        CtlCommand(words: ["upload"], usage: "upload APP FILE URL", summary: "Hand a resumable upload to an app.",
+        CtlCommand(words: ["upload"], usage: "upload APP FILE URL [--no-wait]",
+                   summary: "Hand a resumable upload to an app; waits (with a progress bar on a terminal) until it finishes or pauses, unless --no-wait.",
                    build: { arguments throws(ControlTool.UsageError) in
-                       let parsed = try Arguments(arguments, positional: 3...3)
-                       return .upload(app: parsed.positional[0], file: parsed.positional[1], url: parsed.positional[2])
-                   }, render: renderDone),
+                       let parsed = try Arguments(arguments, positional: 3...3, flags: ["--no-wait"])
+                       return .upload(app: parsed.positional[0], file: absolutePath(parsed.positional[1]), url: parsed.positional[2])
+                   }, render: renderTransfers),
         CtlCommand(words: ["transfers"], usage: "transfers [APP]", summary: "Show downloads and uploads.",
                    build: { arguments throws(ControlTool.UsageError) in
                        .transfers(app: try Arguments(arguments, positional: 0...1).positional.first)
