@@ -4,7 +4,11 @@
 // head it returns holds lowercased names and values without line ends, and written out parses to the same
 // head. Each head's Range (and the raw input as a Range value) is resolved against lengths from the hash:
 // every range lies inside the file. Each head is answered for a file from the hash: the status,
-// Content-Length, Content-Range and body range agree.
+// Content-Length, Content-Range and body range agree. Each head also goes to the resumable-upload core, as a
+// creation and as a request to a resource in a state from the hash: an append happens only at the resource's
+// offset and within its length and the size limit, a 409 carries the resource's offset, every answer has a
+// known status. The raw input is parsed as a Structured Field Item and as both upload records: what parses
+// writes out and parses back the same.
 
 import FuzzSupport
 
@@ -23,8 +27,11 @@ public func fuzzHTTP(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
         checkHead(head)
         if let range = head.value(of: "range") { checkRanges(range, random: &random) }
         checkResponse(head, random: &random)
+        checkUpload(head, random: &random)
     }
     let text = String(decoding: input.prefix(4096), as: UTF8.self)
+    checkItem(text)
+    checkRecords(text)
     checkRanges(text, random: &random)
     checkRanges("bytes=" + text, random: &random)
     checkDate(text)
@@ -94,10 +101,17 @@ private func parseInPieces(_ input: [UInt8], random: inout SplitMix) -> ([Parsed
 }
 
 /// Where the next request starts after a head that ends at `start`: past its Content-Length body (or at the
-/// end of the input); nil after a chunked body, which the shell would have to decode.
+/// end of the input); nil after a chunked body, which the shell refuses (411).
 private func afterBody(_ head: HTTPRequestHead, start: Int, count: Int) -> Int? {
-    if head.isChunked { return nil }
-    return start + min(head.contentLength ?? 0, count - start)
+    let length: Int
+    do {
+        length = try head.bodyLength()
+    } catch {
+        guard error.status == 411, head.isChunked else { fatalError("\(head): bodyLength threw \(error)") }
+        return nil
+    }
+    guard !head.isChunked, length == head.contentLength ?? 0, length >= 0 else { fatalError("\(head): body length \(length)") }
+    return start + min(length, count - start)
 }
 
 private func checkHead(_ head: HTTPRequestHead) {
@@ -247,5 +261,91 @@ private func checkDate(_ text: String) {
     guard seconds <= 253_402_300_799 else { return }
     guard HTTPRanges.parseHTTPDate(HTTPRanges.httpDate(seconds)) == seconds else {
         fatalError("\(text.debugDescription) is \(seconds), which formats as \(HTTPRanges.httpDate(seconds))")
+    }
+}
+
+// MARK: Uploads
+
+private func checkUpload(_ head: HTTPRequestHead, random: inout SplitMix) {
+    let limits = UploadLimits(maxSize: [0, 1000, 1 << 30, Int.max][Int(random.next() % 4)], maxUploads: 1 + Int(random.next() % 3),
+                              expirySeconds: Int64(random.next() % 100_000))
+    let server = ResumableUploadServer(limits: limits)
+    let now = Int64(random.next() % 4_000_000_000)
+    let bodies = [0, 1, 1000, Int(random.next() % 100_000), Int.max, head.contentLength ?? 0]
+    let bodyLength = bodies[Int(random.next() % UInt64(bodies.count))]
+    func fail(_ what: String) -> Never { fatalError("\(head), body \(bodyLength), \(limits): \(what)") }
+    func checkResponse(_ response: UploadResponse) {
+        guard [201, 204, 400, 403, 404, 405, 409, 413, 415, 503].contains(response.status) else { fail("status \(response.status)") }
+        guard response.value(of: "Date") == HTTPRanges.httpDate(now) else { fail("Date") }
+        if head.method == "HEAD" && !response.body.isEmpty { fail("a body for HEAD") }
+        if let length = response.value(of: "Content-Length"), head.method != "HEAD", length != String(response.body.count) { fail("Content-Length") }
+    }
+
+    switch server.route(head) {
+    case .creation(let target):
+        guard head.path == target, head.method == "POST" || head.method == "PUT" else { fail("routed to creation") }
+        switch server.creation(head, target: target, bodyLength: bodyLength, roomForAnother: random.next() % 2 == 0, now: now) {
+        case .create(let created, let length, let body, let completes):
+            guard created == target, ResumableUploadServer.isTargetPath(target), body == bodyLength else { fail("created \(created)") }
+            guard max(length ?? 0, body) <= limits.maxSize else { fail("past max-size") }
+            if completes && length != body { fail("?1 with length \(String(describing: length))") }
+            if let length, body > length { fail("content past the length") }
+        case .respond(let response):
+            checkResponse(response)
+            if (200...299).contains(response.status) { fail("a success without a resource") }
+        case .append, .cancel:
+            fail("a creation that appends or cancels")
+        }
+    case .resource(let id):
+        if let id, !ResumableUploadServer.isResourceID(id) { fail("id \(id)") }
+        let offsets = [0, 1, 999, 1000, Int(random.next() % 2000), 999_999_999_999_999]
+        let offset = offsets[Int(random.next() % UInt64(offsets.count))]
+        let length: Int? = random.next() % 3 == 0 ? nil : max(offset, Int(random.next() % 3000))
+        let resource = random.next() % 5 == 0 ? nil : UploadResource(id: id ?? "", target: "/f", offset: offset, length: length,
+                                                                     isComplete: random.next() % 4 == 0, lastActivity: now - 5)
+        switch server.resourceRequest(head, resource: resource, bodyLength: bodyLength, now: now) {
+        case .append(let body, let completes, let newLength):
+            guard let resource, head.method == "PATCH", !resource.isComplete, body == bodyLength else { fail("an append") }
+            guard ResumableUploadServer.integer(head.value(of: "upload-offset")) == resource.offset else { fail("an append at another offset") }
+            let (end, overflow) = resource.offset.addingReportingOverflow(body)
+            guard !overflow, end <= limits.maxSize else { fail("an append past max-size") }
+            if let known = newLength ?? resource.length, end > known { fail("an append past the length") }
+            if completes, let known = newLength ?? resource.length, end != known { fail("a completion short of the length") }
+            if let newLength, let old = resource.length, newLength != old { fail("a length changed") }
+        case .respond(let response):
+            checkResponse(response)
+            if response.status == 409 && response.value(of: "Upload-Offset") != resource.map({ String($0.offset) }) { fail("a 409's offset") }
+            if resource == nil && response.status != 404 { fail("\(response.status) for no resource") }
+        case .cancel(let response):
+            guard head.method == "DELETE", resource != nil, response.status == 204 else { fail("a cancel") }
+        case .create:
+            fail("a resource request that creates")
+        }
+    case .options:
+        guard head.method == "OPTIONS" else { fail("routed to options") }
+    case .files:
+        break
+    }
+}
+
+private func checkItem(_ text: String) {
+    switch StructuredFieldItem(parsing: text) {
+    case .integer(let value)?:
+        guard abs(value) <= 999_999_999_999_999, StructuredFieldItem(parsing: String(value)) == .integer(value) else {
+            fatalError("\(text.debugDescription) is the integer \(value)")
+        }
+    case .boolean(let flag)?:
+        guard StructuredFieldItem(parsing: flag ? "?1" : "?0") == .boolean(flag) else { fatalError("\(text.debugDescription) is \(flag)") }
+    case .other?, nil:
+        break
+    }
+}
+
+private func checkRecords(_ text: String) {
+    if let record = UploadResourceRecord.decode(text), UploadResourceRecord.decode(record.encoded()) != record {
+        fatalError("\(text.debugDescription) is \(record), which does not round-trip")
+    }
+    if let record = UploadRecord.decode(text), UploadRecord.decode(record.encoded()) != record {
+        fatalError("\(text.debugDescription) is \(record), which does not round-trip")
     }
 }
