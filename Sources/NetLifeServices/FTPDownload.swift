@@ -92,6 +92,7 @@ public final class FTPDownload: Transfer, ConnectionDelegate {
         case .renameIntoPlace:
             if let error = part.renameIntoPlace() { return error }
             logger.info("done: \(machine.bytesDone) bytes")
+            perform(machine.renamed())
         case .removeRecord:
             part.removeRecord()
         case .report(let state):

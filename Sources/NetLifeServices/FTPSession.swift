@@ -201,7 +201,8 @@ public struct FTPDownloadSession: Sendable {
         case truncatePart(to: Int)
         /// fsync the part, then replace the record file with `encoded()` atomically.
         case writeRecord(DownloadRecord)
-        /// fsync the part, rename it to the output path, fsync the directory.
+        /// fsync the part, rename it to the output path, fsync the directory; then `renamed`, or
+        /// `fileFailed` if it could not be done.
         case renameIntoPlace
         /// Delete the record file.
         case removeRecord
@@ -220,6 +221,8 @@ public struct FTPDownloadSession: Sendable {
         case connectingData
         /// RETR is out: whether the data connection has ended, and whether the final reply has come.
         case retrieving(dataEnded: Bool, replied: Bool)
+        /// The part is complete and being renamed into place; `renamed` or `fileFailed` follows.
+        case renaming
     }
 
     /// The URL asked for.
@@ -327,14 +330,14 @@ public struct FTPDownloadSession: Sendable {
             guard reply.code == 226 || reply.code == 250, !replied else { return refused(reply, "RETR") }
             phase = .retrieving(dataEnded: dataEnded, replied: true)
             return dataEnded ? transferred() : []
-        case .stopped:
+        case .stopped, .renaming:
             return []
         }
     }
 
     /// The control connection could not be made, broke, closed, or brought bytes that are no reply: paused.
     public mutating func controlFailed(_ reason: String) -> [Action] {
-        guard state == .running, phase != .stopped else { return [] }
+        guard state == .running, phase != .stopped, phase != .renaming else { return [] }
         return stop(.paused(reason))
     }
 
@@ -376,19 +379,25 @@ public struct FTPDownloadSession: Sendable {
     }
 
     /// Stops a running transfer, keeping its part and record: the background task expired, the app is
-    /// suspended or reclaimed, the daemon is stopping.
+    /// suspended or reclaimed, the daemon is stopping. Nothing while the complete part is being renamed.
     public mutating func pause(_ reason: String) -> [Action] {
-        guard state == .running else { return [] }
+        guard state == .running, phase != .renaming else { return [] }
         return stop(.paused(reason))
     }
 
-    /// The shell could not write, sync or rename the part or the record: paused, to try again later. Taken
-    /// also just after `.done`: the rename is the one file action that follows it.
+    /// The part is in place under the output name: done.
+    public mutating func renamed() -> [Action] {
+        guard state == .running, phase == .renaming else { return [] }
+        phase = .stopped
+        state = .done
+        return [.removeRecord, .report(.done)]
+    }
+
+    /// The shell could not write, sync or rename the part or the record: paused, to try again later (a part
+    /// that could not be renamed is complete: its record says so, and the next start renames it).
     public mutating func fileFailed(_ reason: String) -> [Action] {
-        switch state {
-        case .running, .done: return stop(.paused(reason))
-        case .idle, .paused, .failed: return []
-        }
+        guard state == .running else { return [] }
+        return stop(.paused(reason))
     }
 
     // MARK: Steps
@@ -425,9 +434,8 @@ public struct FTPDownloadSession: Sendable {
     }
 
     private mutating func complete() -> [Action] {
-        phase = .stopped
-        state = .done
-        return [.sendCommand("QUIT"), .closeControl, .renameIntoPlace, .removeRecord, .report(.done)]
+        phase = .renaming
+        return [.sendCommand("QUIT"), .closeControl, .renameIntoPlace]
     }
 
     /// A reply that ends the conversation: 4xx pauses, anything else fails, with the server's text.
@@ -441,7 +449,7 @@ public struct FTPDownloadSession: Sendable {
         var actions: [Action] = []
         switch phase {
         case .connectingData, .retrieving: actions += [.closeData, .closeControl]
-        case .stopped: break
+        case .stopped, .renaming: break
         default: actions.append(.closeControl)
         }
         if case .paused = newState { actions.append(writeRecord()) }

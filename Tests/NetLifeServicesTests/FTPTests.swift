@@ -268,6 +268,8 @@ private struct FakeFTPShell {
     var pieceSize = 7
     /// Once the part holds this many bytes, the app pauses the download (once).
     var pauseAt: Int?
+    /// The next rename fails.
+    var failsRename = false
     private var controlOpen = false
     private var dataOpen = false
     private var receiving = false
@@ -352,8 +354,13 @@ private struct FakeFTPShell {
             #expect(DownloadRecord.decode(record.encoded()) == record)
             recordFile = record.encoded()
         case .renameIntoPlace:
+            if failsRename {
+                failsRename = false
+                return session.fileFailed("rename: Permission denied")
+            }
             output = part
             part = []
+            return session.renamed()
         case .removeRecord:
             recordFile = nil
         case .report:
@@ -551,6 +558,21 @@ extension FTPTests {
             #expect(session.start().prefix(2) == [.report(.running), .truncatePart(to: 0)])
         }
 
+        @Test func aPartThatCouldNotBeRenamedIsRenamedByTheNextStart() {
+            let data = content(300)
+            var server = FakeFTPServer(content: data)
+            var session = FTPDownloadSession(url: ftpURL, existing: nil, partSize: 0)
+            var shell = FakeFTPShell()
+            shell.failsRename = true
+            shell.run(session.start(), &session, &server)
+            #expect(session.state == .paused("rename: Permission denied") && shell.output == nil)
+            #expect(shell.record == DownloadRecord(url: ftpURL, validator: validator, total: 300, offset: 300))
+            session = shell.reopened()
+            shell.run(session.start(), &session, &server)
+            #expect(session.state == .done && shell.output == data && shell.recordFile == nil)
+            #expect(server.commands.suffix(6) == loginCommands + ["QUIT"], "renamed without a second RETR")
+        }
+
         @Test func aLengthOtherThanSIZEIsNeverRenamed() {
             let data = content(1000)
             var server = FakeFTPServer(content: data)
@@ -620,7 +642,10 @@ extension FTPTests {
             #expect(session.dataBytes(10).isEmpty)
             #expect(reply(226).isEmpty, "226 before the data connection's end waits for it")
             #expect(session.state == .running)
-            #expect(session.dataEnded() == [.closeData, .sendCommand("QUIT"), .closeControl, .renameIntoPlace, .removeRecord, .report(.done)])
+            #expect(session.dataEnded() == [.closeData, .sendCommand("QUIT"), .closeControl, .renameIntoPlace])
+            #expect(session.state == .running && session.pause("too late") == [] && session.controlFailed("closed") == [])
+            #expect(session.renamed() == [.removeRecord, .report(.done)])
+            #expect(session.state == .done && session.fileFailed("stale") == [] && session.renamed() == [])
         }
 
         @Test func brokenConnectionsAndTheServerClosingPause() {
