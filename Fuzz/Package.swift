@@ -30,6 +30,7 @@ let package = Package(
         fuzzTarget("fuzz-line"),
         fuzzTarget("fuzz-http"),
         fuzzTarget("fuzz-download"),
+        fuzzTarget("fuzz-ftp"),
     ],
     swiftLanguageModes: [.v6]
 )
