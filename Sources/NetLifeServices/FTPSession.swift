@@ -249,18 +249,10 @@ public struct FTPDownloadSession: Sendable {
     /// the part's size wins. `recordInterval`: bytes appended between records.
     public init(url: URLParts, existing: DownloadRecord?, partSize: Int,
                 recordInterval: Int = ResumableDownload.defaultRecordInterval) {
-        let partSize = max(0, partSize)
         self.url = url
         path = Self.commandPath(url)
         self.recordInterval = max(1, recordInterval)
-        if let existing, existing.url == url {
-            record = existing
-            record.offset = min(existing.offset, partSize)
-            partNeedsTruncation = partSize > record.offset
-        } else {
-            record = DownloadRecord(url: url)
-            partNeedsTruncation = partSize > 0
-        }
+        (record, partNeedsTruncation) = DownloadRecord.resumePoint(existing: existing, url: url, partSize: partSize)
         bytesDone = record.offset
         recordedOffset = record.offset
     }

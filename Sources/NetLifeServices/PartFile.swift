@@ -86,3 +86,19 @@ final class PartFile {
         fd = -1
     }
 }
+
+extension DownloadRecord {
+    /// Where a download resumes from, for every protocol's machine: `existing` is the record read from the
+    /// record file (nil when there is none or it did not decode), `partSize` the part's size on disk (0 when
+    /// there is none). A record of another URL counts for nothing. When the record and the part disagree the
+    /// smaller wins: a part shorter than the record lost bytes the record counted (its prefix is still
+    /// good); bytes past the record's offset were written after the last record and are not vouched for,
+    /// so the part must be cut back to it. Returns the record, its offset the bytes to keep, and whether the
+    /// part must be cut to that offset.
+    static func resumePoint(existing: DownloadRecord?, url: URLParts, partSize: Int) -> (record: DownloadRecord, cutPart: Bool) {
+        let partSize = max(0, partSize)   // never negative from stat; clamped rather than trusted
+        guard var record = existing, record.url == url else { return (DownloadRecord(url: url), partSize > 0) }
+        record.offset = min(record.offset, partSize)
+        return (record, partSize > record.offset)
+    }
+}

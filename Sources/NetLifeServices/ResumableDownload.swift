@@ -174,18 +174,10 @@ public struct ResumableDownload: Sendable {
     /// written after the last record and are not vouched for (they may not have reached the disk whole), so
     /// the part is cut back to it. `recordInterval`: bytes appended between records.
     public init(url: URLParts, existing: DownloadRecord?, partSize: Int, recordInterval: Int = defaultRecordInterval) {
-        let partSize = max(0, partSize)   // never negative from stat; clamped rather than trusted
         self.url = url
         currentURL = url
         self.recordInterval = max(1, recordInterval)
-        if let existing, existing.url == url {
-            record = existing
-            record.offset = min(existing.offset, partSize)
-            partNeedsTruncation = partSize > record.offset
-        } else {
-            record = DownloadRecord(url: url)
-            partNeedsTruncation = partSize > 0
-        }
+        (record, partNeedsTruncation) = DownloadRecord.resumePoint(existing: existing, url: url, partSize: partSize)
         bytesDone = record.offset
         recordedOffset = record.offset
     }

@@ -38,6 +38,18 @@ private func startAndPause(_ daemon: TestDaemon, _ server: FTPServer, _ name: St
     return fileSize(output + ".part")
 }
 
+/// Brings the app back to the foreground and waits until the download is done, byte-exact, the server's
+/// second data connection having sent `expectedSent` bytes.
+private func resumeOnForeground(_ daemon: TestDaemon, _ server: FTPServer, _ name: String, into output: String,
+                                expectedSent: Int, sourceLocation: SourceLocation = #_sourceLocation) {
+    #expect(daemon.ctl("foreground", "fetcher").status == 0, sourceLocation: sourceLocation)
+    #expect(waitUntil(timeout: 20) { daemon.ctl("transfers", "fetcher").stdout.contains("done") },
+            "\(daemon.ctl("transfers").stdout)", sourceLocation: sourceLocation)
+    #expect(sha256(output) == sha256(server.path(name)), "byte-exact, the server's file as it is now", sourceLocation: sourceLocation)
+    #expect(waitUntil(timeout: 5) { server.sent.count == 2 } && server.sent.last == expectedSent,
+            "sent \(server.sent), expected \(expectedSent) the second time", sourceLocation: sourceLocation)
+}
+
 @Suite(.timeLimit(.minutes(2))) struct FTPDownloadTests {
     @Test func aWholeFileArrivesByteExactInPassiveMode() throws {
         let server = try FTPServer(rate: 50_000_000)
@@ -78,14 +90,10 @@ private func startAndPause(_ daemon: TestDaemon, _ server: FTPServer, _ name: St
         let output = out.file("file.bin")
         let kept = startAndPause(daemon, server, "file.bin", into: output, atLeast: 200_000, suspend: true)
         #expect(kept > 0 && kept < content.count, "part: \(kept) bytes")
-        #expect(daemon.ctl("foreground", "fetcher").status == 0)
-        #expect(waitUntil(timeout: 20) { daemon.ctl("transfers", "fetcher").stdout.contains("done") }, "\(daemon.ctl("transfers").stdout)")
-        #expect(sha256(output) == sha256(server.path("file.bin")), "byte-exact")
-        // The second session asked for the rest from where the part stopped, and got only that.
+        // The second session asks for the rest from where the part stopped, and gets only that.
+        resumeOnForeground(daemon, server, "file.bin", into: output, expectedSent: content.count - kept)
         #expect(server.commands.contains("REST \(kept)"), "\(server.commands)")
         #expect(server.commands.filter { $0.hasPrefix("RETR") }.count == 2)
-        #expect(waitUntil(timeout: 5) { server.sent.count == 2 })
-        #expect(server.sent.last == content.count - kept, "sent \(server.sent) for a part of \(kept)")
     }
 
     @Test func aFileThatChangedInBetweenRestartsFromZero() throws {
@@ -102,11 +110,9 @@ private func startAndPause(_ daemon: TestDaemon, _ server: FTPServer, _ name: St
         // The same length, other bytes, another modification time: only MDTM tells.
         let second = patternBytes(800_000, seed: 24)
         try server.put("file.bin", second, modified: Date(timeIntervalSince1970: 1_700_003_600))
-        #expect(daemon.ctl("foreground", "fetcher").status == 0)
-        #expect(waitUntil(timeout: 15) { daemon.ctl("transfers", "fetcher").stdout.contains("done") }, "\(daemon.ctl("transfers").stdout)")
-        #expect(sha256(output) == sha256(server.path("file.bin")), "the new file, whole, nothing of the old")
+        // The new file, whole, nothing of the old.
+        resumeOnForeground(daemon, server, "file.bin", into: output, expectedSent: second.count)
         #expect(!server.commands.contains { $0.hasPrefix("REST") }, "\(server.commands)")
-        #expect(waitUntil(timeout: 5) { server.sent.count == 2 } && server.sent.last == second.count, "\(server.sent)")
     }
 
     @Test func aServerThatRefusesRESTGetsTheWholeFileAgain() throws {
@@ -120,10 +126,7 @@ private func startAndPause(_ daemon: TestDaemon, _ server: FTPServer, _ name: St
         defer { daemon.stop() }
         let output = out.file("file.bin")
         let kept = startAndPause(daemon, server, "file.bin", into: output, atLeast: 100_000)
-        #expect(daemon.ctl("foreground", "fetcher").status == 0)
-        #expect(waitUntil(timeout: 15) { daemon.ctl("transfers", "fetcher").stdout.contains("done") }, "\(daemon.ctl("transfers").stdout)")
-        #expect(sha256(output) == sha256(server.path("file.bin")), "byte-exact")
+        resumeOnForeground(daemon, server, "file.bin", into: output, expectedSent: content.count)
         #expect(server.commands.contains("REST \(kept)"), "\(server.commands)")
-        #expect(waitUntil(timeout: 5) { server.sent.count == 2 } && server.sent.last == content.count, "\(server.sent)")
     }
 }

@@ -373,9 +373,10 @@ private struct FakeFTPShell {
 /// The commands of a fresh download up to the data connection.
 private let loginCommands = ["USER anonymous", "PASS netlife@", "TYPE I", "SIZE pub/file.bin", "MDTM pub/file.bin"]
 
-/// A download paused after `offset` bytes of the file `data`: the shell holding its part and record.
-private func pausedShell(_ data: [UInt8], at offset: Int) -> FakeFTPShell {
-    var server = FakeFTPServer(content: data)
+/// A download paused after `offset` bytes of the file `data` (served by `server` when given): the shell
+/// holding its part and record.
+private func pausedShell(_ data: [UInt8], at offset: Int, on server: FakeFTPServer? = nil) -> FakeFTPShell {
+    var server = server ?? FakeFTPServer(content: data)
     var session = FTPDownloadSession(url: ftpURL, existing: nil, partSize: 0)
     var shell = FakeFTPShell()
     shell.pauseAt = offset
@@ -504,12 +505,9 @@ extension FTPTests {
             let data = content(1000)
             var server = FakeFTPServer(content: data)
             server.modified = nil
-            var session = FTPDownloadSession(url: ftpURL, existing: nil, partSize: 0)
-            var shell = FakeFTPShell()
-            shell.pauseAt = 500
-            shell.run(session.start(), &session, &server)
+            var shell = pausedShell(data, at: 500, on: server)
             #expect(shell.record == DownloadRecord(url: ftpURL, validator: nil, total: 1000, offset: 500))
-            session = shell.reopened()
+            var session = shell.reopened()
             shell.run(session.start(), &session, &server)
             #expect(!server.commands.contains { $0.hasPrefix("REST") })
             #expect(shell.output == data && session.state == .done)
@@ -519,12 +517,9 @@ extension FTPTests {
             let data = content(1000)
             var server = FakeFTPServer(content: data)
             server.sizeSupported = false
-            var session = FTPDownloadSession(url: ftpURL, existing: nil, partSize: 0)
-            var shell = FakeFTPShell()
-            shell.pauseAt = 300
-            shell.run(session.start(), &session, &server)
+            var shell = pausedShell(data, at: 300, on: server)
             #expect(shell.record == DownloadRecord(url: ftpURL, validator: validator, total: nil, offset: 300))
-            session = shell.reopened()
+            var session = shell.reopened()
             shell.run(session.start(), &session, &server)
             #expect(server.commands.contains("REST 300"))
             #expect(shell.output == data && session.state == .done && session.total == 1000)
