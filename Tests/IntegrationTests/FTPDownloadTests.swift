@@ -20,6 +20,39 @@ private func fileSize(_ path: String) -> Int {
     ((try? FileManager.default.attributesOfItem(atPath: path)[.size]) as? Int) ?? 0
 }
 
+/// A pyftpdlib server holding `file.bin`, a netlifed with the app `fetcher` (config `fetcherConfig`), and a
+/// directory for the output; `stop()` ends and removes them all.
+private final class FTPFixture {
+    let server: FTPServer
+    let daemon: TestDaemon
+    private let out = TemporaryDirectory()
+    /// Where the download goes.
+    var output: String { out.file("file.bin") }
+
+    init(rate: Int, refusesREST: Bool = false, content: [UInt8], modified: Date? = nil, config: String = fetcherConfig) throws {
+        do {
+            server = try FTPServer(rate: rate, refusesREST: refusesREST)
+        } catch {
+            out.remove()
+            throw error
+        }
+        do {
+            try server.put("file.bin", content, modified: modified)
+            daemon = try TestDaemon(config: config)
+        } catch {
+            server.stop()
+            out.remove()
+            throw error
+        }
+    }
+
+    func stop() {
+        daemon.stop()
+        server.stop()
+        out.remove()
+    }
+}
+
 /// Starts downloading `name` from `server` into `output`, lets `atLeast` bytes arrive, sends the app to the
 /// background (its time runs out and the download pauses) and waits until the server has seen the data
 /// connection close. Returns the part's size.
@@ -52,14 +85,9 @@ private func resumeOnForeground(_ daemon: TestDaemon, _ server: FTPServer, _ nam
 
 @Suite(.timeLimit(.minutes(2))) struct FTPDownloadTests {
     @Test func aWholeFileArrivesByteExactInPassiveMode() throws {
-        let server = try FTPServer(rate: 50_000_000)
-        defer { server.stop() }
-        try server.put("file.bin", patternBytes(300_000, seed: 21))
-        let out = TemporaryDirectory()
-        defer { out.remove() }
-        let daemon = try TestDaemon(config: "[daemon]\n[app fetcher]\n")
-        defer { daemon.stop() }
-        let output = out.file("file.bin")
+        let fixture = try FTPFixture(rate: 50_000_000, content: patternBytes(300_000, seed: 21), config: "[daemon]\n[app fetcher]\n")
+        defer { fixture.stop() }
+        let (server, daemon, output) = (fixture.server, fixture.daemon, fixture.output)
         let done = daemon.ctl("download", "fetcher", server.url("file.bin"), "--output", output)
         #expect(done.status == 0, "\(done)")
         #expect(done.stdout.contains("done, 300000/300000 bytes"), "\(done.stdout)")
@@ -72,22 +100,17 @@ private func resumeOnForeground(_ daemon: TestDaemon, _ server: FTPServer, _ nam
         #expect(server.sent == [300_000])
 
         // A file the server does not have: failed, with the server's answer.
-        let missing = daemon.ctl("download", "fetcher", server.url("missing.bin"), "--output", out.file("missing.bin"))
+        let missing = daemon.ctl("download", "fetcher", server.url("missing.bin"), "--output", output + ".missing")
         #expect(missing.status == 1, "\(missing)")
         #expect(missing.stdout.contains("failed (RETR: the server answered 550"), "\(missing.stdout)")
         #expect(daemon.isRunning)
     }
 
     @Test func aDownloadPausedByTheLifecycleResumesWithRESTAndOnlyTheMissingBytes() throws {
-        let server = try FTPServer(rate: 200_000)
-        defer { server.stop() }
         let content = patternBytes(1_500_000, seed: 22)
-        try server.put("file.bin", content)
-        let out = TemporaryDirectory()
-        defer { out.remove() }
-        let daemon = try TestDaemon(config: fetcherConfig)
-        defer { daemon.stop() }
-        let output = out.file("file.bin")
+        let fixture = try FTPFixture(rate: 200_000, content: content)
+        defer { fixture.stop() }
+        let (server, daemon, output) = (fixture.server, fixture.daemon, fixture.output)
         let kept = startAndPause(daemon, server, "file.bin", into: output, atLeast: 200_000, suspend: true)
         #expect(kept > 0 && kept < content.count, "part: \(kept) bytes")
         // The second session asks for the rest from where the part stopped, and gets only that.
@@ -97,14 +120,9 @@ private func resumeOnForeground(_ daemon: TestDaemon, _ server: FTPServer, _ nam
     }
 
     @Test func aFileThatChangedInBetweenRestartsFromZero() throws {
-        let server = try FTPServer(rate: 200_000)
-        defer { server.stop() }
-        try server.put("file.bin", patternBytes(800_000, seed: 23), modified: Date(timeIntervalSince1970: 1_700_000_000))
-        let out = TemporaryDirectory()
-        defer { out.remove() }
-        let daemon = try TestDaemon(config: fetcherConfig)
-        defer { daemon.stop() }
-        let output = out.file("file.bin")
+        let fixture = try FTPFixture(rate: 200_000, content: patternBytes(800_000, seed: 23), modified: Date(timeIntervalSince1970: 1_700_000_000))
+        defer { fixture.stop() }
+        let (server, daemon, output) = (fixture.server, fixture.daemon, fixture.output)
         let kept = startAndPause(daemon, server, "file.bin", into: output, atLeast: 100_000)
         #expect(kept > 0 && kept < 800_000)
         // The same length, other bytes, another modification time: only MDTM tells.
@@ -116,15 +134,10 @@ private func resumeOnForeground(_ daemon: TestDaemon, _ server: FTPServer, _ nam
     }
 
     @Test func aServerThatRefusesRESTGetsTheWholeFileAgain() throws {
-        let server = try FTPServer(rate: 200_000, refusesREST: true)
-        defer { server.stop() }
         let content = patternBytes(800_000, seed: 25)
-        try server.put("file.bin", content)
-        let out = TemporaryDirectory()
-        defer { out.remove() }
-        let daemon = try TestDaemon(config: fetcherConfig)
-        defer { daemon.stop() }
-        let output = out.file("file.bin")
+        let fixture = try FTPFixture(rate: 200_000, refusesREST: true, content: content)
+        defer { fixture.stop() }
+        let (server, daemon, output) = (fixture.server, fixture.daemon, fixture.output)
         let kept = startAndPause(daemon, server, "file.bin", into: output, atLeast: 100_000)
         resumeOnForeground(daemon, server, "file.bin", into: output, expectedSent: content.count)
         #expect(server.commands.contains("REST \(kept)"), "\(server.commands)")

@@ -373,14 +373,22 @@ private struct FakeFTPShell {
 /// The commands of a fresh download up to the data connection.
 private let loginCommands = ["USER anonymous", "PASS netlife@", "TYPE I", "SIZE pub/file.bin", "MDTM pub/file.bin"]
 
+/// A fresh download from `server` through `shell`, run to wherever it stops.
+private func freshDownload(_ server: inout FakeFTPServer, shell: FakeFTPShell = FakeFTPShell()) -> (FTPDownloadSession, FakeFTPShell) {
+    var session = FTPDownloadSession(url: ftpURL, existing: nil, partSize: 0)
+    var shell = shell
+    shell.run(session.start(), &session, &server)
+    return (session, shell)
+}
+
 /// A download paused after `offset` bytes of the file `data` (served by `server` when given): the shell
 /// holding its part and record.
 private func pausedShell(_ data: [UInt8], at offset: Int, on server: FakeFTPServer? = nil) -> FakeFTPShell {
     var server = server ?? FakeFTPServer(content: data)
-    var session = FTPDownloadSession(url: ftpURL, existing: nil, partSize: 0)
     var shell = FakeFTPShell()
     shell.pauseAt = offset
-    shell.run(session.start(), &session, &server)
+    let session: FTPDownloadSession
+    (session, shell) = freshDownload(&server, shell: shell)
     #expect(session.state == .paused("background task expired") && shell.part == Array(data.prefix(offset)))
     return shell
 }
@@ -393,9 +401,7 @@ extension FTPTests {
             for finalReplyFirst in [false, true] {
                 var server = FakeFTPServer(content: data)
                 server.finalReplyFirst = finalReplyFirst
-                var session = FTPDownloadSession(url: ftpURL, existing: nil, partSize: 0)
-                var shell = FakeFTPShell()
-                shell.run(session.start(), &session, &server)
+                let (session, shell) = freshDownload(&server)
                 #expect(shell.output == data && shell.recordFile == nil && session.state == .done, "226 first: \(finalReplyFirst)")
                 #expect(session.bytesDone == 1000 && session.total == 1000)
                 #expect(server.commands == loginCommands + ["EPSV", "RETR pub/file.bin", "QUIT"])
@@ -416,16 +422,12 @@ extension FTPTests {
         @Test func aLoginWithoutPasswordAndOneRefused() {
             var server = FakeFTPServer(content: content(10))
             server.userReply = "230 Anonymous access granted."
-            var session = FTPDownloadSession(url: ftpURL, existing: nil, partSize: 0)
-            var shell = FakeFTPShell()
-            shell.run(session.start(), &session, &server)
+            var (session, shell) = freshDownload(&server)
             #expect(session.state == .done && !server.commands.contains { $0.hasPrefix("PASS") })
 
             server = FakeFTPServer(content: content(10))
             server.userReply = "530 Anonymous access not allowed."
-            session = FTPDownloadSession(url: ftpURL, existing: nil, partSize: 0)
-            shell = FakeFTPShell()
-            shell.run(session.start(), &session, &server)
+            (session, shell) = freshDownload(&server)
             #expect(session.state == .failed("anonymous login: the server answered 530 Anonymous access not allowed."))
             #expect(shell.performed.suffix(2) == [.closeControl, .report(session.state)])
         }
@@ -556,10 +558,10 @@ extension FTPTests {
         @Test func aPartThatCouldNotBeRenamedIsRenamedByTheNextStart() {
             let data = content(300)
             var server = FakeFTPServer(content: data)
-            var session = FTPDownloadSession(url: ftpURL, existing: nil, partSize: 0)
             var shell = FakeFTPShell()
             shell.failsRename = true
-            shell.run(session.start(), &session, &server)
+            var session: FTPDownloadSession
+            (session, shell) = freshDownload(&server, shell: shell)
             #expect(session.state == .paused("rename: Permission denied") && shell.output == nil)
             #expect(shell.record == DownloadRecord(url: ftpURL, validator: validator, total: 300, offset: 300))
             session = shell.reopened()
@@ -572,17 +574,13 @@ extension FTPTests {
             let data = content(1000)
             var server = FakeFTPServer(content: data)
             server.missingBytes = 100
-            var session = FTPDownloadSession(url: ftpURL, existing: nil, partSize: 0)
-            var shell = FakeFTPShell()
-            shell.run(session.start(), &session, &server)
+            var (session, shell) = freshDownload(&server)
             #expect(session.state == .paused("the transfer ended after 900 of 1000 bytes"))
             #expect(shell.output == nil && shell.record?.offset == 900)
 
             server = FakeFTPServer(content: data)
             server.extraBytes = [1, 2, 3]
-            session = FTPDownloadSession(url: ftpURL, existing: nil, partSize: 0)
-            shell = FakeFTPShell()
-            shell.run(session.start(), &session, &server)
+            (session, shell) = freshDownload(&server)
             #expect(session.state == .failed("the server sent more than the 1000 bytes SIZE announced"))
             #expect(shell.output == nil && shell.part.isEmpty && shell.record == DownloadRecord(url: ftpURL))
         }
@@ -591,9 +589,7 @@ extension FTPTests {
             for refusal in ["500 Command EPSV not understood.", "229 Extended passive mode (no port)", "502 Not implemented."] {
                 var server = FakeFTPServer(content: content(100))
                 server.extendedPassiveReply = refusal
-                var session = FTPDownloadSession(url: ftpURL, existing: nil, partSize: 0)
-                var shell = FakeFTPShell()
-                shell.run(session.start(), &session, &server)
+                let (session, shell) = freshDownload(&server)
                 #expect(server.commands.suffix(4) == ["EPSV", "PASV", "RETR pub/file.bin", "QUIT"], "\(refusal)")
                 // 10.9.8.7 in the 227 is not where the data connection goes: only the port is taken.
                 #expect(shell.dataPorts == [156 * 256 + 64] && session.state == .done, "\(refusal)")
@@ -601,26 +597,20 @@ extension FTPTests {
             var server = FakeFTPServer(content: content(100))
             server.extendedPassiveReply = "500 no"
             server.passiveReply = "500 PASV not understood."
-            var session = FTPDownloadSession(url: ftpURL, existing: nil, partSize: 0)
-            var shell = FakeFTPShell()
-            shell.run(session.start(), &session, &server)
+            let (session, _) = freshDownload(&server)
             #expect(session.state == .failed("passive mode (EPSV and PASV): the server answered 500 PASV not understood."))
         }
 
         @Test func retrRefusedFailsWithTheServersText() {
             var server = FakeFTPServer(content: content(100))
             server.retrRefusal = "550 No such file or directory.\u{1}"
-            var session = FTPDownloadSession(url: ftpURL, existing: nil, partSize: 0)
-            var shell = FakeFTPShell()
-            shell.run(session.start(), &session, &server)
+            var (session, shell) = freshDownload(&server)
             #expect(session.state == .failed("RETR: the server answered 550 No such file or directory.\\x01"))
             #expect(shell.performed.suffix(3) == [.closeData, .closeControl, .report(session.state)])
             #expect(shell.output == nil)
 
             server.retrRefusal = "425 Can't open data connection."
-            session = FTPDownloadSession(url: ftpURL, existing: nil, partSize: 0)
-            shell = FakeFTPShell()
-            shell.run(session.start(), &session, &server)
+            (session, shell) = freshDownload(&server)
             #expect(session.state == .paused("RETR: the server answered 425 Can't open data connection."))
         }
 
