@@ -3,6 +3,20 @@
 // line through pipe events, at most one 64 KiB read per pipe per loop turn so that a child that writes
 // without pause cannot hold the loop. When the child exits, what it left in its process group is killed,
 // as systemd's KillMode=control-group does.
+//
+// A process app's program (SPEC section 12) needs more than a hook: its listeners at descriptors 3, 4, ...
+// under systemd's socket-activation protocol, a working directory, and a cgroup it joins before its first
+// instruction (so that nothing it forks can start outside). posix_spawn cannot write LISTEN_PID (the child's
+// own pid, unknown before the spawn), change directory portably (posix_spawn_file_actions_addchdir_np is
+// hidden behind _GNU_SOURCE) or join a cgroup; so when any of these is asked, the program is started through
+// a fixed /bin/sh script, as RECIPES.md suggests: it changes directory, writes `$$` into each cgroup's
+// cgroup.procs, exports LISTEN_PID=$$ and execs the program, which keeps the shell's pid (and so the pidfd,
+// the process group and the cgroup). The script's text holds no data: the directory, the cgroup files and
+// the program's arguments reach it as positional parameters, so no quoting can go wrong. A step that fails
+// exits with systemd's code for it (200 chdir, 219 cgroup) and the shell's message goes to the log; a
+// program that cannot be executed exits 127 (not found) or 126 (not executable), as a shell's would.
+// Running as another user is not offered: posix_spawn cannot change credentials, and fork from a
+// multithreaded daemon is not worth it for this (a setpriv(1) step in the script could do it later).
 
 @preconcurrency import Glibc
 internal import CLibevent
@@ -31,6 +45,86 @@ public enum ChildOutput: Equatable, Sendable {
     case dropped(Int)
 }
 
+/// What a child gets beyond arguments and environment: descriptors placed at 3, 4, ... (socket activation),
+/// a working directory, and cgroups it joins before its program runs.
+public struct ChildLaunchOptions: Equatable, Sendable {
+    /// Descriptors of the daemon placed at 3, 4, ... in the child, in this order (the daemon's own copies
+    /// keep their numbers and their close-on-exec flag).
+    public var descriptors: [CInt]
+    /// systemd socket activation: when set, the first `listenerNames.count` descriptors are listeners, and
+    /// the child gets LISTEN_FDS (their count), LISTEN_FDNAMES (the names joined by `:`) and LISTEN_PID (its
+    /// own pid). Descriptors after them (an events socket) are passed without being announced.
+    public var listenerNames: [String]?
+    /// The directory the program starts in; nil keeps the daemon's.
+    public var workingDirectory: String?
+    /// Cgroup directories the child joins (writing its pid into their `cgroup.procs`) before its program
+    /// runs: a v2 cgroup, or a v1 freezer cgroup.
+    public var joinCgroups: [String]
+
+    public init(descriptors: [CInt] = [], listenerNames: [String]? = nil, workingDirectory: String? = nil,
+                joinCgroups: [String] = []) {
+        self.descriptors = descriptors
+        self.listenerNames = listenerNames
+        self.workingDirectory = workingDirectory
+        self.joinCgroups = joinCgroups
+    }
+
+    /// The number of the first descriptor a child is given (after stdin, stdout and stderr).
+    public static let firstDescriptor: CInt = 3
+
+    /// The most descriptors passed (systemd's own limit on LISTEN_FDS is far higher; a config with more
+    /// listeners than this is a mistake).
+    public static let maxDescriptors = 1024
+
+    /// Whether the child is started through the /bin/sh script (see the file's header).
+    var needsScript: Bool { listenerNames != nil || workingDirectory != nil || !joinCgroups.isEmpty }
+
+    /// Why these options cannot be used, or nil: too many descriptors, more names than descriptors, or a
+    /// name systemd would refuse (empty, longer than 255 bytes, with `:` or a control character).
+    public var problem: String? {
+        if descriptors.count > Self.maxDescriptors { return "more than \(Self.maxDescriptors) descriptors" }
+        if descriptors.contains(where: { $0 < 0 }) { return "a negative descriptor" }
+        guard let names = listenerNames else { return nil }
+        if names.count > descriptors.count { return "\(names.count) listener names for \(descriptors.count) descriptors" }
+        for name in names where name.isEmpty || name.utf8.count > 255
+            || name.unicodeScalars.contains(where: { $0 == ":" || $0.value < 0x20 || $0.value == 0x7F }) {
+            return "listener name '\(name.prefix(64))' is not a valid LISTEN_FDNAMES name"
+        }
+        return nil
+    }
+
+    /// The argument vector that runs `arguments` under these options: `arguments` itself, or the /bin/sh
+    /// script followed by its positional parameters (directory, cgroup files, then the program's arguments).
+    func spawnArguments(_ arguments: [String]) -> [String] {
+        guard needsScript else { return arguments }
+        var script: [String] = []
+        var parameters: [String] = []
+        if let workingDirectory {
+            parameters.append(workingDirectory)
+            script.append("cd -- \"$\(parameters.count)\" || exit 200")
+        }
+        for directory in joinCgroups {
+            parameters.append(directory + "/cgroup.procs")
+            script.append("echo $$ > \"$\(parameters.count)\" || exit 219")
+        }
+        if !parameters.isEmpty { script.append("shift \(parameters.count)") }
+        if listenerNames != nil { script.append("LISTEN_PID=$$; export LISTEN_PID") }
+        script.append("exec \"$@\"")
+        return ["/bin/sh", "-c", script.joined(separator: "; "), "netlife-exec"] + parameters + arguments
+    }
+
+    /// The environment with the socket-activation variables set (LISTEN_PID is the script's to set); without
+    /// socket activation, `environment` unchanged.
+    func spawnEnvironment(_ environment: [String: String]) -> [String: String] {
+        guard let names = listenerNames else { return environment }
+        var environment = environment
+        environment["LISTEN_PID"] = nil
+        environment["LISTEN_FDS"] = String(names.count)
+        environment["LISTEN_FDNAMES"] = names.joined(separator: ":")
+        return environment
+    }
+}
+
 /// A spawned process, its exit and its output observed on the loop.
 public final class ChildProcess {
     private unowned let loop: EventLoop
@@ -50,16 +144,20 @@ public final class ChildProcess {
     /// /dev/null, in a new process group, with an empty signal mask and default signal dispositions.
     ///
     /// - Parameters:
+    ///   - options: descriptors at 3, 4, ..., socket activation, working directory and cgroups (see
+    ///     `ChildLaunchOptions`); a problem with them is EINVAL.
     ///   - outputLimit: how many lines of output are delivered; the others are counted and reported as
     ///     `.dropped` before the next delivered line and when the child exits.
     ///   - onOutput: each line the child writes to stdout or stderr, and counts of dropped lines.
     ///   - onExit: called once when the child has exited, after its pending output has been delivered.
     /// The corresponding C functions are `posix_spawnp` and `pidfd_open`.
     public init(loop: EventLoop, arguments: [String], environment: [String: String],
+                options: ChildLaunchOptions = ChildLaunchOptions(),
                 outputLimit: LineRateLimiter = .hookOutput,
                 onOutput: @escaping (ChildOutput) -> Void,
                 onExit: @escaping (ChildExitStatus) -> Void) throws(SystemError) {
         guard !arguments.isEmpty else { throw SystemError("posix_spawnp", Errno(rawValue: ENOENT)) }
+        guard options.problem == nil else { throw SystemError("posix_spawnp(\(arguments[0]))", Errno(rawValue: EINVAL)) }
         loop.assertInLoop()
         self.loop = loop
         self.onExit = onExit
@@ -83,8 +181,9 @@ public final class ChildProcess {
 
         let spawned: pid_t
         do {
-            spawned = try Self.spawn(arguments: arguments, environment: environment,
-                                     stdout: stdoutPipe[1], stderr: stderrPipe[1])
+            spawned = try Self.spawn(arguments: options.spawnArguments(arguments),
+                                     environment: options.spawnEnvironment(environment),
+                                     descriptors: options.descriptors, stdout: stdoutPipe[1], stderr: stderrPipe[1])
         } catch {
             Glibc.close(stdoutPipe[0]); Glibc.close(stderrPipe[0])
             throw error
@@ -108,13 +207,29 @@ public final class ChildProcess {
         loop.retain(self)
     }
 
-    private static func spawn(arguments: [String], environment: [String: String], stdout: CInt, stderr: CInt) throws(SystemError) -> pid_t {
+    private static func spawn(arguments: [String], environment: [String: String], descriptors: [CInt],
+                              stdout: CInt, stderr: CInt) throws(SystemError) -> pid_t {
+        // Each passed descriptor is first copied above the range 3..<3+count, so that placing one cannot
+        // overwrite another still to be placed (a listener that is itself fd 4 going to 3 while fd 3 goes to 4).
+        // The copies are close-on-exec; dup2 in the child clears the flag on the placed descriptor only.
+        let first = ChildLaunchOptions.firstDescriptor
+        var copies: [CInt] = []
+        defer { copies.forEach { Glibc.close($0) } }
+        for fd in descriptors {
+            copies.append(try sys("fcntl(F_DUPFD_CLOEXEC)") { fcntl(fd, F_DUPFD_CLOEXEC, first + CInt(descriptors.count)) })
+        }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_adddup2(&actions, stdout, 1)
         posix_spawn_file_actions_adddup2(&actions, stderr, 2)
+        for (index, copy) in copies.enumerated() {
+            posix_spawn_file_actions_adddup2(&actions, copy, first + CInt(index))
+        }
+        // Nothing else of the daemon's reaches the child, not even a descriptor some library opened without
+        // close-on-exec (a program must not hold, say, a D-Bus socket of Avahi's).
+        if let closeFrom = Self.addCloseFrom { _ = closeFrom(&actions, first + CInt(descriptors.count)) }
 
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
@@ -141,6 +256,18 @@ public final class ChildProcess {
         guard result == 0 else { throw SystemError("posix_spawnp(\(arguments[0]))", Errno(rawValue: result)) }
         return pid
     }
+
+    /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34 and later), which its header declares only
+    /// under _GNU_SOURCE; looked up by name instead, nil on an older glibc (children then inherit whatever
+    /// is not close-on-exec).
+    private static let addCloseFrom: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, CInt) -> CInt)? = {
+        guard let symbol = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np") else { return nil }
+        return unsafeBitCast(symbol, to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, CInt) -> CInt).self)
+    }()
+
+    /// The pidfd of the child while it runs (for `pidfd_getfd`), nil once it has exited and been reaped. The
+    /// child owns it: do not close it.
+    public var processDescriptor: CInt? { exitStatus == nil ? pidfd : nil }
 
     /// Sends `signal` to the child's whole process group (the child and what it started).
     public func signalGroup(_ signal: CInt) {
