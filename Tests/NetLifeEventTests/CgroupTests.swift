@@ -1,0 +1,220 @@
+// Cgroups of process apps: the layout found in /proc/self/cgroup and mountinfo texts (hybrid, pure v2, pure
+// v1, none, escaped and container mounts), the choice of hierarchy, the files' parsers; and, for real on this
+// machine (root), a program spawned into a new cgroup, frozen (its counter stops), thawed (it runs again),
+// killed with what it left outside its process group, and the cgroup removed, in v2 and in the v1 freezer.
+
+import Foundation
+@testable import NetLifeEvent
+import Testing
+
+/// What this machine offers, probed once.
+enum CgroupMachine {
+    static let layout = try? CgroupLayout.current()
+    static var v2Parent: String? {
+        guard let directory = layout?.unified?.directory, ProcessCgroup.isWritable(directory) else { return nil }
+        return directory
+    }
+    static var v1Parent: String? {
+        guard let directory = layout?.freezer?.directory, ProcessCgroup.isWritable(directory) else { return nil }
+        return directory
+    }
+}
+
+@Suite(.timeLimit(.minutes(2)))
+struct CgroupLayoutTests {
+    static let hybridMountinfo = """
+        31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+        32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
+        35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+        37 31 0:34 / /sys/fs/cgroup/freezer rw,relatime - cgroup cgroup rw,freezer
+        41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+        """
+
+    @Test func aHybridLayoutHasBothHierarchies() {
+        let layout = CgroupLayout(procSelfCgroup: "9:name=systemd:/\n6:freezer:/\n4:memory:/process_api/a0\n0::/\n",
+                                  mountinfo: Self.hybridMountinfo)
+        #expect(layout.unified == .init(mountPoint: "/sys/fs/cgroup/unified", cgroupPath: "/", directory: "/sys/fs/cgroup/unified"))
+        #expect(layout.freezer == .init(mountPoint: "/sys/fs/cgroup/freezer", cgroupPath: "/", directory: "/sys/fs/cgroup/freezer"))
+    }
+
+    @Test func pureV2UnderSystemdFindsTheServiceDirectory() {
+        let layout = CgroupLayout(procSelfCgroup: "0::/system.slice/netlifed.service\n",
+                                  mountinfo: "30 23 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate,memory_recursiveprot\n")
+        #expect(layout.unified?.directory == "/sys/fs/cgroup/system.slice/netlifed.service")
+        #expect(layout.freezer == nil)
+    }
+
+    @Test func pureV1HasOnlyTheFreezer() {
+        let layout = CgroupLayout(procSelfCgroup: "6:freezer:/lxc/box\n4:cpu,cpuacct:/lxc/box\n",
+                                  mountinfo: "37 31 0:34 / /sys/fs/cgroup/freezer rw,relatime shared:9 master:2 - cgroup cgroup rw,freezer\n")
+        #expect(layout.unified == nil)
+        #expect(layout.freezer?.directory == "/sys/fs/cgroup/freezer/lxc/box")
+    }
+
+    @Test func nothingMountedOrNothingInProcIsNil() {
+        #expect(CgroupLayout(procSelfCgroup: "0::/\n", mountinfo: "22 1 8:1 / / rw - ext4 /dev/sda1 rw\n") == CgroupLayout(unified: nil, freezer: nil))
+        #expect(CgroupLayout(procSelfCgroup: "", mountinfo: Self.hybridMountinfo) == CgroupLayout(unified: nil, freezer: nil))
+        #expect(CgroupLayout(procSelfCgroup: "garbage\n::\n0:", mountinfo: "1 2 3\n - - -\n") == CgroupLayout(unified: nil, freezer: nil))
+    }
+
+    @Test func escapedMountPointsAreUnescaped() {
+        let layout = CgroupLayout(procSelfCgroup: "0::/a b\n",
+                                  mountinfo: "41 31 0:38 / /mnt/my\\040cgroups\\134x rw - cgroup2 cgroup2 rw\n")
+        #expect(layout.unified?.mountPoint == "/mnt/my cgroups\\x")
+        #expect(layout.unified?.directory == "/mnt/my cgroups\\x/a b")
+        #expect(MountinfoLine.unescaped("a\\04") == "a\\04", "a cut escape stays as it is")
+        #expect(MountinfoLine.unescaped("a\\999") == "a\\999")
+    }
+
+    @Test func aMountOfASubtreeIsUsedOnlyWhenItContainsTheCgroup() {
+        let inside = CgroupLayout(procSelfCgroup: "0::/docker/abc/app\n",
+                                  mountinfo: "41 31 0:38 /docker/abc /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n")
+        #expect(inside.unified?.directory == "/sys/fs/cgroup/app")
+        let exact = CgroupLayout(procSelfCgroup: "0::/docker/abc\n",
+                                 mountinfo: "41 31 0:38 /docker/abc /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n")
+        #expect(exact.unified?.directory == "/sys/fs/cgroup")
+        let outside = CgroupLayout(procSelfCgroup: "0::/docker/abcdef\n",
+                                   mountinfo: "41 31 0:38 /docker/abc /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n")
+        #expect(outside.unified == nil, "/docker/abcdef is not below /docker/abc")
+        let escaped = CgroupLayout(procSelfCgroup: "0::/../..\n",
+                                   mountinfo: "41 31 0:38 /docker/abc /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n")
+        #expect(escaped.unified == nil)
+        let outsideNamespace = CgroupLayout(procSelfCgroup: "0::/../../system.slice/x.service\n",
+                                            mountinfo: "41 31 0:38 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n")
+        #expect(outsideNamespace.unified == nil, "a cgroup outside the namespace cannot be reached through the mount")
+    }
+
+    @Test func theChoicePrefersV2ThenTheFreezerThenTheProcessGroup() {
+        let layout = CgroupLayout(procSelfCgroup: "6:freezer:/\n0::/\n", mountinfo: Self.hybridMountinfo)
+        #expect(layout.choose(isWritable: { _ in true }) == .v2(parent: "/sys/fs/cgroup/unified"))
+        #expect(layout.choose(isWritable: { $0.hasSuffix("freezer") }) == .v1Freezer(parent: "/sys/fs/cgroup/freezer"))
+        guard case .processGroup(let reason) = layout.choose(isWritable: { _ in false }) else {
+            Issue.record("expected the process group")
+            return
+        }
+        #expect(reason.contains("/sys/fs/cgroup/unified is not writable") && reason.contains("can observe"))
+        guard case .processGroup(let none) = CgroupLayout(unified: nil, freezer: nil).choose(isWritable: { _ in true }) else {
+            Issue.record("expected the process group")
+            return
+        }
+        #expect(none.contains("no cgroup2 or v1 freezer hierarchy"))
+    }
+
+    @Test func freezeStatesMemoryAndNamesAreReadFromTheFiles() {
+        #expect(ProcessCgroup.v2FreezeState(freeze: "1\n", events: "populated 1\nfrozen 1\n") == .frozen)
+        #expect(ProcessCgroup.v2FreezeState(freeze: "1\n", events: "populated 1\nfrozen 0\n") == .freezing)
+        #expect(ProcessCgroup.v2FreezeState(freeze: "0\n", events: "populated 1\nfrozen 0\n") == .thawed)
+        #expect(ProcessCgroup.v1FreezeState("FREEZING\n") == .freezing)
+        #expect(ProcessCgroup.v1FreezeState("FROZEN\n") == .frozen)
+        #expect(ProcessCgroup.v1FreezeState("THAWED\n") == .thawed)
+        #expect(ProcessCgroup.residentBytes(status: "Name:\tsleep\nVmRSSX:\t1 kB\nVmRSS:\t    1234 kB\n") == 1234 * 1024)
+        #expect(ProcessCgroup.residentBytes(status: "VmRSS:\t99999999999999999999 kB\n") == nil)
+        #expect(ProcessCgroup.residentBytes(status: "Name:\tkthreadd\n") == nil)
+        let name = ProcessCgroup.name(forApp: "my app/../x")
+        #expect(name.hasPrefix("netlife-my_app____x-") && name.utf8.count == "netlife-my_app____x-".utf8.count + 8)
+        #expect(!ProcessCgroup.name(forApp: String(repeating: "é", count: 100)).contains("é"))
+    }
+}
+
+@Suite(.serialized, .timeLimit(.minutes(2)))
+struct ProcessCgroupTests {
+    @Test(.enabled(if: CgroupMachine.v2Parent != nil, "no writable cgroup2 hierarchy here (needs root or Delegate=yes)"))
+    func aProgramInAV2CgroupIsFrozenThawedKilledAndRemoved() throws {
+        let parent = try #require(CgroupMachine.v2Parent)
+        try exercise(.v2(parent: parent))
+    }
+
+    @Test(.enabled(if: CgroupMachine.v1Parent != nil, "no writable v1 freezer hierarchy here"))
+    func aProgramInAV1FreezerCgroupIsFrozenThawedKilledAndRemoved() throws {
+        let parent = try #require(CgroupMachine.v1Parent)
+        try exercise(.v1Freezer(parent: parent))
+    }
+
+    /// A shell loop that writes a counter to a file, with a `setsid sleep` it leaves outside its process
+    /// group, joins a new cgroup before it runs; the cgroup stops and restarts it, then kills both.
+    func exercise(_ choice: CgroupChoice) throws {
+        let loop = try EventLoop()
+        let cgroup = try #require(try ProcessCgroup.create(named: ProcessCgroup.name(forApp: "unit"), in: choice))
+        defer {
+            _ = try? cgroup.kill()
+            for _ in 0..<100 where (try? cgroup.members().isEmpty) == false { usleep(10_000) }
+            try? cgroup.remove()
+        }
+        let counter = "/tmp/netlife-cgroup-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        defer { unlink(counter) }
+        var status: ChildExitStatus?
+        let child = try ChildProcess(
+            loop: loop, arguments: ["/bin/sh", "-c", "setsid sleep 60 & i=0; while :; do i=$((i+1)); echo $i > \"$0\"; sleep 0.005; done", counter],
+            environment: ["PATH": "/usr/bin:/bin"], options: ChildLaunchOptions(joinCgroups: [cgroup.directory]),
+            onOutput: { _ in }, onExit: { status = $0 })
+        #expect(runLoop(loop) { readCounter(counter) > 2 })
+        let members = try cgroup.members()
+        #expect(members.contains(child.pid), "the program joined the cgroup before it ran")
+        #expect(members.count >= 2, "the setsid sleep is a member too: \(members)")
+        #expect(try cgroup.memoryBytes() > 0)
+
+        try cgroup.freeze()
+        let asked = MonotonicTime.now()
+        var frozen: Bool?
+        var frozenAfter = Duration.zero
+        cgroup.whenFrozen(loop: loop, timeout: .seconds(2)) { frozen = $0; frozenAfter = MonotonicTime.now() - asked }
+        #expect(runLoop(loop) { frozen != nil })
+        #expect(frozen == true)
+        #expect(try cgroup.freezeState() == .frozen)
+        print("\(cgroup.kind.rawValue): frozen \(frozenAfter.milliseconds) ms after the request")
+        let stopped = readCounter(counter)
+        runLoop(loop, timeout: .milliseconds(150)) { false }
+        #expect(readCounter(counter) == stopped, "a frozen program does not advance")
+
+        try cgroup.thaw()
+        #expect(try cgroup.freezeState() == .thawed)
+        #expect(runLoop(loop) { readCounter(counter) > stopped + 2 }, "a thawed program runs again")
+
+        // A suspended app is terminated frozen: the kill must reach frozen members.
+        try cgroup.freeze()
+        frozen = nil
+        cgroup.whenFrozen(loop: loop, timeout: .seconds(2)) { frozen = $0 }
+        #expect(runLoop(loop) { frozen != nil })
+        var empty: Bool?
+        let killed = MonotonicTime.now()
+        var emptyAfter = Duration.zero
+        cgroup.killUntilEmpty(loop: loop, timeout: .seconds(2)) { empty = $0; emptyAfter = MonotonicTime.now() - killed }
+        #expect(runLoop(loop) { empty != nil && status != nil })
+        #expect(empty == true)
+        print("\(cgroup.kind.rawValue): \(members.count) frozen members killed, the cgroup empty after \(emptyAfter.milliseconds) ms")
+        #expect(status == .signaled(SIGKILL))
+        #expect(try cgroup.members().isEmpty)
+        for pid in members { #expect(!isLive(pid), "member \(pid) is gone") }
+        try cgroup.remove()
+        #expect(access(cgroup.directory, F_OK) != 0)
+        try cgroup.remove()   // again: nothing
+        #expect(loop.registeredObjectCount == 0)
+    }
+
+    @Test(.enabled(if: CgroupMachine.v2Parent != nil, "no writable cgroup2 hierarchy here"))
+    func errorsNameTheFile() throws {
+        let cgroup = ProcessCgroup(existing: "/sys/fs/cgroup/unified/netlife-missing-\(getpid())", kind: .v2)
+        #expect {
+            try cgroup.freeze()
+        } throws: { error in
+            (error as? SystemError).map { $0.function.contains("netlife-missing") && $0.errno.rawValue == ENOENT } ?? false
+        }
+        let parent = try #require(CgroupMachine.v2Parent)
+        let real = try #require(try ProcessCgroup.create(named: ProcessCgroup.name(forApp: "unit"), in: .v2(parent: parent)))
+        defer { try? real.remove() }
+        #expect(throws: SystemError.self) { try real.add(pid: 999_999_999) }
+        #expect(try real.members().isEmpty)
+        #expect(try real.memoryBytes() == 0)
+        #expect(throws: SystemError.self) { try ProcessCgroup(creating: real.directory, kind: .v2) }
+    }
+}
+
+private func readCounter(_ path: String) -> Int {
+    (try? String(contentsOfFile: path, encoding: .utf8)).flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) } ?? 0
+}
+
+/// Whether process `pid` exists and is not a zombie.
+private func isLive(_ pid: Int32) -> Bool {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { return false }
+    return !stat[stat.index(after: close)...].hasPrefix(" Z")
+}
