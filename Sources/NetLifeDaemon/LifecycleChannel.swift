@@ -1,0 +1,309 @@
+// The lifecycle protocol of process apps (SPEC section 12), spoken over the Unix stream socket whose
+// descriptor number is in the program's NETLIFE_EVENTS: its codec and bookkeeping as a pure value. Like
+// TransitionPipeline, `LifecycleChannelState` decides and its owner performs: it is fed bytes the program
+// sent, stages to deliver and the clock, and returns actions (lines to send, a stage completed, a task to
+// begin or end on the app's BackgroundTaskRegistry, a watchdog kill, a cut-off).
+//
+// Framing: one JSON object a line (UTF-8, `\n`-terminated), at most 4 KiB a line either way. Members a side
+// does not know are ignored, so that a later version can add some. A line that is too long, not JSON, not an
+// object, or not exactly one known request is answered with `{"error": ...}` and counted; at 16 errors the
+// program is cut off (its channel closed, the app going on without the protocol).
+//
+// The program opts in by sending `{"hello": 1}` (the version it speaks), answered with `{"hello": 1}`. Until
+// then no stage is sent to it or waits for it: a program that ignores NETLIFE_EVENTS still gets the policy
+// steps. Task requests work without a hello.
+//
+// netlifed to the program:
+//   {"hello": 1}
+//   {"event": "did-enter-background", "budget_ms": 5000, "listeners": "stop-polling"}
+//       One a stage of a transition, named as the delegate's callbacks are (did-finish-launching,
+//       will-resign-active, did-enter-background, will-enter-foreground, did-become-active, will-terminate).
+//       `budget_ms`: the time left before the watchdog kills the program. `listeners` (only in stages that
+//       shut down or reopen them): "stop-polling" when its listeners were shut down (their epoll reports
+//       EPOLLHUP without pause until they listen again), "resume-polling" when they listen again.
+//   {"task": ID, "name": "upload"}     the answer to begin-task; ID 0: refused (suspended, time spent, full)
+//   {"task-expiring": ID, "budget_ms": N}   the background time is ending: end the task, or answer
+//                                           {"done": "task-expiring", "task": ID}, within budget_ms
+//   {"voip": FD}                       the answer to voip: reclaim will spare that descriptor's socket
+//   {"error": "why"}                   the answer to a line that could not be taken
+// The program to netlifed:
+//   {"hello": 1}
+//   {"done": "did-enter-background"}   the stage's work is finished
+//   {"done": "task-expiring", "task": ID}   the expiration handler is finished (the task may stay open)
+//   {"begin-task": "name"}             or {"begin-task": null}; a name is at most 256 bytes
+//   {"end-task": ID}                   only tasks begun on this channel
+//   {"voip": FD}                       one of its descriptors is a VoIP socket (at most 64)
+//
+// The owner's shell reads at most a bounded number of bytes a loop turn (so at most that many lines), and
+// cuts the program off when what waits to be sent to it passes `maxPendingOutputBytes` (a program that
+// sends requests and never reads the answers).
+
+import NetLife
+import NetLifeControl
+import NetLifeEvent
+
+/// The protocol state of one program's channel.
+public struct LifecycleChannelState: Sendable {
+    /// The protocol's version, in `hello`.
+    public static let protocolVersion = 1
+    /// The longest line either way, newline excluded.
+    public static let maxLineBytes = 4096
+    /// Errors after which the program is cut off.
+    public static let maxErrors = 16
+    /// The most descriptors a program may declare VoIP.
+    public static let maxVoIPDescriptors = 64
+    /// What may wait to be sent to a program before its shell cuts it off.
+    public static let maxPendingOutputBytes = 64 * 1024
+
+    /// What the owner must do.
+    public enum Action: Equatable, Sendable {
+        /// Send this line (it ends with its newline).
+        case send(String)
+        /// The program finished this stage: perform the pipeline's next step.
+        case stageCompleted(LifecycleEvent)
+        /// The program did not finish a stage within its budget: kill its cgroup.
+        case watchdogKill(WatchdogTimeout)
+        /// Begin a background task (origin: the program) and report its id with `taskBegun(_:name:)`.
+        case beginTask(name: String?)
+        /// End this task, which the program began.
+        case endTask(BackgroundTaskIdentifier)
+        /// The expiration handler of this task is finished (`expirationHandlerFinished()` on the registry).
+        case expirationHandled(BackgroundTaskIdentifier)
+        /// Spare the socket of this descriptor of the program when reclaiming.
+        case declareVoIP(CInt)
+        /// Close the channel and go on without the protocol; the reason is for the log.
+        case cutOff(String)
+    }
+
+    /// A stage sent and not yet answered.
+    public struct AwaitedStage: Equatable, Sendable {
+        public var event: LifecycleEvent
+        public var sentAt: MonotonicTime
+        public var budget: Duration
+        public var deadline: MonotonicTime { sentAt + budget }
+    }
+
+    /// Whether the program said hello: stages are sent to it and wait for its answer.
+    public private(set) var isSubscribed: Bool
+    /// Whether the channel is over: cut off, closed by the program, or its program killed. Everything it
+    /// is fed afterwards is ignored, and stages complete at once.
+    public private(set) var isClosed = false
+    /// The stage waiting for the program's answer.
+    public private(set) var awaited: AwaitedStage?
+    /// Errors so far.
+    public private(set) var errorCount = 0
+    /// Descriptors the program declared VoIP.
+    public private(set) var voipDescriptors: Set<CInt> = []
+    /// Tasks the program began and has not ended.
+    public private(set) var tasks: Set<BackgroundTaskIdentifier> = []
+    /// Tasks told they are expiring whose handler has not finished.
+    public private(set) var expiring: Set<BackgroundTaskIdentifier> = []
+    /// Begin requests handed out whose id has not been reported yet, oldest first.
+    private var namesAwaitingIDs: [String?] = []
+    /// The start of a line not yet ended; `skipping` while the rest of an overlong line is thrown away.
+    private var partialLine: [UInt8] = []
+    private var skipping = false
+
+    /// - Parameter subscribed: true when the app's configuration says its program speaks the protocol from
+    ///   the start (its did-finish-launching waits for the answer); otherwise it must say hello.
+    public init(subscribed: Bool = false) {
+        isSubscribed = subscribed
+    }
+
+    /// When `check(now:)` must be called, if nothing else happens first.
+    public var deadline: MonotonicTime? { awaited?.deadline }
+
+    // MARK: Stages
+
+    /// Sends a stage to the program, which has `budget` to answer; it completes at once when the program has
+    /// not said hello or the channel is closed. A stage still awaited is replaced (its answer is then an
+    /// error).
+    public mutating func deliver(_ event: LifecycleEvent, budget: Duration, listeners: ListenerHint? = nil,
+                                 now: MonotonicTime) -> [Action] {
+        guard isSubscribed, !isClosed else { return [.stageCompleted(event)] }
+        awaited = AwaitedStage(event: event, sentAt: now, budget: budget)
+        var message: JSONObject = ["event": .string(event.rawValue), "budget_ms": .number(Self.milliseconds(budget))]
+        if let listeners { message["listeners"] = .string(listeners.rawValue) }
+        return [.send(Self.line(message))]
+    }
+
+    /// The watchdog's decision at `now`: a kill when the awaited stage is past its budget. The channel is
+    /// over then; a late answer is ignored.
+    public mutating func check(now: MonotonicTime) -> [Action] {
+        guard let stage = awaited, now >= stage.deadline, !isClosed else { return [] }
+        awaited = nil
+        isClosed = true
+        return [.watchdogKill(WatchdogTimeout(stage: .transition(stage.event), budget: stage.budget, elapsed: now - stage.sentAt))]
+    }
+
+    // MARK: Tasks
+
+    /// The owner began (or refused, id 0) the task of the oldest `beginTask` action: the answer to send.
+    public mutating func taskBegun(_ id: BackgroundTaskIdentifier) -> [Action] {
+        guard !isClosed, !namesAwaitingIDs.isEmpty else { return [] }
+        let name = namesAwaitingIDs.removeFirst()
+        if id != BackgroundTaskRegistry.invalid { tasks.insert(id) }
+        return [.send(Self.line(["task": .number(Double(id)), "name": name.map(JSON.string) ?? .null]))]
+    }
+
+    /// The registry says the background time of task `id` is ending: the line that tells the program, or,
+    /// when the program cannot be told (the task is not its, or the channel is closed), its handler is
+    /// finished at once.
+    public mutating func taskExpiring(_ id: BackgroundTaskIdentifier, budget: Duration) -> [Action] {
+        guard !isClosed, tasks.contains(id) else { return [.expirationHandled(id)] }
+        expiring.insert(id)
+        return [.send(Self.line(["task-expiring": .number(Double(id)), "budget_ms": .number(Self.milliseconds(budget))]))]
+    }
+
+    /// Task `id` ended elsewhere (the control socket, the app's termination): forgotten here.
+    public mutating func taskEnded(_ id: BackgroundTaskIdentifier) {
+        tasks.remove(id)
+        expiring.remove(id)
+    }
+
+    // MARK: The program's side
+
+    /// The program closed its end: the stage awaited and the expiration handlers running are over, and the
+    /// app goes on without the protocol.
+    public mutating func peerClosed() -> [Action] {
+        guard !isClosed else { return [] }
+        isClosed = true
+        var actions: [Action] = awaited.map { [.stageCompleted($0.event)] } ?? []
+        actions += expiring.sorted().map(Action.expirationHandled)
+        awaited = nil
+        expiring.removeAll()
+        return actions
+    }
+
+    /// Takes bytes the program sent: each complete line is handled in order; an incomplete one waits for
+    /// the rest (at most `maxLineBytes` of it are kept). Linear in the bytes.
+    public mutating func receive(_ bytes: some Collection<UInt8>, now: MonotonicTime) -> [Action] {
+        var actions: [Action] = []
+        var start = bytes.startIndex
+        while !isClosed, start != bytes.endIndex {
+            let newline = bytes[start...].firstIndex(of: UInt8(ascii: "\n"))
+            let piece = bytes[start..<(newline ?? bytes.endIndex)]
+            if !skipping {
+                if partialLine.count + piece.count > Self.maxLineBytes {
+                    skipping = true
+                    partialLine.removeAll()
+                } else {
+                    partialLine.append(contentsOf: piece)
+                }
+            }
+            guard let newline else { break }
+            start = bytes.index(after: newline)
+            if skipping {
+                skipping = false
+                actions += refuse("a line longer than \(Self.maxLineBytes) bytes")
+            } else {
+                let line = partialLine
+                partialLine.removeAll(keepingCapacity: true)
+                actions += handle(line: line, now: now)
+            }
+        }
+        return actions
+    }
+
+    /// The requests of the protocol, by their member name.
+    private enum Request: String, CaseIterable {
+        case hello, done, beginTask = "begin-task", endTask = "end-task", voip
+    }
+
+    private mutating func handle(line: [UInt8], now: MonotonicTime) -> [Action] {
+        // An empty line (or a lone \r) asks nothing and costs nothing.
+        if line.allSatisfy({ $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\r") || $0 == UInt8(ascii: "\t") }) { return [] }
+        let json: JSON
+        do {
+            json = try JSON.parse(line, maxDepth: 4, maxElements: 16)
+        } catch {
+            return refuse("not JSON: \(error)")
+        }
+        guard case .object(let message) = json else { return refuse("a line must be a JSON object") }
+        let requests = Request.allCases.filter { message[$0.rawValue] != nil }
+        guard requests.count == 1, let request = requests.first else {
+            return refuse(requests.isEmpty ? "no known request (hello, done, begin-task, end-task, voip)" : "one request a line")
+        }
+        let value = message[request.rawValue] ?? .null
+        switch request {
+        case .hello:
+            guard let version = value.intValue, version >= 1 else { return refuse("\"hello\" takes the protocol version, 1") }
+            isSubscribed = true
+            return [.send(Self.line(["hello": .number(Double(Self.protocolVersion))]))]
+        case .done:
+            guard let name = value.stringValue else { return refuse("\"done\" takes a stage's name") }
+            return done(name, task: message["task"], now: now)
+        case .beginTask:
+            guard value == .null || value.stringValue != nil else { return refuse("\"begin-task\" takes a name or null") }
+            guard namesAwaitingIDs.count < BackgroundTaskRegistry.maxOpenTasks else { return refuse("too many begin-task requests at once") }
+            let name = value.stringValue
+            // Refused rather than shortened: the answer echoes the name, and stays well within a line.
+            guard (name?.utf8.count ?? 0) <= BackgroundTaskRegistry.maxNameBytes else {
+                return refuse("a task name is at most \(BackgroundTaskRegistry.maxNameBytes) bytes")
+            }
+            namesAwaitingIDs.append(name)
+            return [.beginTask(name: name)]
+        case .endTask:
+            guard let id = Self.taskID(value) else { return refuse("\"end-task\" takes a task id") }
+            guard tasks.remove(id) != nil else { return refuse("task \(id) was not begun on this channel, or has ended") }
+            return [.endTask(id)] + (expiring.remove(id) != nil ? [.expirationHandled(id)] : [])
+        case .voip:
+            guard let fd = value.intValue, fd >= 0, fd <= Int(Int32.max) else { return refuse("\"voip\" takes a descriptor number") }
+            let descriptor = CInt(fd)
+            let answer = Action.send(Self.line(["voip": .number(Double(fd))]))
+            if voipDescriptors.contains(descriptor) { return [answer] }
+            guard voipDescriptors.count < Self.maxVoIPDescriptors else { return refuse("at most \(Self.maxVoIPDescriptors) VoIP descriptors") }
+            voipDescriptors.insert(descriptor)
+            return [.declareVoIP(descriptor), answer]
+        }
+    }
+
+    private mutating func done(_ name: String, task: JSON?, now: MonotonicTime) -> [Action] {
+        if name == "task-expiring" {
+            guard let id = task.flatMap(Self.taskID), expiring.remove(id) != nil else {
+                return refuse("no expiration of that task is running")
+            }
+            return [.expirationHandled(id)]
+        }
+        guard let stage = awaited, stage.event.rawValue == name else {
+            return refuse("no \(LifecycleEvent(rawValue: name)?.rawValue ?? "such stage") is awaited")
+        }
+        awaited = nil
+        return [.stageCompleted(stage.event)]
+    }
+
+    /// An error line back, and the cut-off at `maxErrors`.
+    private mutating func refuse(_ reason: String) -> [Action] {
+        errorCount += 1
+        let answer = Action.send(Self.line(["error": .string(reason)]))
+        guard errorCount >= Self.maxErrors else { return [answer] }
+        let stage = awaited
+        isClosed = true
+        awaited = nil
+        let handled = expiring.sorted().map(Action.expirationHandled)
+        expiring.removeAll()
+        return [answer, .cutOff("\(errorCount) protocol errors, the last: \(reason)")]
+            + (stage.map { [.stageCompleted($0.event)] } ?? []) + handled
+    }
+
+    // MARK: Encoding
+
+    /// A message as one line, newline included; never longer than `maxLineBytes` (a string that would make
+    /// it longer is shortened).
+    static func line(_ message: JSONObject) -> String {
+        var text = JSON.object(message).serialized
+        if text.utf8.count > maxLineBytes, let reason = message["error"]?.stringValue {
+            text = JSON.object(["error": .string(String(reason.prefix(256)))]).serialized
+        }
+        return text + "\n"
+    }
+
+    private static func milliseconds(_ duration: Duration) -> Double {
+        max(0, (duration.milliseconds).rounded(.up))
+    }
+
+    private static func taskID(_ value: JSON) -> BackgroundTaskIdentifier? {
+        guard let id = value.intValue, id > 0 else { return nil }
+        return BackgroundTaskIdentifier(id)
+    }
+}

@@ -1,0 +1,182 @@
+// The NETLIFE_EVENTS protocol on a fake clock: hello and stages, answers matched (an answer not asked for is
+// an error, a late one after the watchdog is ignored), tasks begun, ended and expiring, VoIP declarations,
+// framing across pieces, overlong and malformed lines, and the cut-off of a program that floods errors.
+
+@testable import NetLifeDaemon
+import NetLife
+import NetLifeControl
+import NetLifeEvent
+import Testing
+
+private func at(_ milliseconds: Int) -> MonotonicTime {
+    MonotonicTime(nanoseconds: UInt64(milliseconds) * 1_000_000 + 1_000_000_000)
+}
+
+private extension LifecycleChannelState {
+    mutating func receive(_ text: String, at milliseconds: Int = 0) -> [Action] {
+        receive(Array(text.utf8), now: at(milliseconds))
+    }
+}
+
+/// The JSON of a `.send` action, for comparing members rather than spelling.
+private func sent(_ action: LifecycleChannelState.Action?) -> JSON? {
+    guard case .send(let line) = action, line.hasSuffix("\n"), line.filter({ $0 == "\n" }).count == 1 else { return nil }
+    return try? JSON.parse(String(line.dropLast()))
+}
+
+private func isError(_ action: LifecycleChannelState.Action?) -> Bool {
+    sent(action)?["error"]?.stringValue != nil
+}
+
+@Suite struct LifecycleChannelTests {
+    @Test func withoutAHelloStagesCompleteAtOnceAndNothingIsSent() {
+        var channel = LifecycleChannelState()
+        #expect(channel.deliver(.didFinishLaunching, budget: .seconds(20), now: at(0)) == [.stageCompleted(.didFinishLaunching)])
+        #expect(channel.awaited == nil && channel.deadline == nil)
+    }
+
+    @Test func aHelloSubscribesAndStagesWaitForTheirAnswers() {
+        var channel = LifecycleChannelState()
+        #expect(sent(channel.receive("{\"hello\": 1}\n").first) == .object(["hello": 1]))
+        #expect(channel.isSubscribed)
+        let actions = channel.deliver(.didEnterBackground, budget: .milliseconds(4999.5), listeners: .stopPolling, now: at(100))
+        #expect(sent(actions.first) == .object(["event": "did-enter-background", "budget_ms": 5000, "listeners": "stop-polling"]))
+        #expect(channel.deadline == at(100) + .milliseconds(4999.5))
+        #expect(channel.check(now: at(5000)) == [])
+        #expect(channel.receive("{\"done\":\"did-enter-background\",\"extra\":[1,2]}\n", at: 200) == [.stageCompleted(.didEnterBackground)])
+        #expect(channel.awaited == nil)
+        #expect(isError(channel.receive("{\"done\":\"did-enter-background\"}\n").first), "answered twice")
+        #expect(channel.errorCount == 1)
+    }
+
+    @Test func aConfiguredProgramIsSubscribedFromTheStart() {
+        var channel = LifecycleChannelState(subscribed: true)
+        let actions = channel.deliver(.didFinishLaunching, budget: .seconds(20), listeners: .resumePolling, now: at(0))
+        #expect(sent(actions.first) == .object(["event": "did-finish-launching", "budget_ms": 20000, "listeners": "resume-polling"]))
+    }
+
+    @Test func anAnswerToAStageNotAskedIsAnError() {
+        var channel = LifecycleChannelState(subscribed: true)
+        _ = channel.deliver(.willResignActive, budget: .seconds(5), now: at(0))
+        #expect(isError(channel.receive("{\"done\":\"did-become-active\"}\n").first))
+        #expect(isError(channel.receive("{\"done\":\"no-such-stage\"}\n").first))
+        #expect(isError(channel.receive("{\"done\":42}\n").first))
+        #expect(channel.awaited?.event == .willResignActive, "the awaited stage still waits")
+    }
+
+    @Test func aStageOverItsBudgetIsAWatchdogKillAndTheLateAnswerIsIgnored() {
+        var channel = LifecycleChannelState(subscribed: true)
+        _ = channel.deliver(.willTerminate, budget: .seconds(5), now: at(1000))
+        #expect(channel.check(now: at(5999)) == [])
+        #expect(channel.check(now: at(6250)) == [.watchdogKill(WatchdogTimeout(stage: .transition(.willTerminate), budget: .seconds(5), elapsed: .milliseconds(5250)))])
+        #expect(channel.isClosed)
+        #expect(channel.receive("{\"done\":\"will-terminate\"}\n", at: 6300) == [])
+        #expect(channel.errorCount == 0)
+        #expect(channel.check(now: at(9000)) == [])
+        #expect(channel.deliver(.didBecomeActive, budget: .seconds(1), now: at(9000)) == [.stageCompleted(.didBecomeActive)])
+    }
+
+    @Test func tasksAreBegunEndedAndExpiredThroughTheOwner() {
+        var channel = LifecycleChannelState()
+        #expect(channel.receive("{\"begin-task\":\"upload\"}\n{\"begin-task\":null}\n") == [.beginTask(name: "upload"), .beginTask(name: nil)])
+        #expect(sent(channel.taskBegun(7).first) == .object(["task": 7, "name": "upload"]))
+        #expect(sent(channel.taskBegun(0).first) == .object(["task": 0, "name": nil]), "refused: the invalid id")
+        #expect(channel.taskBegun(8) == [], "no begin request is waiting")
+        #expect(channel.tasks == [7])
+        let expiring = channel.taskExpiring(7, budget: .seconds(1))
+        #expect(sent(expiring.first) == .object(["task-expiring": 7, "budget_ms": 1000]))
+        #expect(channel.taskExpiring(99, budget: .seconds(1)) == [.expirationHandled(99)], "not the program's task")
+        #expect(channel.receive("{\"end-task\":7}\n") == [.endTask(7), .expirationHandled(7)])
+        #expect(isError(channel.receive("{\"end-task\":7}\n").first), "already ended")
+        #expect(isError(channel.receive("{\"end-task\":3}\n").first), "never begun here")
+        #expect(isError(channel.receive("{\"end-task\":0}\n").first))
+        #expect(isError(channel.receive("{\"end-task\":\"7\"}\n").first))
+
+        _ = channel.receive("{\"begin-task\":\"sync\"}\n")
+        _ = channel.taskBegun(9)
+        _ = channel.taskExpiring(9, budget: .seconds(1))
+        #expect(channel.receive("{\"done\":\"task-expiring\",\"task\":9}\n") == [.expirationHandled(9)])
+        #expect(isError(channel.receive("{\"done\":\"task-expiring\",\"task\":9}\n").first))
+        #expect(channel.tasks == [9], "the handler finished; the task stays open")
+        channel.taskEnded(9)
+        #expect(channel.tasks.isEmpty)
+        #expect(isError(channel.receive("{\"begin-task\":\"\(String(repeating: "n", count: 257))\"}\n").first))
+    }
+
+    @Test func voipDescriptorsAreDeclaredOnceAndBounded() {
+        var channel = LifecycleChannelState()
+        let first = channel.receive("{\"voip\":5}\n")
+        #expect(first.first == .declareVoIP(5) && sent(first.last) == .object(["voip": 5]))
+        #expect(channel.receive("{\"voip\":5}\n").count == 1, "again: answered, not declared twice")
+        for bad in ["-1", "1.5", "\"5\"", "null", "99999999999"] {
+            #expect(isError(channel.receive("{\"voip\":\(bad)}\n").first), "\(bad)")
+        }
+        var many = LifecycleChannelState()
+        for fd in 0..<64 { _ = many.receive("{\"voip\":\(fd)}\n") }
+        #expect(isError(many.receive("{\"voip\":64}\n").first))
+        #expect(many.voipDescriptors.count == 64)
+    }
+
+    @Test func linesMayArriveInPiecesAndTogether() {
+        var channel = LifecycleChannelState(subscribed: true)
+        _ = channel.deliver(.didBecomeActive, budget: .seconds(5), now: at(0))
+        let text = "{\"voip\":3}\n\n  \r\n{\"done\":\"did-become-active\"}\n{\"begin-task\":\"x\"}"
+        var actions: [LifecycleChannelState.Action] = []
+        for byte in text.utf8 { actions += channel.receive([byte], now: at(1)) }
+        #expect(actions.count == 3)
+        #expect(actions.contains(.stageCompleted(.didBecomeActive)) && actions.contains(.declareVoIP(3)))
+        #expect(channel.receive("\n") == [.beginTask(name: "x")])
+        #expect(channel.errorCount == 0)
+    }
+
+    @Test func overlongAndMalformedLinesAreAnsweredAndCounted() {
+        var channel = LifecycleChannelState()
+        let long = "{\"begin-task\":\"" + String(repeating: "a", count: 5000) + "\"}\n"
+        let actions = channel.receive(long + "{\"voip\":1}\n")
+        #expect(actions.count == 3 && isError(actions.first) && actions[1] == .declareVoIP(1))
+        #expect(sent(actions.first)?["error"]?.stringValue?.contains("4096") == true)
+        for bad in ["not json", "[1,2]", "{}", "{\"hello\":1,\"voip\":2}", "{\"unknown\":1}", "{\"hello\":0}",
+                    "{\"a\":{\"b\":{\"c\":{\"d\":{}}}}}", "{\"voip\":1,\"voip\":1}", "\u{FF}"] {
+            #expect(isError(channel.receive(bad + "\n").first), "\(bad)")
+        }
+        #expect(channel.errorCount == 10)
+        #expect(!channel.isClosed)
+        // Every answer stays a single line within the limit.
+        let weird = channel.receive("{\"done\":\"\u{1}\u{2}\"}\n")
+        if case .send(let line) = weird.first { #expect(line.utf8.count <= LifecycleChannelState.maxLineBytes + 1) }
+    }
+
+    @Test func aProgramThatKeepsSendingErrorsIsCutOff() {
+        var channel = LifecycleChannelState(subscribed: true)
+        _ = channel.receive("{\"begin-task\":\"t\"}\n")
+        _ = channel.taskBegun(4)
+        _ = channel.taskExpiring(4, budget: .seconds(1))
+        _ = channel.deliver(.didEnterBackground, budget: .seconds(5), now: at(0))
+        var actions: [LifecycleChannelState.Action] = []
+        actions += channel.receive(String(repeating: "garbage\n", count: 1000))
+        #expect(channel.errorCount == LifecycleChannelState.maxErrors, "nothing is handled after the cut-off")
+        #expect(channel.isClosed)
+        #expect(actions.filter(isError).count == LifecycleChannelState.maxErrors)
+        #expect(actions.contains { if case .cutOff = $0 { return true }; return false })
+        #expect(actions.suffix(2) == [.stageCompleted(.didEnterBackground), .expirationHandled(4)],
+                "the stage and the expiration go on without the program")
+        #expect(channel.receive("{\"hello\":1}\n") == [])
+    }
+
+    @Test func whenTheProgramClosesItsEndTheWaitingEnds() {
+        var channel = LifecycleChannelState(subscribed: true)
+        _ = channel.deliver(.willEnterForeground, budget: .seconds(5), now: at(0))
+        #expect(channel.peerClosed() == [.stageCompleted(.willEnterForeground)])
+        #expect(channel.peerClosed() == [])
+        #expect(channel.deliver(.didBecomeActive, budget: .seconds(5), now: at(1)) == [.stageCompleted(.didBecomeActive)])
+        #expect(channel.check(now: at(100_000)) == [])
+    }
+
+    @Test func theCodecIsLinearOnLargeInput() {
+        // A megabyte of one unterminated line, then a megabyte of short lines: the kept part stays bounded.
+        var channel = LifecycleChannelState()
+        _ = channel.receive(Array(repeating: UInt8(ascii: "x"), count: 1 << 20), now: at(0))
+        let actions = channel.receive(Array(repeating: UInt8(ascii: "\n"), count: 1 << 20), now: at(0))
+        #expect(actions.count == 1 && isError(actions.first), "one overlong line, then empty lines that ask nothing")
+    }
+}
