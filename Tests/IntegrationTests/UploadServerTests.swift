@@ -218,6 +218,51 @@ private func partPath(_ uploads: String, _ resource: String) -> String {
         #expect(sha256(uploads.file("big.bin")) == sha256(root.file("big.bin")))
     }
 
+    @Test func aStalledBodyIsCutOffAndASlowSteadyOneIsNot() throws {
+        let root = TemporaryDirectory()
+        let uploads = TemporaryDirectory()
+        defer { root.remove(); uploads.remove() }
+        let daemon = try TestDaemon(config: uploadApp(root: root.path, uploads: uploads.path, lines: "request-timeout = 500ms"))
+        defer { daemon.stop() }
+        let port = daemon.port(of: "files")
+        let server = Uploads(base: "http://127.0.0.1:\(port)")
+        let content = patternBytes(3000, seed: 5)
+
+        // 1000 bytes, then nothing: cut off within two request timeouts, the bytes kept.
+        let stalled = try #require(server.create("/stalled.bin", length: content.count).headers["location"])
+        let peer = try #require(Peer.connect(port: port))
+        defer { peer.close() }
+        peer.send("PATCH \(stalled) HTTP/1.1\r\nHost: x\r\nContent-Type: application/partial-upload\r\nUpload-Offset: 0\r\n"
+            + "Upload-Complete: ?1\r\nContent-Length: 3000\r\n\r\n")
+        #expect(peer.send(bytes: Array(content[0..<1000])) == 1000)
+        let start = Date()
+        let end = peer.readEnd(timeout: 5)
+        let seconds = Date().timeIntervalSince(start)
+        #expect(end == .endOfStream || end == .error(ECONNRESET), "\(end)")
+        #expect(seconds >= 0.4 && seconds < 2 * slowdown, "cut off after \(seconds) s")
+        #expect(server.offset(stalled).headers["upload-offset"] == "1000")
+
+        // 100 bytes every 200 ms for 6 s: slow, but never 500 ms without a byte.
+        let steady = try #require(server.create("/steady.bin", length: content.count).headers["location"])
+        let slow = try #require(Peer.connect(port: port))
+        defer { slow.close() }
+        slow.send("PATCH \(steady) HTTP/1.1\r\nHost: x\r\nContent-Type: application/partial-upload\r\nUpload-Offset: 0\r\n"
+            + "Upload-Complete: ?1\r\nContent-Length: 3000\r\n\r\n")
+        for start in stride(from: 0, to: 3000, by: 100) {
+            #expect(slow.send(bytes: Array(content[start..<(start + 100)])) == 100, "cut off at \(start)")
+            usleep(200_000)
+        }
+        // 104 progress while it sends (at most one a second), then the final answer.
+        var answer = ""
+        let deadline = Date().addingTimeInterval(5)
+        while !answer.contains("HTTP/1.1 201 Created"), Date() < deadline, case .bytes(let bytes) = slow.read(timeout: 1) {
+            answer += String(decoding: bytes, as: UTF8.self)
+        }
+        #expect(answer.hasPrefix("HTTP/1.1 104 Upload Resumption Supported\r\nUpload-Offset: "), "\(answer)")
+        #expect(answer.contains("HTTP/1.1 201 Created\r\n"), "\(answer)")
+        #expect(waitUntil(timeout: 5) { fileSize(uploads.file("steady.bin")) == 3000 })
+    }
+
     @Test func refusesWhatItMust() throws {
         let root = TemporaryDirectory()
         let outside = TemporaryDirectory()
