@@ -82,6 +82,7 @@ public final class Download: Transfer, ConnectionDelegate {
         case .renameIntoPlace:
             if let error = part.renameIntoPlace() { return failIO(error) }
             logger.info("done: \(machine.bytesDone) bytes")
+            perform(machine.renamed())
         case .removeRecord:
             part.removeRecord()
         case .report(let state):

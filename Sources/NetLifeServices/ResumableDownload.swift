@@ -149,6 +149,8 @@ public struct ResumableDownload: Sendable {
         /// A body is being appended; it ends at `end` when known, and is the whole representation or not.
         case receivingBody(end: Int?, whole: Bool)
         case verifying(ContentDigest)
+        /// The part is complete and checked; the shell renames it and says so (`renamed()`).
+        case renaming
     }
 
     /// The URL asked for.
@@ -284,7 +286,7 @@ public struct ResumableDownload: Sendable {
     public mutating func connectionFailed(_ reason: String) -> [Action] {
         switch phase {
         case .awaitingHead, .receivingBody: return stop(.paused(reason))
-        case .stopped, .verifying: return []
+        case .stopped, .verifying, .renaming: return []
         }
     }
 
@@ -395,9 +397,17 @@ public struct ResumableDownload: Sendable {
     }
 
     private mutating func complete() -> [Action] {
+        phase = .renaming
+        return [.renameIntoPlace]
+    }
+
+    /// The shell renamed the part into place: done. (A rename that failed is a `pause`: the record still
+    /// says the part is complete, and the next start renames it without fetching anything.)
+    public mutating func renamed() -> [Action] {
+        guard state == .running, phase == .renaming else { return [] }
         phase = .stopped
         state = .done
-        return [.renameIntoPlace, .removeRecord, .report(.done)]
+        return [.removeRecord, .report(.done)]
     }
 
     /// Ends the run in `state` (paused or failed), closing a connection that is open.
@@ -406,7 +416,7 @@ public struct ResumableDownload: Sendable {
         switch phase {
         case .awaitingHead, .receivingBody:
             actions.append(.closeConnection)
-        case .stopped, .verifying:
+        case .stopped, .verifying, .renaming:
             break
         }
         if case .paused = newState { actions.append(writeRecord()) }
