@@ -2,7 +2,9 @@
 // descriptor number is in the program's NETLIFE_EVENTS: its codec and bookkeeping as a pure value. Like
 // TransitionPipeline, `LifecycleChannelState` decides and its owner performs: it is fed bytes the program
 // sent, stages to deliver and the clock, and returns actions (lines to send, a stage completed, a task to
-// begin or end on the app's BackgroundTaskRegistry, a watchdog kill, a cut-off).
+// end on the app's BackgroundTaskRegistry, a watchdog kill, a cut-off). Beginning a task is the one
+// question it asks its owner on the spot (a closure), so that a line that follows a begin-task in the same
+// read is handled knowing the task, however the bytes were split.
 //
 // Framing: one JSON object a line (UTF-8, `\n`-terminated), at most 4 KiB a line either way. Members a side
 // does not know are ignored, so that a later version can add some. A line that is too long, not JSON, not an
@@ -63,8 +65,6 @@ public struct LifecycleChannelState: Sendable {
         case stageCompleted(LifecycleEvent)
         /// The program did not finish a stage within its budget: kill its cgroup.
         case watchdogKill(WatchdogTimeout)
-        /// Begin a background task (origin: the program) and report its id with `taskBegun(_:name:)`.
-        case beginTask(name: String?)
         /// End this task, which the program began.
         case endTask(BackgroundTaskIdentifier)
         /// The expiration handler of this task is finished (`expirationHandlerFinished()` on the registry).
@@ -98,8 +98,6 @@ public struct LifecycleChannelState: Sendable {
     public private(set) var tasks: Set<BackgroundTaskIdentifier> = []
     /// Tasks told they are expiring whose handler has not finished.
     public private(set) var expiring: Set<BackgroundTaskIdentifier> = []
-    /// Begin requests handed out whose id has not been reported yet, oldest first.
-    private var namesAwaitingIDs: [String?] = []
     /// The start of a line not yet ended; `skipping` while the rest of an overlong line is thrown away.
     private var partialLine: [UInt8] = []
     private var skipping = false
@@ -138,14 +136,6 @@ public struct LifecycleChannelState: Sendable {
 
     // MARK: Tasks
 
-    /// The owner began (or refused, id 0) the task of the oldest `beginTask` action: the answer to send.
-    public mutating func taskBegun(_ id: BackgroundTaskIdentifier) -> [Action] {
-        guard !isClosed, !namesAwaitingIDs.isEmpty else { return [] }
-        let name = namesAwaitingIDs.removeFirst()
-        if id != BackgroundTaskRegistry.invalid { tasks.insert(id) }
-        return [.send(Self.line(["task": .number(Double(id)), "name": name.map(JSON.string) ?? .null]))]
-    }
-
     /// The registry says the background time of task `id` is ending: the line that tells the program, or,
     /// when the program cannot be told (the task is not its, or the channel is closed), its handler is
     /// finished at once.
@@ -177,7 +167,11 @@ public struct LifecycleChannelState: Sendable {
 
     /// Takes bytes the program sent: each complete line is handled in order; an incomplete one waits for
     /// the rest (at most `maxLineBytes` of it are kept). Linear in the bytes.
-    public mutating func receive(_ bytes: some Collection<UInt8>, now: MonotonicTime) -> [Action] {
+    ///
+    /// - Parameter beginTask: begins a background task of the program (name, or nil) on the app's registry
+    ///   and returns its id, 0 when refused; called once for each begin-task line, in order.
+    public mutating func receive(_ bytes: some Collection<UInt8>, now: MonotonicTime,
+                                 beginTask: (String?) -> BackgroundTaskIdentifier) -> [Action] {
         var actions: [Action] = []
         var start = bytes.startIndex
         while !isClosed, start != bytes.endIndex {
@@ -199,7 +193,7 @@ public struct LifecycleChannelState: Sendable {
             } else {
                 let line = partialLine
                 partialLine.removeAll(keepingCapacity: true)
-                actions += handle(line: line, now: now)
+                actions += handle(line: line, now: now, beginTask: beginTask)
             }
         }
         return actions
@@ -210,7 +204,7 @@ public struct LifecycleChannelState: Sendable {
         case hello, done, beginTask = "begin-task", endTask = "end-task", voip
     }
 
-    private mutating func handle(line: [UInt8], now: MonotonicTime) -> [Action] {
+    private mutating func handle(line: [UInt8], now: MonotonicTime, beginTask: (String?) -> BackgroundTaskIdentifier) -> [Action] {
         // An empty line (or a lone \r) asks nothing and costs nothing.
         if line.allSatisfy({ $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\r") || $0 == UInt8(ascii: "\t") }) { return [] }
         let json: JSON
@@ -235,14 +229,14 @@ public struct LifecycleChannelState: Sendable {
             return done(name, task: message["task"], now: now)
         case .beginTask:
             guard value == .null || value.stringValue != nil else { return refuse("\"begin-task\" takes a name or null") }
-            guard namesAwaitingIDs.count < BackgroundTaskRegistry.maxOpenTasks else { return refuse("too many begin-task requests at once") }
             let name = value.stringValue
             // Refused rather than shortened: the answer echoes the name, and stays well within a line.
             guard (name?.utf8.count ?? 0) <= BackgroundTaskRegistry.maxNameBytes else {
                 return refuse("a task name is at most \(BackgroundTaskRegistry.maxNameBytes) bytes")
             }
-            namesAwaitingIDs.append(name)
-            return [.beginTask(name: name)]
+            let id = beginTask(name)
+            if id != BackgroundTaskRegistry.invalid { tasks.insert(id) }
+            return [.send(Self.line(["task": .number(Double(id)), "name": name.map(JSON.string) ?? .null]))]
         case .endTask:
             guard let id = Self.taskID(value) else { return refuse("\"end-task\" takes a task id") }
             guard tasks.remove(id) != nil else { return refuse("task \(id) was not begun on this channel, or has ended") }

@@ -13,8 +13,10 @@ private func at(_ milliseconds: Int) -> MonotonicTime {
 }
 
 private extension LifecycleChannelState {
-    mutating func receive(_ text: String, at milliseconds: Int = 0) -> [Action] {
-        receive(Array(text.utf8), now: at(milliseconds))
+    /// Feeds `text`; begin-task lines get the ids `begin` gives (refused by default).
+    mutating func receive(_ text: String, at milliseconds: Int = 0,
+                          begin: (String?) -> BackgroundTaskIdentifier = { _ in 0 }) -> [Action] {
+        receive(Array(text.utf8), now: at(milliseconds), beginTask: begin)
     }
 }
 
@@ -78,10 +80,17 @@ private func isError(_ action: LifecycleChannelState.Action?) -> Bool {
 
     @Test func tasksAreBegunEndedAndExpiredThroughTheOwner() {
         var channel = LifecycleChannelState()
-        #expect(channel.receive("{\"begin-task\":\"upload\"}\n{\"begin-task\":null}\n") == [.beginTask(name: "upload"), .beginTask(name: nil)])
-        #expect(sent(channel.taskBegun(7).first) == .object(["task": 7, "name": "upload"]))
-        #expect(sent(channel.taskBegun(0).first) == .object(["task": 0, "name": nil]), "refused: the invalid id")
-        #expect(channel.taskBegun(8) == [], "no begin request is waiting")
+        var begun: [String?] = []
+        var ids: [BackgroundTaskIdentifier] = [7, 0]
+        let answers = channel.receive("{\"begin-task\":\"upload\"}\n{\"begin-task\":null}\n{\"end-task\":7}\n") {
+            begun.append($0)
+            return ids.removeFirst()
+        }
+        #expect(begun == ["upload", nil])
+        #expect(answers.count == 3 && answers.last == .endTask(7), "a task begun earlier in the same read can be ended")
+        #expect(sent(answers[0]) == .object(["task": 7, "name": "upload"]))
+        #expect(sent(answers[1]) == .object(["task": 0, "name": nil]), "refused: the invalid id")
+        _ = channel.receive("{\"begin-task\":\"upload\"}\n") { _ in 7 }
         #expect(channel.tasks == [7])
         let expiring = channel.taskExpiring(7, budget: .seconds(1))
         #expect(sent(expiring.first) == .object(["task-expiring": 7, "budget_ms": 1000]))
@@ -92,8 +101,7 @@ private func isError(_ action: LifecycleChannelState.Action?) -> Bool {
         #expect(isError(channel.receive("{\"end-task\":0}\n").first))
         #expect(isError(channel.receive("{\"end-task\":\"7\"}\n").first))
 
-        _ = channel.receive("{\"begin-task\":\"sync\"}\n")
-        _ = channel.taskBegun(9)
+        _ = channel.receive("{\"begin-task\":\"sync\"}\n") { _ in 9 }
         _ = channel.taskExpiring(9, budget: .seconds(1))
         #expect(channel.receive("{\"done\":\"task-expiring\",\"task\":9}\n") == [.expirationHandled(9)])
         #expect(isError(channel.receive("{\"done\":\"task-expiring\",\"task\":9}\n").first))
@@ -122,10 +130,12 @@ private func isError(_ action: LifecycleChannelState.Action?) -> Bool {
         _ = channel.deliver(.didBecomeActive, budget: .seconds(5), now: at(0))
         let text = "{\"voip\":3}\n\n  \r\n{\"done\":\"did-become-active\"}\n{\"begin-task\":\"x\"}"
         var actions: [LifecycleChannelState.Action] = []
-        for byte in text.utf8 { actions += channel.receive([byte], now: at(1)) }
+        for byte in text.utf8 { actions += channel.receive([byte], now: at(1), beginTask: { _ in 1 }) }
         #expect(actions.count == 3)
         #expect(actions.contains(.stageCompleted(.didBecomeActive)) && actions.contains(.declareVoIP(3)))
-        #expect(channel.receive("\n") == [.beginTask(name: "x")])
+        var begun: [String?] = []
+        #expect(sent(channel.receive("\n") { begun.append($0); return 5 }.first) == .object(["task": 5, "name": "x"]))
+        #expect(begun == ["x"])
         #expect(channel.errorCount == 0)
     }
 
@@ -148,8 +158,7 @@ private func isError(_ action: LifecycleChannelState.Action?) -> Bool {
 
     @Test func aProgramThatKeepsSendingErrorsIsCutOff() {
         var channel = LifecycleChannelState(subscribed: true)
-        _ = channel.receive("{\"begin-task\":\"t\"}\n")
-        _ = channel.taskBegun(4)
+        _ = channel.receive("{\"begin-task\":\"t\"}\n") { _ in 4 }
         _ = channel.taskExpiring(4, budget: .seconds(1))
         _ = channel.deliver(.didEnterBackground, budget: .seconds(5), now: at(0))
         var actions: [LifecycleChannelState.Action] = []
@@ -175,8 +184,89 @@ private func isError(_ action: LifecycleChannelState.Action?) -> Bool {
     @Test func theCodecIsLinearOnLargeInput() {
         // A megabyte of one unterminated line, then a megabyte of short lines: the kept part stays bounded.
         var channel = LifecycleChannelState()
-        _ = channel.receive(Array(repeating: UInt8(ascii: "x"), count: 1 << 20), now: at(0))
-        let actions = channel.receive(Array(repeating: UInt8(ascii: "\n"), count: 1 << 20), now: at(0))
+        _ = channel.receive(Array(repeating: UInt8(ascii: "x"), count: 1 << 20), now: at(0)) { _ in 0 }
+        let actions = channel.receive(Array(repeating: UInt8(ascii: "\n"), count: 1 << 20), now: at(0)) { _ in 0 }
         #expect(actions.count == 1 && isError(actions.first), "one overlong line, then empty lines that ask nothing")
+    }
+}
+
+/// The fuzz harness of the channel (to become Fuzz/Sources/fuzz-lifecycle, whose Package.swift is not this
+/// change's): `input` is what a program sends, fed whole and in pieces of `pieceSize()` bytes, with the owner
+/// answering every begin-task at once (every third refused), a stage awaited from the start, and the
+/// even-numbered tasks expiring at the end. Returns the invariant that failed,
+/// or nil: the same actions and state either way; every line sent is one JSON object within the limit; at
+/// most `maxErrors` errors, and closed after a cut-off; at most 64 VoIP descriptors; nothing after closing.
+func checkLifecycleChannel(_ input: [UInt8], pieceSize: () -> Int) -> String? {
+    func run(_ pieces: [ArraySlice<UInt8>]) -> ([LifecycleChannelState.Action], LifecycleChannelState) {
+        var channel = LifecycleChannelState()
+        var actions = channel.receive(Array("{\"hello\":1}\n".utf8), now: at(0)) { _ in 0 }
+        actions += channel.deliver(.didEnterBackground, budget: .seconds(5), now: at(0))
+        var nextID: BackgroundTaskIdentifier = 0
+        for piece in pieces {
+            var expiring: [BackgroundTaskIdentifier] = []
+            actions += channel.receive(piece, now: at(1)) { _ in
+                nextID += 1
+                if nextID % 2 == 0 { expiring.append(nextID) }
+                return nextID % 3 == 0 ? 0 : nextID
+            }
+            // The registry's expirations come between reads; only at the end, so that pieces cannot matter.
+            _ = expiring
+        }
+        for id in 1..<(nextID + 1) where id % 2 == 0 && id % 3 != 0 { actions += channel.taskExpiring(id, budget: .seconds(1)) }
+        actions += channel.check(now: at(10_000))
+        return (actions, channel)
+    }
+    var pieces: [ArraySlice<UInt8>] = []
+    var start = 0
+    while start < input.count {
+        let end = min(input.count, start + max(1, pieceSize()))
+        pieces.append(input[start..<end])
+        start = end
+    }
+    let (whole, wholeState) = run([input[...]])
+    let (split, splitState) = run(pieces)
+    guard whole == split else { return "fed in pieces, other actions" }
+    guard wholeState.errorCount == splitState.errorCount, wholeState.isClosed == splitState.isClosed,
+          wholeState.tasks == splitState.tasks, wholeState.voipDescriptors == splitState.voipDescriptors else {
+        return "fed in pieces, another state"
+    }
+    for action in whole {
+        guard case .send(let line) = action else { continue }
+        guard line.utf8.count <= LifecycleChannelState.maxLineBytes + 1, line.hasSuffix("\n"),
+              line.utf8.filter({ $0 == 10 }).count == 1, case .object? = try? JSON.parse(String(line.dropLast())) else {
+            return "a line sent is not one JSON object within the limit: \(line.prefix(100))"
+        }
+    }
+    if wholeState.errorCount > LifecycleChannelState.maxErrors { return "more errors than the limit" }
+    if whole.contains(where: { if case .cutOff = $0 { return true }; return false }) && !wholeState.isClosed { return "cut off but open" }
+    if wholeState.voipDescriptors.count > LifecycleChannelState.maxVoIPDescriptors { return "too many VoIP descriptors" }
+    if let cut = whole.firstIndex(where: { if case .cutOff = $0 { return true }; return false }),
+       whole[(cut + 1)...].contains(where: { if case .send = $0 { return true }; return false }) {
+        return "a line sent after the cut-off"
+    }
+    return nil
+}
+
+@Suite struct LifecycleChannelFuzzHarnessTests {
+    @Test func theHarnessHoldsOnProtocolLinesGarbageAndTheirMixtures() {
+        let tokens = ["{\"hello\":1}\n", "{\"done\":\"did-enter-background\"}\n", "{\"begin-task\":\"t\"}\n", "{\"begin-task\":null}\n",
+                      "{\"end-task\":1}\n", "{\"end-task\":2}\n", "{\"done\":\"task-expiring\",\"task\":2}\n", "{\"voip\":7}\n",
+                      "{\"voip\":", "\n", "\r\n", "garbage", "{", "}", "\"", "\\u0000", "\u{0}", "\u{FF}", "[[[[[[",
+                      String(repeating: "z", count: 5000)]
+        var state: UInt64 = 0x2545_F491_4F6C_DD1D
+        func next() -> Int {
+            state ^= state << 13; state ^= state >> 7; state ^= state << 17
+            return Int(state % 1_000_000)
+        }
+        for round in 0..<300 {
+            var input: [UInt8] = []
+            for _ in 0..<(next() % 40) { input += Array(tokens[next() % tokens.count].utf8) }
+            if round % 5 == 0 { for _ in 0..<(next() % 200) { input.append(UInt8(next() % 256)) } }
+            let failure = checkLifecycleChannel(input) { 1 + next() % 64 }
+            #expect(failure == nil, "\(failure ?? ""): \(String(decoding: input.prefix(200), as: UTF8.self))")
+        }
+        var many: [UInt8] = []
+        for fd in 0..<100 { many += Array("{\"voip\":\(fd)}\n".utf8) }
+        #expect(checkLifecycleChannel(many) { 7 } == nil)
     }
 }
