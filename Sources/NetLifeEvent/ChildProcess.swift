@@ -15,7 +15,9 @@
 // the program's arguments reach it as positional parameters, so no quoting can go wrong. A step that fails
 // exits with systemd's code for it (200 chdir, 219 cgroup) and the shell's message goes to the log; a
 // program that cannot be executed exits 127 (not found) or 126 (not executable), as a shell's would.
-// Running as another user is not offered: posix_spawn cannot change credentials, and fork from a
+// Every child, hooks included, inherits only stdin, stdout, stderr and the descriptors it is given: the rest
+// is closed in the child (posix_spawn_file_actions_addclosefrom_np), even what a library of the daemon opened
+// without close-on-exec. Running as another user is not offered: posix_spawn cannot change credentials, and fork from a
 // multithreaded daemon is not worth it for this (a setpriv(1) step in the script could do it later).
 
 @preconcurrency import Glibc
