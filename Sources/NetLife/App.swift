@@ -35,6 +35,18 @@ public final class App {
     public private(set) var state: AppState = .notRunning
     /// The Swift delegate receiving lifecycle callbacks.
     public var delegate: AppDelegate?
+    /// A process app's program (`exec`), set by its owner before the first launch.
+    public var program: (any AppProgram)? {
+        didSet {
+            program?.onExit = { [weak self] status in self?.programFailed(status, reason: nil) }
+            program?.beginTask = { [weak self] name in self?.beginProgramTask(name: name) ?? 0 }
+            program?.endTask = { [weak self] id in _ = self?.endBackgroundTask(id) }
+        }
+    }
+    /// While a process app's program runs to its restart: the relaunch timer.
+    private var restartTimer: EventTimer?
+    /// The restart rules of a process app and what they remember.
+    private var restartPolicy: RestartPolicy
     /// Told everything that happens to the app (for `watch`, systemd's STATUS= and mDNS).
     public var onEvent: ((App, AppEvent) -> Void)?
     /// Whether `suspend` was asked while the app was not yet suspend-eligible.
@@ -94,7 +106,11 @@ public final class App {
         timers = AppTimers(loop: loop)
         backgroundMode = configuration.backgroundMode
         var listeners: [AppListener] = []
-        for listener in configuration.listeners {
+        var handed: [HandedListener] = []
+        for listener in configuration.listeners where configuration.program != nil {
+            handed.append(HandedListener(configuration: listener, logger: logger))
+        }
+        for listener in configuration.listeners where configuration.program == nil {
             guard let descriptor = services[listener.service] else {
                 throw ServiceOptionError(key: "service", "unknown service '\(listener.service)'")
             }
@@ -109,7 +125,8 @@ public final class App {
             let handler = try descriptor.make(socket)
             dataSockets.append(DataSocket(configuration: socket, handler: handler, loop: loop, logger: logger))
         }
-        sockets = AppSockets(listeners: listeners, dataSockets: dataSockets)
+        sockets = AppSockets(listeners: listeners, handedListeners: handed, dataSockets: dataSockets)
+        restartPolicy = RestartPolicy(mode: configuration.program?.restart ?? .no)
         backgroundTasks.owner = self
         sockets.onEvent = { [weak self] event in self?.emit(event) }
         pipelineDeadline = DeadlineTimer(loop: loop) { [weak self] in self?.pipelineBudgetExpired() }
@@ -186,6 +203,8 @@ public final class App {
                 enter(newState)
             case .perform(.policy(let step), _):
                 perform(step)
+            case .perform(.program, let event):
+                if deliverToProgram(event) { return }
             case .perform(.delegate, let event):
                 if let delegate { event.deliver(to: delegate, app: self) }
             case .perform(.hook, let event):
@@ -266,10 +285,90 @@ public final class App {
 
     private func perform(_ step: PolicyStep) {
         sockets.perform(step, state: state)
-        if step == .resumeApp {
+        switch step {
+        case .resumeApp:
+            program?.thaw()
             timers.isSuspended = false
             timers.fireDeferred()
+        case .startProgram:
+            startProgram()
+        default:
+            break
         }
+    }
+
+    // MARK: Process apps (SPEC section 12)
+
+    /// Binds the listeners and starts the program with them; a program that cannot start makes the launch
+    /// fail as a watchdog kill would (the app ends not running, `lastTermination` says why).
+    private func startProgram() {
+        guard let program else { return }
+        restartTimer?.cancel()
+        restartTimer = nil
+        let handed = sockets.handedListeners
+        for listener in handed where !listener.open() {
+            logger.error("cannot start the program: listener \(listener.configuration.name) is not open")
+        }
+        do {
+            try program.start(listeners: handed.filter { $0.fd >= 0 }.map { ($0.configuration.name, $0.fd) })
+            restartPolicy.launched(now: .now())
+        } catch {
+            logger.error("cannot start the program \(configuration.program?.arguments.first ?? ""): \(error)")
+            programFailed(.exited(127), reason: "cannot start: \(error)")
+            return
+        }
+        // In the background from the start: listening stops as soon as the program holds them.
+        if state == .background { for listener in handed { listener.close() } }
+    }
+
+    /// Tells the program the stage; whether the pipeline waits for its answer.
+    private func deliverToProgram(_ event: LifecycleEvent) -> Bool {
+        guard let program, program.isRunning, let pipeline else { return false }
+        let hint: ListenerHint? = switch event {
+        case .didEnterBackground: .stopPolling
+        case .willEnterForeground: .resumePolling
+        default: nil
+        }
+        let budget = max(.zero, pipeline.deadline - .now())
+        return program.deliver(event, budget: budget, listeners: hint) { [weak self] in self?.advancePipeline() }
+    }
+
+    /// A task the program began over the protocol: its expiration is told to the program, which must end it.
+    private func beginProgramTask(name: String?) -> BackgroundTaskIdentifier {
+        var id: BackgroundTaskIdentifier = 0
+        id = beginBackgroundTask(name: name) { [weak self] in
+            guard let self else { return }
+            program?.taskExpiring(id, budget: configuration.budgets.expirationGrace)
+        }
+        return id
+    }
+
+    /// The program ended on its own (or could not start): the app stops, and the restart rules decide.
+    private func programFailed(_ status: ChildExitStatus, reason: String?) {
+        guard state != .notRunning, retirement == nil else { return }
+        logger.warning("the program ended: \(reason ?? status.description)")
+        pipeline = nil
+        pipelineDeadline?.cancel()
+        let completion = pipelineCompletion
+        pipelineCompletion = nil
+        tearDown(closing: .now)
+        var record = TerminationRecord(reason: .programExited(reason ?? status.description))
+        let decision = restartPolicy.exited(status, expected: false, now: .now())
+        if case .giveUp(let why) = decision { record = TerminationRecord(reason: .programExited("\(reason ?? status.description); \(why)")) }
+        lastTermination = record
+        lastStages = []
+        enter(.notRunning)
+        emit(.stopped(record))
+        completion?(.completed(.notRunning, []))
+        if case .relaunch(let delay) = decision {
+            logger.notice("restarting the program in \(format(delay)) (restart = \(restartPolicy.mode.rawValue))")
+            restartTimer = loop.schedule(after: delay) { [weak self] in
+                guard let self else { return }
+                restartTimer = nil
+                perform(.launch(background: configuration.launch == .background)) { _ in }
+            }
+        }
+        runQueuedCommands()
     }
 
     // MARK: Watchdog and teardown
@@ -296,6 +395,9 @@ public final class App {
     /// Stops everything the app runs: hooks (killed and abandoned), sockets, tasks, timers.
     private func tearDown(closing mode: Connection.CloseMode) {
         hooks.killAll()
+        if let program, program.isRunning {
+            if mode == .now { program.kill() } else { program.stop(grace: configuration.budgets.terminate) }
+        }
         sockets.closeAll(mode)
         backgroundTasks.removeAll()
         timers.cancelAll()
@@ -327,7 +429,10 @@ public final class App {
             autoSuspendTimer = nil
             return
         }
-        if suspendPending {
+        // A program that does not speak the protocol cannot be told to stop polling its shut-down
+        // listeners (EPOLLHUP without pause): it is frozen as soon as it may be.
+        let silentProgram = program.map { $0.isRunning && !$0.speaksProtocol } ?? false
+        if suspendPending || silentProgram {
             suspend()
         } else if let delay = configuration.autoSuspend, autoSuspendTimer == nil {
             autoSuspendTimer = loop.schedule(after: delay) { [weak self] in
@@ -348,6 +453,7 @@ public final class App {
         backgroundTasks.suspend()
         timers.isSuspended = true
         sockets.suspend()
+        program?.freeze()
         enter(.suspended)
         if configuration.reclaimOnSuspend { _ = reclaim() }
     }
@@ -360,6 +466,7 @@ public final class App {
     func wake(for reason: WakeReason) {
         guard state == .suspended, retirement == nil, pipeline == nil else { return }
         logger.info("woken: \(reason)")
+        program?.thaw()
         timers.isSuspended = false
         sockets.wake()
         enter(.background)
@@ -410,14 +517,16 @@ public final class App {
         guard state == .suspended else {
             return .failure(ReclaimRefusal(message: "app \(name) is \(state), not suspended: only a suspended app's sockets are reclaimed"))
         }
-        let reclaimed = sockets.reclaim()
+        var reclaimed = sockets.reclaim()
+        if let program { reclaimed.connections += program.reclaimSockets() }
         logger.info("reclaimed: \(reclaimed.sockets.count) data socket(s) defunct, \(reclaimed.connections) accepted connection(s) reset")
         emit(.reclaimed(sockets: reclaimed.sockets, connections: reclaimed.connections))
         return .success(reclaimed)
     }
 
-    /// The memory the app's sockets hold (buffers and kernel queues): how memory pressure ranks apps.
-    public var heldBytes: Int { sockets.heldBytes }
+    /// The memory the app holds: its sockets' buffers and kernel queues, and a process app's program's
+    /// memory. Memory pressure ends the largest suspended app first.
+    public var heldBytes: Int { sockets.heldBytes + (program?.status.memoryBytes ?? 0) }
 
     /// Memory pressure (jetsam): a suspended app is terminated without any callback. Returns false,
     /// changing nothing, when the app is not suspended.
@@ -513,7 +622,8 @@ public final class App {
                          sockets: sockets.dataSocketStatus,
                          tasks: backgroundTasks.tasks.map { TaskStatus(id: $0.id, name: $0.name, age: now - $0.begunAt) },
                          lastTermination: lastTermination,
-                         lastStages: lastStages)
+                         lastStages: lastStages,
+                         program: program?.status)
     }
 }
 

@@ -45,11 +45,15 @@ public struct MDNSAnnouncement: Sendable, Equatable {
 
 /// A listening socket of an app.
 public struct ListenerConfiguration: Sendable, Equatable {
+    /// The `service` of a process app's listeners: the program serves them.
+    public static let programService = "program"
+
     /// The name after the dot in `[listener APP.NAME]`.
     public var name: String
     /// Where it listens. Port 0 takes a port from the kernel at the first open and keeps it afterwards.
     public var address: SocketAddress
-    /// The built-in or registered service behind the listener, for example `echo`.
+    /// The built-in or registered service behind the listener, for example `echo`; `program` for the
+    /// listeners of a process app, which its program serves.
     public var service: String
     /// The service's own settings.
     public var serviceOptions = ServiceOptions()
@@ -76,6 +80,20 @@ public struct HookCommand: Sendable, Equatable, CustomStringConvertible {
     public var arguments: [String]
     public init(arguments: [String]) { self.arguments = arguments }
     public var description: String { arguments.joined(separator: " ") }
+}
+
+/// A process app's program (SPEC section 12): `exec`, `working-directory`, `environment`, `restart`.
+public struct ProgramConfiguration: Sendable, Equatable {
+    /// The program and its arguments, split as hook commands are.
+    public var arguments: [String]
+    /// The directory it starts in; nil: netlifed's.
+    public var workingDirectory: String? = nil
+    /// Variables added to (or replacing those of) netlifed's environment.
+    public var environment: [String: String] = [:]
+    /// Which exits start it again.
+    public var restart: RestartMode = .no
+
+    public init(arguments: [String]) { self.arguments = arguments }
 }
 
 /// Everything configured about an app.
@@ -105,18 +123,20 @@ public struct AppConfiguration: Sendable, Equatable {
     public var reclaimOnSuspend = false
     /// `on-voip-data`: the hook run when data on a VoIP socket wakes the suspended app.
     public var voipDataHook: HookCommand? = nil
+    /// `exec`: the app is this program (a process app); its listeners are handed to it.
+    public var program: ProgramConfiguration? = nil
 
     public init(name: String) { self.name = name }
 
     /// Whether this configuration can replace `running` without restarting the app: the same name, the
     /// same listeners and the same data sockets (everything else takes effect in place).
     public func canReplaceInPlace(_ running: AppConfiguration) -> Bool {
-        name == running.name && listeners == running.listeners && sockets == running.sockets
+        name == running.name && listeners == running.listeners && sockets == running.sockets && program == running.program
     }
 
     /// The rules' view of the app.
     public func traits(hasDelegate: Bool) -> LifecycleTraits {
         LifecycleTraits(exitsOnSuspend: exitsOnSuspend || !multitasking, hasDelegate: hasDelegate,
-                        hooks: Set(hooks.keys))
+                        hooks: Set(hooks.keys), hasProgram: program != nil)
     }
 }

@@ -8,14 +8,20 @@ import NetLifeEvent
 /// The listeners (and accepted connections) and data sockets of one app.
 final class AppSockets {
     private let listeners: [AppListener]
+    /// A process app's listeners, which its program serves.
+    let handedListeners: [HandedListener]
     private(set) var dataSockets: [DataSocket]
     /// Told when a listener opens, closes or fails to open.
     var onEvent: ((AppEvent) -> Void)? {
-        didSet { for listener in listeners { listener.onEvent = onEvent } }
+        didSet {
+            for listener in listeners { listener.onEvent = onEvent }
+            for listener in handedListeners { listener.onEvent = onEvent }
+        }
     }
 
-    init(listeners: [AppListener], dataSockets: [DataSocket] = []) {
+    init(listeners: [AppListener], handedListeners: [HandedListener] = [], dataSockets: [DataSocket] = []) {
         self.listeners = listeners
+        self.handedListeners = handedListeners
         self.dataSockets = dataSockets
     }
 
@@ -44,8 +50,12 @@ final class AppSockets {
         switch step {
         case .openListeners:
             for listener in listeners { listener.open() }
+            for listener in handedListeners { listener.open() }
         case .closeListeners:
             for listener in listeners { listener.close() }
+            for listener in handedListeners { listener.close() }
+        case .startProgram:
+            break
         case .closeConnections:
             for listener in listeners { listener.applyConnectionPolicy() }
         case .resumeApp:
@@ -89,6 +99,7 @@ final class AppSockets {
             listener.close()
             listener.closeConnections(mode)
         }
+        for listener in handedListeners { listener.release() }
         for socket in dataSockets { socket.appStopped() }
     }
 
@@ -98,7 +109,7 @@ final class AppSockets {
     }
 
     /// What `status` shows of the listeners.
-    var listenerStatus: [ListenerStatus] { listeners.map(\.status) }
+    var listenerStatus: [ListenerStatus] { listeners.map(\.status) + handedListeners.map(\.status) }
     /// What `status` shows of the data sockets.
     var dataSocketStatus: [DataSocketStatus] { dataSockets.map(\.status) }
 }

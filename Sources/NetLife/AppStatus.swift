@@ -43,12 +43,14 @@ public enum TerminationReason: Equatable, Sendable {
     case watchdog(WatchdogTimeout)
     /// Memory pressure ended it while suspended (jetsam).
     case memoryPressure
+    /// A process app's program ended on its own (its exit status or signal, and whether it is restarted).
+    case programExited(String)
 
     /// Who asked, for the reasons that have a cause.
     public var cause: TerminationCause? {
         switch self {
         case .terminated(let cause), .terminatedWhileSuspended(let cause): return cause
-        case .exitedOnSuspend, .watchdog, .memoryPressure: return nil
+        case .exitedOnSuspend, .watchdog, .memoryPressure, .programExited: return nil
         }
     }
 
@@ -61,6 +63,7 @@ public enum TerminationReason: Equatable, Sendable {
         case .exitedOnSuspend: return "exited-on-suspend"
         case .watchdog: return "watchdog"
         case .memoryPressure: return "memory-pressure"
+        case .programExited: return "program-exited"
         }
     }
 }
@@ -102,4 +105,6 @@ public struct AppStatus: Equatable, Sendable {
     public var lastTermination: TerminationRecord?
     /// The stages of the last transition and their durations.
     public var lastStages: [StageReport]
+    /// A process app's program.
+    public var program: ProgramStatus? = nil
 }

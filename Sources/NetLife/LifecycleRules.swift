@@ -18,12 +18,16 @@ public enum PolicyStep: String, Sendable, Equatable, CaseIterable {
     case applyDataSocketPolicy = "data-socket-policy"
     /// Let each data socket's protocol say goodbye (IMAP: LOGOUT) and close it after the flush.
     case closeDataSockets = "close-data-sockets"
+    /// A process app: bind its listeners and start its program with them (socket activation).
+    case startProgram = "start-program"
 }
 
 /// One step of a stage.
 public enum TransitionStep: Equatable, Sendable {
     /// A built-in policy step.
     case policy(PolicyStep)
+    /// A process app's program, told the stage over its lifecycle protocol (awaited when it speaks it).
+    case program
     /// The app's Swift delegate callback.
     case delegate
     /// The app's hook command (`on-...` key).
@@ -72,11 +76,15 @@ public struct LifecycleTraits: Equatable, Sendable {
     public var hasDelegate = false
     /// The events for which the app has a hook.
     public var hooks: Set<LifecycleEvent> = []
+    /// The app is a program (process app): it is started at launch and told each stage.
+    public var hasProgram = false
 
-    public init(exitsOnSuspend: Bool = false, hasDelegate: Bool = false, hooks: Set<LifecycleEvent> = []) {
+    public init(exitsOnSuspend: Bool = false, hasDelegate: Bool = false, hooks: Set<LifecycleEvent> = [],
+                hasProgram: Bool = false) {
         self.exitsOnSuspend = exitsOnSuspend
         self.hasDelegate = hasDelegate
         self.hooks = hooks
+        self.hasProgram = hasProgram
     }
 }
 
@@ -90,6 +98,7 @@ public enum LifecycleRules {
                               suspendEligible: Bool = true) -> LifecycleDecision {
         func stage(_ event: LifecycleEvent, _ state: AppState, _ policy: [PolicyStep] = []) -> TransitionStage {
             var steps = policy.map(TransitionStep.policy)
+            if traits.hasProgram { steps.append(.program) }
             if traits.hasDelegate { steps.append(.delegate) }
             if traits.hooks.contains(event) { steps.append(.hook) }
             return TransitionStage(event: event, state: state, steps: steps)
@@ -102,14 +111,17 @@ public enum LifecycleRules {
         let leaveBackground = [stage(.willResignActive, .inactive),
                                stage(.didEnterBackground, .background, enterBackground)]
 
+        // A process app's program starts with its listeners bound (it gets them at launch, whatever the
+        // state), after the data sockets connect.
+        let startProgram: [PolicyStep] = traits.hasProgram ? [.startProgram] : []
         switch (command, state) {
         case (.launch(background: false), .notRunning):
-            return plan(.launch, .active, [stage(.didFinishLaunching, .inactive, [.openListeners, .connectDataSockets]),
+            return plan(.launch, .active, [stage(.didFinishLaunching, .inactive, [.openListeners, .connectDataSockets] + startProgram),
                                           stage(.didBecomeActive, .active)])
         case (.launch(background: true), .notRunning):
             // A background launch never opens the listeners; did-enter-background still runs its policy
             // so that the same steps hold whatever the path into the background.
-            let launched = [stage(.didFinishLaunching, .background, [.connectDataSockets]),
+            let launched = [stage(.didFinishLaunching, .background, [.connectDataSockets] + startProgram),
                             stage(.didEnterBackground, .background, enterBackground)]
             if traits.exitsOnSuspend {
                 return plan(.launch, .notRunning, launched + [stage(.willTerminate, .background, terminating)])

@@ -225,8 +225,8 @@ public struct TaskInfo: Equatable, Sendable {
 
 /// Why and when an app last stopped running.
 public struct TerminationInfo: Equatable, Sendable {
-    /// `terminated`, `terminated-while-suspended`, `exited-on-suspend`, `watchdog`, `reload` or
-    /// `memory-pressure`.
+    /// `terminated`, `terminated-while-suspended`, `exited-on-suspend`, `watchdog`, `reload`,
+    /// `memory-pressure` or `program-exited`.
     public var reason: String
     /// Seconds since the Unix epoch.
     public var at: Double
@@ -236,9 +236,13 @@ public struct TerminationInfo: Equatable, Sendable {
     public var stage: String?
     public var budget: Double?
     public var elapsed: Double?
+    /// For `program-exited`: how the program ended (`exit status 3`, `killed by signal 11`), and what the
+    /// restart rules made of it.
+    public var detail: String?
 
     public init(reason: String, at: Double, by: String? = nil, stage: String? = nil, budget: Double? = nil,
-                elapsed: Double? = nil) {
+                elapsed: Double? = nil, detail: String? = nil) {
+        self.detail = detail
         self.reason = reason
         self.at = at
         self.by = by
@@ -247,7 +251,7 @@ public struct TerminationInfo: Equatable, Sendable {
         self.elapsed = elapsed
     }
 
-    enum Key: String { case reason, at, by, stage, budget, elapsed }
+    enum Key: String { case reason, at, by, stage, budget, elapsed, detail }
 
     public var json: JSON {
         var members = JSONMembers<Key>()
@@ -257,6 +261,7 @@ public struct TerminationInfo: Equatable, Sendable {
         members.setIfPresent(.stage, stage.map(JSON.string))
         members.setIfPresent(.budget, budget.map(JSON.number))
         members.setIfPresent(.elapsed, elapsed.map(JSON.number))
+        members.setIfPresent(.detail, detail.map(JSON.string))
         return members.json
     }
 
@@ -265,6 +270,7 @@ public struct TerminationInfo: Equatable, Sendable {
         reason = try fields.string(.reason)
         at = try fields.optionalNumber(.at) ?? 0
         by = try fields.optionalString(.by)
+        detail = try fields.optionalString(.detail)
         stage = try fields.optionalString(.stage)
         budget = try fields.optionalNumber(.budget)
         elapsed = try fields.optionalNumber(.elapsed)
@@ -285,6 +291,8 @@ public struct AppInfo: Equatable, Sendable {
     public var lastTermination: TerminationInfo?
     /// The stages of the last transition.
     public var lastStages: [StageTiming]
+    /// A process app's program (absent for other apps).
+    public var program: ProgramInfo?
 
     public init(name: String, state: String, suspendPending: Bool, backgroundTimeRemaining: Double?,
                 backgroundMode: String, listeners: [ListenerInfo], sockets: [SocketInfo], tasks: [TaskInfo],
@@ -303,7 +311,7 @@ public struct AppInfo: Equatable, Sendable {
 
     enum Key: String {
         case name, state, suspendPending, backgroundTimeRemaining, backgroundMode, listeners, sockets, tasks,
-             lastTermination, lastStages
+             lastTermination, lastStages, program
     }
 
     public var json: JSON {
@@ -318,11 +326,13 @@ public struct AppInfo: Equatable, Sendable {
         members.set(.tasks, .array(tasks.map(\.json)))
         members.set(.lastTermination, lastTermination?.json ?? .null)
         members.set(.lastStages, .array(lastStages.map(\.json)))
+        members.setIfPresent(.program, program?.json)
         return members.json
     }
 
     public init(json: JSON) throws(ControlError) {
         let fields = try JSONFields<Key>(json, what: "an app")
+        program = try fields.value(.program).map { json throws(ControlError) in try ProgramInfo(json: json) }
         name = try fields.string(.name)
         state = try fields.string(.state)
         suspendPending = try fields.bool(.suspendPending, default: false)
@@ -333,6 +343,58 @@ public struct AppInfo: Equatable, Sendable {
         tasks = try fields.array(.tasks, TaskInfo.init(json:))
         lastTermination = try fields.value(.lastTermination).map { json throws(ControlError) in try TerminationInfo(json: json) }
         lastStages = try fields.array(.lastStages, StageTiming.init(json:))
+    }
+}
+
+/// A process app's program as `status` shows it.
+public struct ProgramInfo: Equatable, Sendable {
+    /// Its pid while it runs.
+    public var pid: Int?
+    /// Its cgroup directory, if it has one.
+    public var cgroup: String?
+    /// `cgroup-v2`, `cgroup-v1-freezer` or `process-group`.
+    public var containment: String
+    public var frozen: Bool
+    /// Bytes of memory (the cgroup's, else the processes' resident memory).
+    public var memory: Int?
+    /// Whether it speaks the lifecycle protocol (said hello on NETLIFE_EVENTS).
+    public var speaksProtocol: Bool
+    /// Processes in its cgroup (or process group).
+    public var members: Int
+
+    public init(pid: Int?, cgroup: String?, containment: String, frozen: Bool, memory: Int?, speaksProtocol: Bool, members: Int) {
+        self.pid = pid
+        self.cgroup = cgroup
+        self.containment = containment
+        self.frozen = frozen
+        self.memory = memory
+        self.speaksProtocol = speaksProtocol
+        self.members = members
+    }
+
+    enum Key: String { case pid, cgroup, containment, frozen, memory, speaksProtocol = "protocol", members }
+
+    public var json: JSON {
+        var members = JSONMembers<Key>()
+        members.set(.pid, pid.map(Double.init))
+        members.set(.cgroup, cgroup)
+        members.set(.containment, containment)
+        members.set(.frozen, frozen)
+        members.set(.memory, memory.map(Double.init))
+        members.set(.speaksProtocol, speaksProtocol)
+        members.set(.members, Double(self.members))
+        return members.json
+    }
+
+    public init(json: JSON) throws(ControlError) {
+        let fields = try JSONFields<Key>(json, what: "a program")
+        pid = try fields.optionalNumber(.pid).map { Int($0) }
+        cgroup = try fields.optionalString(.cgroup)
+        containment = try fields.optionalString(.containment) ?? "process-group"
+        frozen = try fields.bool(.frozen, default: false)
+        memory = try fields.optionalNumber(.memory).map { Int($0) }
+        speaksProtocol = try fields.bool(.speaksProtocol, default: false)
+        members = Int(try fields.optionalNumber(.members) ?? 0)
     }
 }
 

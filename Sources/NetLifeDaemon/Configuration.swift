@@ -211,15 +211,54 @@ private struct ConfigReader {
                 app.voipDataHook = hook(entry)
             case "voip", "keepalive":
                 error(entry.line, "\(entry.key) belongs to an outbound TCP [socket APP.NAME] section, not to [app]")
+            case "exec":
+                if let command = hook(entry) { app.program = ProgramConfiguration(arguments: command.arguments) }
+            case "working-directory", "environment", "restart":
+                break
             default:
                 unknownKey(entry, in: "app")
             }
         }
+        readProgramKeys(entries, into: &app)
         if app.budgets.expirationLead >= app.budgets.taskTime {
             let line = entries.first(where: { $0.key == "expiration-lead" || $0.key == "task-time" })?.line ?? section.line
             error(line, "expiration-lead (\(app.budgets.expirationLead)) must be shorter than task-time (\(app.budgets.taskTime))")
         }
         configuration.apps.append(app)
+    }
+
+    /// The keys of a process app's program (they need `exec`).
+    mutating func readProgramKeys(_ entries: [INIEntry], into app: inout AppConfiguration) {
+        for entry in entries {
+            guard ["working-directory", "environment", "restart"].contains(entry.key) else { continue }
+            guard app.program != nil else {
+                error(entry.line, "\(entry.key) needs exec = PROGRAM in the same [app] section")
+                continue
+            }
+            switch entry.key {
+            case "working-directory":
+                if entry.value.hasPrefix("/") { app.program?.workingDirectory = entry.value }
+                else { error(entry.line, "working-directory must be an absolute path, got '\(entry.value)'") }
+            case "environment":
+                do {
+                    for word in try ConfigValues.splitCommandLine(entry.value) {
+                        guard let equals = word.firstIndex(of: "="), equals != word.startIndex,
+                              word[..<equals].allSatisfy({ $0 == "_" || $0.isASCII && ($0.isLetter || $0.isNumber) }) else {
+                            error(entry.line, "environment takes NAME=VALUE words, got '\(word.prefix(64))'")
+                            continue
+                        }
+                        app.program?.environment[String(word[..<equals])] = String(word[word.index(after: equals)...])
+                    }
+                } catch {
+                    self.error(entry.line, "environment: \(error.message)")
+                }
+            case "restart":
+                if let mode = RestartMode(rawValue: entry.value) { app.program?.restart = mode }
+                else { error(entry.line, "restart must be no, on-failure or always, got '\(entry.value)'") }
+            default:
+                break
+            }
+        }
     }
 
     // MARK: [listener APP.NAME]
@@ -240,10 +279,17 @@ private struct ConfigReader {
         let entries = uniqueEntries(section)
         var address: SocketAddress?
         var serviceName: String?
-        for required in ["address", "service"] where !entries.contains(where: { $0.key == required }) {
+        // A process app's listeners are its program's: they name no service.
+        let isProgram = configuration.apps[appIndex].program != nil
+        for required in isProgram ? ["address"] : ["address", "service"] where !entries.contains(where: { $0.key == required }) {
             error(section.line, "listener \(fullName) needs '\(required) = ...'")
         }
-        if let entry = entries.first(where: { $0.key == "service" }) {
+        if isProgram {
+            serviceName = ListenerConfiguration.programService
+            if let entry = entries.first(where: { $0.key == "service" }) {
+                error(entry.line, "listener \(fullName) belongs to a process app (exec): its program serves it, so it names no service")
+            }
+        } else if let entry = entries.first(where: { $0.key == "service" }) {
             if services[entry.value] != nil { serviceName = entry.value }
             else { error(entry.line, "unknown service '\(entry.value)'; known: \(services.names.joined(separator: ", "))") }
         }
@@ -276,6 +322,15 @@ private struct ConfigReader {
             }
         }
         listener.mdns = mdnsAnnouncement(entries, address: address)
+        if isProgram, let address {
+            if case .unix = address {
+                error(section.line, "listener \(fullName): a process app's listeners are TCP (address HOST:PORT)")
+                return
+            }
+            listener.address = address
+            configuration.apps[appIndex].listeners.append(listener)
+            return
+        }
         guard let address, let serviceName, let descriptor = services[serviceName] else { return }
         listener.address = address
         do {

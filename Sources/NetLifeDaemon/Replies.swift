@@ -34,7 +34,7 @@ enum Reply {
 
     /// An app as `status` shows it.
     static func app(_ status: AppStatus) -> AppInfo {
-        AppInfo(name: status.name, state: status.state.rawValue, suspendPending: status.suspendPending,
+        var info = AppInfo(name: status.name, state: status.state.rawValue, suspendPending: status.suspendPending,
                 backgroundTimeRemaining: status.backgroundTimeRemaining.map(seconds),
                 backgroundMode: status.backgroundMode.rawValue,
                 listeners: status.listeners.map { listener in
@@ -45,6 +45,12 @@ enum Reply {
                 tasks: status.tasks.map(task),
                 lastTermination: status.lastTermination.map(termination),
                 lastStages: status.lastStages.map(stage))
+        info.program = status.program.map { program in
+            ProgramInfo(pid: program.pid.map(Int.init), cgroup: program.cgroup, containment: program.containment,
+                        frozen: program.frozen, memory: program.memoryBytes, speaksProtocol: program.speaksProtocol,
+                        members: program.members)
+        }
+        return info
     }
 
     static func socket(_ socket: DataSocketStatus) -> SocketInfo {
@@ -71,6 +77,8 @@ enum Reply {
             info.stage = timeout.stage.description
             info.budget = seconds(timeout.budget)
             info.elapsed = seconds(timeout.elapsed)
+        case .programExited(let detail):
+            info.detail = detail
         case .exitedOnSuspend, .memoryPressure:
             break
         }

@@ -33,6 +33,9 @@ final class Supervisor {
         let app = try App(configuration: configuration, services: services, loop: loop, logger: logger,
                           hookEnvironment: hookEnvironment)
         app.delegate = delegates[app.name]?()
+        if let program = configuration.program {
+            app.program = ProcessProgram(app: app.name, configuration: program, environment: hookEnvironment, loop: loop, logger: logger)
+        }
         app.onEvent = { [weak self] app, event in self?.onAppEvent?(app, event) }
         return app
     }

@@ -206,6 +206,15 @@ func renderStatus(_ reply: JSON) throws(ControlError) -> String {
         case (_, let remaining?): lines.append("  background time remaining: \(formatSeconds(remaining))")
         case (_, nil): lines.append("  background time remaining: unlimited")
         }
+        if let program = app.program {
+            var line = "  program: " + (program.pid.map { "pid \($0)" } ?? "not running")
+            line += ", \(program.containment)" + (program.cgroup.map { " \($0)" } ?? "")
+            if program.frozen { line += ", frozen" }
+            if program.members > 1 { line += ", \(program.members) processes" }
+            if let memory = program.memory { line += ", \(memory / 1024) KiB" }
+            if program.speaksProtocol { line += ", speaks the lifecycle protocol" }
+            lines.append(line)
+        }
         for listener in app.listeners {
             var line = "  listener \(listener.name) \(listener.address) (\(listener.service)): \(listener.open ? "open" : "closed")"
             if let error = listener.error { line += " (\(error))" }
@@ -265,6 +274,7 @@ func describe(_ task: TaskInfo) -> String {
 func describe(_ termination: TerminationInfo) -> String {
     var text = termination.reason
     if let by = termination.by { text += " (by \(by))" }
+    if let detail = termination.detail { text += " (\(detail))" }
     if let stage = termination.stage {
         text += " in \(stage) (\(formatSeconds(termination.elapsed ?? 0)), budget \(formatSeconds(termination.budget ?? 0)))"
     }

@@ -1,0 +1,78 @@
+// The program of a process app (SPEC section 12), as its App drives it: an ordinary Linux program that
+// netlifed starts with the app's listeners (socket activation), holds in a cgroup of its own, freezes while
+// the app is suspended, and, if the program speaks the lifecycle protocol (NETLIFE_EVENTS), tells each stage
+// of a transition and waits for its answer as it waits for a hook. The daemon's ProcessProgram implements
+// it (cgroups, the protocol's codec, /proc and pidfd_getfd); App only decides when.
+
+import NetLifeEvent
+
+/// What `status` shows of a program.
+public struct ProgramStatus: Equatable, Sendable {
+    /// The program's pid while it runs.
+    public var pid: Int32?
+    /// Its cgroup directory, or nil when it runs in a process group only.
+    public var cgroup: String?
+    /// How it is held: `cgroup-v2`, `cgroup-v1-freezer` or `process-group`.
+    public var containment: String
+    /// Whether it is frozen now.
+    public var frozen: Bool
+    /// The memory it uses (its cgroup's, else its processes' resident memory), when known.
+    public var memoryBytes: Int?
+    /// Whether it said hello on NETLIFE_EVENTS.
+    public var speaksProtocol: Bool
+    /// The processes in its cgroup (or group).
+    public var members: Int
+
+    public init(pid: Int32?, cgroup: String?, containment: String, frozen: Bool, memoryBytes: Int?,
+                speaksProtocol: Bool, members: Int) {
+        self.pid = pid
+        self.cgroup = cgroup
+        self.containment = containment
+        self.frozen = frozen
+        self.memoryBytes = memoryBytes
+        self.speaksProtocol = speaksProtocol
+        self.members = members
+    }
+}
+
+/// The listeners' hint in a stage's event: a program that speaks the protocol stops polling listeners that
+/// were shut down (their epoll reports EPOLLHUP without pause) and polls them again once they listen.
+public enum ListenerHint: String, Sendable {
+    case stopPolling = "stop-polling"
+    case resumePolling = "resume-polling"
+}
+
+/// A process app's program, as its App drives it. Loop thread only.
+public protocol AppProgram: AnyObject {
+    /// Told when the program ends without being asked to (`stop()` and `kill()` report nothing); set by the App.
+    var onExit: ((ChildExitStatus) -> Void)? { get set }
+    /// Begins a background task the program asked for over the protocol (its name, or nil) and returns its
+    /// id, 0 when refused; set by the App. The task's expiration is told to the program (`taskExpiring`).
+    var beginTask: ((String?) -> BackgroundTaskIdentifier)? { get set }
+    /// Ends a task the program began; set by the App.
+    var endTask: ((BackgroundTaskIdentifier) -> Void)? { get set }
+    /// Whether the program runs (started and not yet seen to exit).
+    var isRunning: Bool { get }
+    /// Whether the program has said hello on the protocol: its stages are then awaited.
+    var speaksProtocol: Bool { get }
+    /// Starts the program with `listeners` (name and netlifed's descriptor, in order) at descriptors 3, 4, ...
+    func start(listeners: [(name: String, fd: CInt)]) throws(SystemError)
+    /// Tells the program a stage of a transition. Returns true when an answer is awaited: `answered` is then
+    /// called once it comes (never after `kill()` or `stop()`).
+    func deliver(_ event: LifecycleEvent, budget: Duration, listeners: ListenerHint?, answered: @escaping () -> Void) -> Bool
+    /// One of the program's tasks is about to expire: it should end it (the background time's grace is all
+    /// it has left).
+    func taskExpiring(_ id: BackgroundTaskIdentifier, budget: Duration)
+    /// Freezes every process of the program (no code of it runs); `thaw()` undoes it.
+    func freeze()
+    func thaw()
+    /// Asks the program to end (SIGTERM), and kills whatever is left of it after `grace`.
+    func stop(grace: Duration)
+    /// Kills every process of the program now (the watchdog).
+    func kill()
+    /// Resets the program's TCP connections (reclaim of a suspended app), except those it declared VoIP;
+    /// returns how many were reset.
+    func reclaimSockets() -> Int
+    /// What `status` shows.
+    var status: ProgramStatus { get }
+}
