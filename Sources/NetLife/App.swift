@@ -43,6 +43,8 @@ public final class App {
             program?.endTask = { [weak self] id in _ = self?.endBackgroundTask(id) }
         }
     }
+    /// Whether a process app's program (or its cgroup) is still there: the daemon waits for it at exit.
+    public var hasProgramLeft: Bool { program.map { !$0.isGone } ?? false }
     /// While a process app's program runs to its restart: the relaunch timer.
     private var restartTimer: EventTimer?
     /// The restart rules of a process app and what they remember.

@@ -53,6 +53,9 @@ public protocol AppProgram: AnyObject {
     var endTask: ((BackgroundTaskIdentifier) -> Void)? { get set }
     /// Whether the program runs (started and not yet seen to exit).
     var isRunning: Bool { get }
+    /// Whether nothing of it is left: no process, and its cgroup removed (the daemon waits for this before
+    /// it exits).
+    var isGone: Bool { get }
     /// Whether the program has said hello on the protocol: its stages are then awaited.
     var speaksProtocol: Bool { get }
     /// Starts the program with `listeners` (name and netlifed's descriptor, in order) at descriptors 3, 4, ...

@@ -211,10 +211,21 @@ final class DaemonRuntime {
         logger.notice("\(signal == SIGTERM ? "SIGTERM" : "SIGINT"): terminating every app")
         announcer.state("STOPPING=1")
         supervisor.terminateAll { [unowned self] in
-            watchers.endAll("netlifed is stopping")
-            // Let the last replies and FINs go out before the loop ends.
-            loop.schedule(after: .milliseconds(10)) { [unowned self] in loop.stop() }
+            let grace = (supervisor.apps.map(\.configuration.budgets.terminate).max() ?? .zero) + .seconds(1)
+            waitForPrograms(until: .now() + grace) { [weak self] in
+                guard let self else { return }
+                watchers.endAll("netlifed is stopping")
+                // Let the last replies and FINs go out before the loop ends.
+                loop.schedule(after: .milliseconds(10)) { [weak self] in self?.loop.stop() }
+            }
         }
+    }
+
+    /// Process apps' programs end after their app (SIGTERM, then their cgroup killed after the terminate
+    /// budget): the daemon waits until nothing of them is left, polling every 10 ms, at most until `deadline`.
+    private func waitForPrograms(until deadline: MonotonicTime, then done: @escaping () -> Void) {
+        guard supervisor.apps.contains(where: \.hasProgramLeft), MonotonicTime.now() < deadline else { return done() }
+        loop.schedule(after: .milliseconds(10)) { [weak self] in self?.waitForPrograms(until: deadline, then: done) }
     }
 
     /// Memory pressure (`netlifectl memory-pressure`): every suspended app is terminated without callbacks,

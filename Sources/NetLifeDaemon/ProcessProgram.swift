@@ -44,6 +44,7 @@ final class ProcessProgram: AppProgram {
 
     var isRunning: Bool { child?.exitStatus == nil && child != nil }
     var speaksProtocol: Bool { channel.isSubscribed && !channel.isClosed }
+    var isGone: Bool { !isRunning && cgroup == nil }
 
     // MARK: Starting
 
