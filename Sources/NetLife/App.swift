@@ -308,8 +308,11 @@ public final class App {
         restartTimer?.cancel()
         restartTimer = nil
         let handed = sockets.handedListeners
+        // The program gets all its listeners or does not start: without one, a socket-activated server
+        // would fall back to its own configuration (lighttpd binds its server.port).
         for listener in handed where !listener.open() {
-            logger.error("cannot start the program: listener \(listener.configuration.name) is not open")
+            programFailed(.exited(1), reason: "cannot start: listener \(listener.configuration.name): \(listener.openError ?? "not open")")
+            return
         }
         do {
             try program.start(listeners: handed.filter { $0.fd >= 0 }.map { ($0.configuration.name, $0.fd) })

@@ -11,8 +11,9 @@ import Testing
 
 @Suite(.timeLimit(.minutes(2)))
 struct ProcessAppTests {
-    @Test(.enabled(if: lighttpdIsInstalled))
-    func lighttpdIsRefusedFrozenAndServesAgainFromTheSameProcess() throws {
+    @Test func lighttpdIsRefusedFrozenAndServesAgainFromTheSameProcess() throws {
+        // A missing lighttpd fails the test (scripts/install-deps installs it): a skip would count as a pass.
+        try #require(lighttpdIsInstalled, "\(lighttpdPath) is missing: run scripts/install-deps")
         let site = LighttpdSite()
         defer { site.remove() }
         let daemon = try TestDaemon(config: site.app("web"))
@@ -247,6 +248,32 @@ struct ProcessAppTests {
         #expect(daemon.programPid("once") == nil)
         #expect(processIsGone(oncePid))
         #expect(connectTCP(port: oncePort) == .failed(ECONNREFUSED))
+    }
+
+    @Test func aProgramWhoseListenerCannotBeBoundDoesNotStart() throws {
+        // Something else holds the port: the program must not start without its listener (a socket-activated
+        // server would fall back to a port of its own choosing).
+        let holder = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(holder) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(holder, $0, length) == 0 && listen(holder, 1) == 0 && getsockname(holder, $0, &length) == 0
+            }
+        }
+        try #require(bound)
+        let port = UInt16(bigEndian: address.sin_port)
+        let config = "[daemon]\n" + demoApp("web").replacingOccurrences(of: "127.0.0.1:0", with: "127.0.0.1:\(port)")
+        let daemon = try TestDaemon(config: config)
+        defer { daemon.stop() }
+        #expect(daemon.state("web") == "not-running")
+        #expect(daemon.programPid("web") == nil)
+        let termination = try #require(daemon.lastTermination("web"))
+        #expect(termination["reason"] as? String == "program-exited")
+        #expect((termination["detail"] as? String)?.contains("cannot start: listener main") == true, "\(termination)")
     }
 
     @Test func configErrorsOfProcessAppsNameTheirLine() {

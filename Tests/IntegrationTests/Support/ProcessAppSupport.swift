@@ -12,7 +12,7 @@ let demoScript = URL(fileURLWithPath: #filePath).deletingLastPathComponent().del
 /// The Debian python, named explicitly (not whatever `python3` is first in PATH).
 let systemPython = "/usr/bin/python3"
 
-/// Where Debian's lighttpd lives; the lighttpd test is skipped without it.
+/// Where Debian's lighttpd lives; the lighttpd test fails without it.
 let lighttpdPath = "/usr/sbin/lighttpd"
 let lighttpdIsInstalled = FileManager.default.isExecutableFile(atPath: lighttpdPath)
 
