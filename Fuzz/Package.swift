@@ -31,6 +31,7 @@ let package = Package(
         fuzzTarget("fuzz-http"),
         fuzzTarget("fuzz-download"),
         fuzzTarget("fuzz-ftp"),
+        fuzzTarget("fuzz-lifecycle"),
     ],
     swiftLanguageModes: [.v6]
 )

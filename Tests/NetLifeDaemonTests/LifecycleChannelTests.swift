@@ -1,6 +1,8 @@
 // The NETLIFE_EVENTS protocol on a fake clock: hello and stages, answers matched (an answer not asked for is
 // an error, a late one after the watchdog is ignored), tasks begun, ended and expiring, VoIP declarations,
-// framing across pieces, overlong and malformed lines, and the cut-off of a program that floods errors.
+// framing across pieces, overlong and malformed lines, and the cut-off of a program that floods errors; and the
+// fuzz harness (checkLifecycleChannel, in LifecycleChannelHarness.swift, shared with Fuzz/fuzz-lifecycle) on
+// generated mixtures of lines and garbage.
 
 @testable import NetLifeDaemon
 import NetLife
@@ -190,63 +192,7 @@ private func isError(_ action: LifecycleChannelState.Action?) -> Bool {
     }
 }
 
-/// The fuzz harness of the channel (to become Fuzz/Sources/fuzz-lifecycle, whose Package.swift is not this
-/// change's): `input` is what a program sends, fed whole and in pieces of `pieceSize()` bytes, with the owner
-/// answering every begin-task at once (every third refused), a stage awaited from the start, and the
-/// even-numbered tasks expiring at the end. Returns the invariant that failed,
-/// or nil: the same actions and state either way; every line sent is one JSON object within the limit; at
-/// most `maxErrors` errors, and closed after a cut-off; at most 64 VoIP descriptors; nothing after closing.
-func checkLifecycleChannel(_ input: [UInt8], pieceSize: () -> Int) -> String? {
-    func run(_ pieces: [ArraySlice<UInt8>]) -> ([LifecycleChannelState.Action], LifecycleChannelState) {
-        var channel = LifecycleChannelState()
-        var actions = channel.receive(Array("{\"hello\":1}\n".utf8), now: at(0)) { _ in 0 }
-        actions += channel.deliver(.didEnterBackground, budget: .seconds(5), now: at(0))
-        var nextID: BackgroundTaskIdentifier = 0
-        for piece in pieces {
-            var expiring: [BackgroundTaskIdentifier] = []
-            actions += channel.receive(piece, now: at(1)) { _ in
-                nextID += 1
-                if nextID % 2 == 0 { expiring.append(nextID) }
-                return nextID % 3 == 0 ? 0 : nextID
-            }
-            // The registry's expirations come between reads; only at the end, so that pieces cannot matter.
-            _ = expiring
-        }
-        for id in 1..<(nextID + 1) where id % 2 == 0 && id % 3 != 0 { actions += channel.taskExpiring(id, budget: .seconds(1)) }
-        actions += channel.check(now: at(10_000))
-        return (actions, channel)
-    }
-    var pieces: [ArraySlice<UInt8>] = []
-    var start = 0
-    while start < input.count {
-        let end = min(input.count, start + max(1, pieceSize()))
-        pieces.append(input[start..<end])
-        start = end
-    }
-    let (whole, wholeState) = run([input[...]])
-    let (split, splitState) = run(pieces)
-    guard whole == split else { return "fed in pieces, other actions" }
-    guard wholeState.errorCount == splitState.errorCount, wholeState.isClosed == splitState.isClosed,
-          wholeState.tasks == splitState.tasks, wholeState.voipDescriptors == splitState.voipDescriptors else {
-        return "fed in pieces, another state"
-    }
-    for action in whole {
-        guard case .send(let line) = action else { continue }
-        guard line.utf8.count <= LifecycleChannelState.maxLineBytes + 1, line.hasSuffix("\n"),
-              line.utf8.filter({ $0 == 10 }).count == 1, case .object? = try? JSON.parse(String(line.dropLast())) else {
-            return "a line sent is not one JSON object within the limit: \(line.prefix(100))"
-        }
-    }
-    if wholeState.errorCount > LifecycleChannelState.maxErrors { return "more errors than the limit" }
-    if whole.contains(where: { if case .cutOff = $0 { return true }; return false }) && !wholeState.isClosed { return "cut off but open" }
-    if wholeState.voipDescriptors.count > LifecycleChannelState.maxVoIPDescriptors { return "too many VoIP descriptors" }
-    if let cut = whole.firstIndex(where: { if case .cutOff = $0 { return true }; return false }),
-       whole[(cut + 1)...].contains(where: { if case .send = $0 { return true }; return false }) {
-        return "a line sent after the cut-off"
-    }
-    return nil
-}
-
+/// The harness fuzz-lifecycle runs, on mixtures of protocol lines and garbage.
 @Suite struct LifecycleChannelFuzzHarnessTests {
     @Test func theHarnessHoldsOnProtocolLinesGarbageAndTheirMixtures() {
         let tokens = ["{\"hello\":1}\n", "{\"done\":\"did-enter-background\"}\n", "{\"begin-task\":\"t\"}\n", "{\"begin-task\":null}\n",

@@ -1,0 +1,1 @@
+../../../Tests/NetLifeDaemonTests/LifecycleChannelHarness.swift
