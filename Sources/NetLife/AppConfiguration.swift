@@ -82,7 +82,22 @@ public struct HookCommand: Sendable, Equatable, CustomStringConvertible {
     public var description: String { arguments.joined(separator: " ") }
 }
 
-/// A process app's program (SPEC section 12): `exec`, `working-directory`, `environment`, `restart`.
+/// `user = NAME` of a process app: the account its program runs as, resolved from the user database
+/// (getpwnam) when the config is read.
+public struct ProgramUser: Sendable, Equatable {
+    public var name: String
+    public var uid: UInt32
+    /// The user's primary group.
+    public var gid: UInt32
+
+    public init(name: String, uid: UInt32, gid: UInt32) {
+        self.name = name
+        self.uid = uid
+        self.gid = gid
+    }
+}
+
+/// A process app's program (SPEC section 12): `exec`, `working-directory`, `environment`, `restart`, `user`.
 public struct ProgramConfiguration: Sendable, Equatable {
     /// The program and its arguments, split as hook commands are.
     public var arguments: [String]
@@ -92,6 +107,8 @@ public struct ProgramConfiguration: Sendable, Equatable {
     public var environment: [String: String] = [:]
     /// Which exits start it again.
     public var restart: RestartMode = .no
+    /// The user it runs as; nil: netlifed's.
+    public var user: ProgramUser? = nil
 
     public init(arguments: [String]) { self.arguments = arguments }
 }

@@ -213,7 +213,7 @@ private struct ConfigReader {
                 error(entry.line, "\(entry.key) belongs to an outbound TCP [socket APP.NAME] section, not to [app]")
             case "exec":
                 if let command = hook(entry) { app.program = ProgramConfiguration(arguments: command.arguments) }
-            case "working-directory", "environment", "restart":
+            case "working-directory", "environment", "restart", "user":
                 break
             default:
                 unknownKey(entry, in: "app")
@@ -230,7 +230,7 @@ private struct ConfigReader {
     /// The keys of a process app's program (they need `exec`).
     mutating func readProgramKeys(_ entries: [INIEntry], into app: inout AppConfiguration) {
         for entry in entries {
-            guard ["working-directory", "environment", "restart"].contains(entry.key) else { continue }
+            guard ["working-directory", "environment", "restart", "user"].contains(entry.key) else { continue }
             guard app.program != nil else {
                 error(entry.line, "\(entry.key) needs exec = PROGRAM in the same [app] section")
                 continue
@@ -255,10 +255,24 @@ private struct ConfigReader {
             case "restart":
                 if let mode = RestartMode(rawValue: entry.value) { app.program?.restart = mode }
                 else { error(entry.line, "restart must be no, on-failure or always, got '\(entry.value)'") }
+            case "user":
+                // Resolved now: a name missing from the user database is an error of the config, not a
+                // program that fails at every launch.
+                if let user = Self.programUser(named: entry.value) { app.program?.user = user }
+                else { error(entry.line, "user: no user named '\(entry.value.prefix(64))'") }
             default:
                 break
             }
         }
+    }
+
+    /// The user `name` in the user database, or nil. A uid or gid of -1 is refused: setresuid would read it
+    /// as "unchanged".
+    /// The corresponding C function is `getpwnam`.
+    static func programUser(named name: String) -> ProgramUser? {
+        guard !name.isEmpty, name.utf8.count <= 256, !name.contains("\0"), let entry = getpwnam(name),
+              entry.pointee.pw_uid != uid_t.max, entry.pointee.pw_gid != gid_t.max else { return nil }
+        return ProgramUser(name: name, uid: entry.pointee.pw_uid, gid: entry.pointee.pw_gid)
     }
 
     // MARK: [listener APP.NAME]

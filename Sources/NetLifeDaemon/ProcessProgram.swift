@@ -50,6 +50,10 @@ final class ProcessProgram: AppProgram {
 
     func start(listeners: [(name: String, fd: CInt)]) throws(SystemError) {
         guard !isRunning else { return }
+        // A program that cannot be executed is an error here ("cannot start: execvp(NAME): ..."), not the
+        // script's exit 127 after a cgroup was made for it. The script's PATH is the program's.
+        let searchPath = configuration.environment["PATH"] ?? self.environment["PATH"]
+        _ = try ChildProcess.locateProgram(configuration.arguments[0], searchPath: searchPath, directory: configuration.workingDirectory)
         reset()
         let cgroup = makeCgroup()
         self.cgroup = cgroup
@@ -62,7 +66,8 @@ final class ProcessProgram: AppProgram {
         environment["NETLIFE_EVENTS"] = String(ChildLaunchOptions.firstDescriptor + CInt(listeners.count))
         let options = ChildLaunchOptions(descriptors: listeners.map(\.fd) + [pair[1]], listenerNames: listeners.map(\.name),
                                          workingDirectory: configuration.workingDirectory,
-                                         joinCgroups: cgroup.map { [$0.directory] } ?? [])
+                                         joinCgroups: cgroup.map { [$0.directory] } ?? [],
+                                         user: configuration.user.map { ChildUser(uid: $0.uid, gid: $0.gid) })
         let logger = self.logger
         do throws(SystemError) {
             child = try ChildProcess(loop: loop, arguments: configuration.arguments, environment: environment, options: options,
@@ -87,7 +92,8 @@ final class ProcessProgram: AppProgram {
             logger.warning("the lifecycle channel could not be set up (\(error)): the program runs without it")
         }
         let where_ = cgroup.map { "in \($0.directory)" } ?? "in its own process group"
-        logger.notice("started \(configuration.arguments[0]) (pid \(child?.pid ?? 0)) \(where_) with \(listeners.count) listener(s)")
+        let as_ = configuration.user.map { " as \($0.name)" } ?? ""
+        logger.notice("started \(configuration.arguments[0])\(as_) (pid \(child?.pid ?? 0)) \(where_) with \(listeners.count) listener(s)")
     }
 
     private func makeCgroup() -> ProcessCgroup? {

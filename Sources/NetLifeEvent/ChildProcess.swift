@@ -14,11 +14,16 @@
 // the process group and the cgroup). The script's text holds no data: the directory, the cgroup files and
 // the program's arguments reach it as positional parameters, so no quoting can go wrong. A step that fails
 // exits with systemd's code for it (200 chdir, 219 cgroup) and the shell's message goes to the log; a
-// program that cannot be executed exits 127 (not found) or 126 (not executable), as a shell's would.
+// program that cannot be executed exits 127 (not found) or 126 (not executable), as a shell's would
+// (`locateProgram` lets an owner find that out before the spawn, as execvp would).
+// Running as another user (`user`) is the script's last step, after the cgroup is joined: posix_spawn cannot
+// change credentials and fork from a multithreaded daemon is not worth it, so the script execs util-linux's
+// setpriv(1) with the uid and gid (positional parameters too), which sets them and the user's groups and
+// execs the program in the same process. Without setpriv it exits 217 (systemd's code for a user that cannot
+// be set) with a message rather than run the program as root.
 // Every child, hooks included, inherits only stdin, stdout, stderr and the descriptors it is given: the rest
 // is closed in the child (posix_spawn_file_actions_addclosefrom_np), even what a library of the daemon opened
-// without close-on-exec. Running as another user is not offered: posix_spawn cannot change credentials, and fork from a
-// multithreaded daemon is not worth it for this (a setpriv(1) step in the script could do it later).
+// without close-on-exec.
 
 @preconcurrency import Glibc
 internal import CLibevent
@@ -47,8 +52,20 @@ public enum ChildOutput: Equatable, Sendable {
     case dropped(Int)
 }
 
+/// The account a child's program runs as: its user and group ids; its supplementary groups are the user's
+/// in the group database (setpriv's `--init-groups`).
+public struct ChildUser: Equatable, Sendable {
+    public var uid: UInt32
+    public var gid: UInt32
+
+    public init(uid: UInt32, gid: UInt32) {
+        self.uid = uid
+        self.gid = gid
+    }
+}
+
 /// What a child gets beyond arguments and environment: descriptors placed at 3, 4, ... (socket activation),
-/// a working directory, and cgroups it joins before its program runs.
+/// a working directory, cgroups it joins before its program runs, and the user it runs as.
 public struct ChildLaunchOptions: Equatable, Sendable {
     /// Descriptors of the daemon placed at 3, 4, ... in the child, in this order (the daemon's own copies
     /// keep their numbers and their close-on-exec flag).
@@ -62,14 +79,21 @@ public struct ChildLaunchOptions: Equatable, Sendable {
     /// Cgroup directories the child joins (writing its pid into their `cgroup.procs`) before its program
     /// runs: a v2 cgroup, or a v1 freezer cgroup.
     public var joinCgroups: [String]
+    /// The user the program runs as, set by setpriv(1) as the script's last step; nil keeps the daemon's.
+    /// Changing it needs root (CAP_SETUID and CAP_SETGID).
+    public var user: ChildUser?
 
     public init(descriptors: [CInt] = [], listenerNames: [String]? = nil, workingDirectory: String? = nil,
-                joinCgroups: [String] = []) {
+                joinCgroups: [String] = [], user: ChildUser? = nil) {
         self.descriptors = descriptors
         self.listenerNames = listenerNames
         self.workingDirectory = workingDirectory
         self.joinCgroups = joinCgroups
+        self.user = user
     }
+
+    /// The exit status of the script when the user cannot be set (setpriv is missing); systemd's EXIT_USER.
+    public static let userExitStatus: Int32 = 217
 
     /// The number of the first descriptor a child is given (after stdin, stdout and stderr).
     public static let firstDescriptor: CInt = 3
@@ -79,13 +103,15 @@ public struct ChildLaunchOptions: Equatable, Sendable {
     public static let maxDescriptors = 1024
 
     /// Whether the child is started through the /bin/sh script (see the file's header).
-    var needsScript: Bool { listenerNames != nil || workingDirectory != nil || !joinCgroups.isEmpty }
+    var needsScript: Bool { listenerNames != nil || workingDirectory != nil || !joinCgroups.isEmpty || user != nil }
 
-    /// Why these options cannot be used, or nil: too many descriptors, more names than descriptors, or a
-    /// name systemd would refuse (empty, longer than 255 bytes, with `:` or a control character).
+    /// Why these options cannot be used, or nil: too many descriptors, more names than descriptors, a
+    /// name systemd would refuse (empty, longer than 255 bytes, with `:` or a control character), or a uid or
+    /// gid of -1 (which setresuid reads as "unchanged": the program would keep root).
     public var problem: String? {
         if descriptors.count > Self.maxDescriptors { return "more than \(Self.maxDescriptors) descriptors" }
         if descriptors.contains(where: { $0 < 0 }) { return "a negative descriptor" }
+        if let user, user.uid == UInt32.max || user.gid == UInt32.max { return "uid or gid -1" }
         guard let names = listenerNames else { return nil }
         if names.count > descriptors.count { return "\(names.count) listener names for \(descriptors.count) descriptors" }
         for name in names where name.isEmpty || name.utf8.count > 255
@@ -96,22 +122,38 @@ public struct ChildLaunchOptions: Equatable, Sendable {
     }
 
     /// The argument vector that runs `arguments` under these options: `arguments` itself, or the /bin/sh
-    /// script followed by its positional parameters (directory, cgroup files, then the program's arguments).
+    /// script followed by its positional parameters (directory, cgroup files, uid and gid, then the
+    /// program's arguments).
     func spawnArguments(_ arguments: [String]) -> [String] {
         guard needsScript else { return arguments }
         var script: [String] = []
         var parameters: [String] = []
+        /// The newest parameter, as the script names it ($10 would be $1 followed by a 0).
+        func last() -> String { parameters.count < 10 ? "$\(parameters.count)" : "${\(parameters.count)}" }
         if let workingDirectory {
             parameters.append(workingDirectory)
-            script.append("cd -- \"$\(parameters.count)\" || exit 200")
+            script.append("cd -- \"\(last())\" || exit 200")
         }
         for directory in joinCgroups {
             parameters.append(directory + "/cgroup.procs")
-            script.append("echo $$ > \"$\(parameters.count)\" || exit 219")
+            script.append("echo $$ > \"\(last())\" || exit 219")
+        }
+        if let user {
+            // Kept in variables: the shift below drops the parameters.
+            parameters.append(String(user.uid))
+            script.append("netlife_uid=\(last())")
+            parameters.append(String(user.gid))
+            script.append("netlife_gid=\(last())")
         }
         if !parameters.isEmpty { script.append("shift \(parameters.count)") }
         if listenerNames != nil { script.append("LISTEN_PID=$$; export LISTEN_PID") }
-        script.append("exec \"$@\"")
+        if user != nil {
+            script.append("command -v setpriv > /dev/null || { echo \"netlife-exec: setpriv (util-linux) is not in PATH: "
+                + "cannot run the program as uid $netlife_uid\" >&2; exit \(Self.userExitStatus); }")
+            script.append("exec setpriv --reuid=\"$netlife_uid\" --regid=\"$netlife_gid\" --init-groups -- \"$@\"")
+        } else {
+            script.append("exec \"$@\"")
+        }
         return ["/bin/sh", "-c", script.joined(separator: "; "), "netlife-exec"] + parameters + arguments
     }
 
@@ -146,7 +188,7 @@ public final class ChildProcess {
     /// /dev/null, in a new process group, with an empty signal mask and default signal dispositions.
     ///
     /// - Parameters:
-    ///   - options: descriptors at 3, 4, ..., socket activation, working directory and cgroups (see
+    ///   - options: descriptors at 3, 4, ..., socket activation, working directory, cgroups and user (see
     ///     `ChildLaunchOptions`); a problem with them is EINVAL.
     ///   - outputLimit: how many lines of output are delivered; the others are counted and reported as
     ///     `.dropped` before the next delivered line and when the child exits.
@@ -266,6 +308,40 @@ public final class ChildProcess {
         guard let symbol = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np") else { return nil }
         return unsafeBitCast(symbol, to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, CInt) -> CInt).self)
     }()
+
+    /// Finds `program` as execvp would, so that one that cannot run is an error before the spawn rather than
+    /// exit status 127 or 126: a name with a slash is itself, any other is looked up in the directories of
+    /// `searchPath` (glibc's "/bin:/usr/bin" when nil; an empty entry is the current directory), skipping
+    /// what is missing or cannot be executed. Relative paths are taken from `directory` (where the child
+    /// starts) when given. Permissions are the daemon's: a program run as another user may still be
+    /// refused then.
+    ///
+    /// - Returns: the path the program would be executed from.
+    /// - Throws: `SystemError` naming `execvp(program)`: ENOENT when nothing of that name was found, EACCES
+    ///   when something was but cannot be executed (no execute permission, a directory).
+    /// The corresponding C functions are `stat` and `access`.
+    public static func locateProgram(_ program: String, searchPath: String?, directory: String? = nil) throws(SystemError) -> String {
+        /// 0 when `path` is an executable regular file, else why not.
+        func executableError(_ path: String) -> CInt {
+            let full = path.hasPrefix("/") ? path : (directory.map { $0 + "/" + path } ?? path)
+            var info = stat()
+            guard stat(full, &info) == 0 else { return errno }
+            guard info.st_mode & S_IFMT == S_IFREG else { return EACCES }
+            return access(full, X_OK) == 0 ? 0 : errno
+        }
+        var denied = false
+        if !program.isEmpty, !program.contains("\0") {
+            let candidates = program.contains("/") ? [program]
+                : (searchPath ?? "/bin:/usr/bin").split(separator: ":", omittingEmptySubsequences: false)
+                    .map { $0.isEmpty ? program : "\($0)/\(program)" }
+            for candidate in candidates {
+                let error = executableError(candidate)
+                if error == 0 { return candidate }
+                if error == EACCES { denied = true }
+            }
+        }
+        throw SystemError("execvp(\(program))", Errno(rawValue: denied ? EACCES : ENOENT))
+    }
 
     /// The pidfd of the child while it runs (for `pidfd_getfd`), nil once it has exited and been reaped. The
     /// child owns it: do not close it.

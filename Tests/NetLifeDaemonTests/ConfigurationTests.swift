@@ -1,5 +1,6 @@
 // The config's meaning: sections, keys, values, profiles and errors with line numbers.
 
+@preconcurrency import Glibc
 @testable import NetLifeDaemon
 import NetLife
 import NetLifeEvent
@@ -182,6 +183,17 @@ private func errors(_ text: String) -> [String] {
                 == ["test.conf:5: voip = yes needs an outbound TCP socket; a.s connects to a Unix socket"])
         #expect(errors("[app a]\n[socket a.s]\nconnect = 127.0.0.1:9\nprotocol = line\npolicy = close\nvoip = yes\n")
                 == ["test.conf:6: voip = yes keeps the socket open in the background, which policy = close contradicts (use keep or quiet)"])
+    }
+
+    @Test func aProgramsUserIsResolvedWhenTheConfigIsRead() throws {
+        let config = try parse("[app web]\nexec = /usr/sbin/lighttpd -D\nuser = nobody\n")
+        let nobody = try #require(getpwnam("nobody")?.pointee)
+        #expect(config.apps.first?.program?.user == ProgramUser(name: "nobody", uid: nobody.pw_uid, gid: nobody.pw_gid))
+        #expect(try parse("[app web]\nexec = /usr/sbin/lighttpd -D\n").apps.first?.program?.user == nil)
+        #expect(errors("[app web]\nexec = /usr/sbin/lighttpd -D\nuser = no-such-user\n") == ["test.conf:3: user: no user named 'no-such-user'"])
+        #expect(errors("[app web]\nexec = prog\nuser = nobody\u{0}x\n").first?.hasPrefix("test.conf:3: user: no user named") == true,
+                "a NUL does not cut the name short")
+        #expect(errors("[app web]\nuser = nobody\n") == ["test.conf:2: user needs exec = PROGRAM in the same [app] section"])
     }
 
     @Test func keepaliveMustReachKeepaliveMin() {

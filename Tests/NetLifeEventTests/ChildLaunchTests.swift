@@ -1,6 +1,8 @@
 // Children started as process apps are: listeners at descriptors 3 and 4 under systemd's socket-activation
 // protocol (LISTEN_FDS, LISTEN_PID equal to the program's own pid, LISTEN_FDNAMES), accepting on them; a
-// working directory; the exec script's text; and options that cannot work refused before anything runs.
+// working directory; the exec script's text; a program run as another user through setpriv, and refused
+// rather than run as root when setpriv is missing; programs found as execvp finds them; and options that
+// cannot work refused before anything runs.
 
 import Foundation
 @testable import NetLifeEvent
@@ -103,6 +105,75 @@ struct ChildLaunchTests {
         #expect(runLoop(loop) { statuses.count == 2 && missing != nil })
         #expect(Set(statuses.map(\.description)) == ["exit status 200", "exit status 219"])
         #expect(missing == .exited(127), "through the script a missing program is exit 127, as in a shell")
+    }
+
+    @Test func theUsersIdsArePositionalParametersNeverScriptText() throws {
+        let user = ChildUser(uid: 4711, gid: 4712)
+        let arguments = ChildLaunchOptions(workingDirectory: "/srv", joinCgroups: ["/sys/fs/cgroup/a"], user: user).spawnArguments(["prog", "-x"])
+        #expect(arguments == [
+            "/bin/sh", "-c", "cd -- \"$1\" || exit 200; echo $$ > \"$2\" || exit 219; netlife_uid=$3; netlife_gid=$4; shift 4; "
+                + "command -v setpriv > /dev/null || { echo \"netlife-exec: setpriv (util-linux) is not in PATH: cannot run the program as uid "
+                + "$netlife_uid\" >&2; exit 217; }; exec setpriv --reuid=\"$netlife_uid\" --regid=\"$netlife_gid\" --init-groups -- \"$@\"",
+            "netlife-exec", "/srv", "/sys/fs/cgroup/a/cgroup.procs", "4711", "4712", "prog", "-x"])
+        #expect(ChildLaunchOptions(user: user).spawnArguments(["prog"]).count == 7, "a user alone needs the script")
+        #expect(ChildLaunchOptions(user: ChildUser(uid: UInt32.max, gid: 1)).problem != nil, "uid -1 would leave root in place")
+        #expect(ChildLaunchOptions(user: ChildUser(uid: 1, gid: UInt32.max)).problem != nil)
+    }
+
+    @Test(.enabled(if: geteuid() == 0, "changing the user needs root"))
+    func aChildGivenAUserRunsWithItsUidGidAndGroups() throws {
+        let nobody = try #require(getpwnam("nobody")?.pointee)
+        let options = ChildLaunchOptions(workingDirectory: "/", user: ChildUser(uid: nobody.pw_uid, gid: nobody.pw_gid))
+        let script = options.spawnArguments(["id"])[2]
+        #expect(!script.contains(String(nobody.pw_uid)) && !script.contains(String(nobody.pw_gid)), "\(script)")
+
+        let loop = try EventLoop()
+        var lines: [String] = []
+        var status: ChildExitStatus?
+        _ = try ChildProcess(loop: loop, arguments: ["/bin/sh", "-c", "echo \"$(id -u) $(id -g) $$\"; id -G"],
+                             environment: ["PATH": "/usr/bin:/bin"], options: options,
+                             onOutput: { if case .line(let line) = $0 { lines.append(line) } }, onExit: { status = $0 })
+        #expect(runLoop(loop) { status != nil })
+        #expect(status == .exited(0))
+        let ids = lines.first?.split(separator: " ").map(String.init) ?? []
+        #expect(ids.prefix(2) == ["\(nobody.pw_uid)", "\(nobody.pw_gid)"], "\(lines)")
+        #expect(lines.count == 2 && !(lines.last ?? "0").split(separator: " ").contains("0"), "root's groups are dropped: \(lines)")
+
+        // Without setpriv the program does not run at all, rather than as root.
+        lines = []
+        status = nil
+        _ = try ChildProcess(loop: loop, arguments: ["/usr/bin/id", "-u"], environment: ["PATH": "/nonexistent"], options: options,
+                             onOutput: { if case .line(let line) = $0 { lines.append(line) } }, onExit: { status = $0 })
+        #expect(runLoop(loop) { status != nil })
+        #expect(status == .exited(ChildLaunchOptions.userExitStatus))
+        #expect(lines == ["netlife-exec: setpriv (util-linux) is not in PATH: cannot run the program as uid \(nobody.pw_uid)"])
+        #expect(loop.registeredObjectCount == 0)
+    }
+
+    @Test func programsAreFoundAsExecvpFindsThem() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("locate-\(getpid())-\(UInt32.random(in: 0...UInt32.max))").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        #expect(FileManager.default.createFile(atPath: directory + "/plain", contents: Data("#!/bin/sh\n".utf8),
+                                               attributes: [.posixPermissions: 0o644]))
+        #expect(FileManager.default.createFile(atPath: directory + "/tool", contents: Data("#!/bin/sh\n".utf8),
+                                               attributes: [.posixPermissions: 0o755]))
+        try FileManager.default.createDirectory(atPath: directory + "/sub", withIntermediateDirectories: false)
+
+        #expect(try ChildProcess.locateProgram("sh", searchPath: "/nonexistent:/bin") == "/bin/sh")
+        #expect(try ChildProcess.locateProgram("tool", searchPath: "\(directory)/plain:\(directory)") == "\(directory)/tool")
+        #expect(try ChildProcess.locateProgram("./tool", searchPath: nil, directory: directory) == "./tool", "relative to where the child starts")
+        #expect(try ChildProcess.locateProgram("tool", searchPath: ":/bin", directory: directory) == "tool", "an empty entry is that directory")
+        func error(_ program: String, _ searchPath: String?, _ directory: String? = nil) -> SystemError? {
+            do { _ = try ChildProcess.locateProgram(program, searchPath: searchPath, directory: directory); return nil } catch { return error }
+        }
+        #expect(error("no-such-program", "/bin:/usr/bin") == SystemError("execvp(no-such-program)", Errno(rawValue: ENOENT)))
+        #expect(error("/nonexistent/program", nil)?.errno == Errno(rawValue: ENOENT))
+        #expect(error("", "/bin")?.errno == Errno(rawValue: ENOENT))
+        #expect(error(directory + "/plain", nil) == SystemError("execvp(\(directory)/plain)", Errno(rawValue: EACCES)), "not executable")
+        #expect(error("plain", directory)?.errno == Errno(rawValue: EACCES), "found but not executable is EACCES, as execvp says")
+        #expect(error("sub", directory)?.errno == Errno(rawValue: EACCES), "a directory")
+        #expect(error("./plain", nil, directory)?.errno == Errno(rawValue: EACCES))
     }
 
     @Test func optionsThatCannotWorkAreRefused() throws {
