@@ -58,7 +58,12 @@ final class ProcessProgram: AppProgram {
         let cgroup = makeCgroup()
         self.cgroup = cgroup
         var pair: [CInt] = [-1, -1]
-        try sys("socketpair") { socketpair(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0, &pair) }
+        do {
+            try sys("socketpair") { socketpair(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0, &pair) }
+        } catch {
+            removeCgroup()
+            throw error
+        }
         defer { if pair[1] >= 0 { Glibc.close(pair[1]) } }
         var environment = self.environment
         for (key, value) in configuration.environment { environment[key] = value }
