@@ -50,9 +50,16 @@ struct ProcessAppTests {
         #expect(cgroup.isFrozen, "cgroup.events says frozen 1")
         #expect(daemon.program("web")["frozen"] as? Bool == true)
         let ticksBefore = try #require(cpuTicks(of: pid))
+        let switchesBefore = contextSwitches(of: pid)
         usleep(1_000_000)
         let ticksAfter = try #require(cpuTicks(of: pid))
         #expect(ticksAfter - ticksBefore <= 1, "a frozen lighttpd used \(ticksAfter - ticksBefore) ticks in 1 s")
+        // /proc/PID/status: a frozen thread is never scheduled, so its context switches stop counting (a
+        // lighttpd spinning on EPOLLHUP, or just waiting in epoll, would switch); /proc/PID/wchan shows where
+        // the cgroup v2 freezer holds it (its trap in the signal path).
+        #expect(switchesBefore != nil && contextSwitches(of: pid) == switchesBefore, "context switches while frozen")
+        let wchan = (try? String(contentsOfFile: "/proc/\(pid)/wchan", encoding: .utf8)) ?? ""
+        print("lighttpd frozen: wchan \(wchan), context switches \(switchesBefore ?? -1) before and after 1 s")
 
         // A request on the kept connection waits in the kernel; netlifed itself answers meanwhile.
         kept.send(site.request)

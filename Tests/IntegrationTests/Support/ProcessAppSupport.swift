@@ -137,3 +137,11 @@ extension Peer {
         return String(decoding: received, as: UTF8.self)
     }
 }
+
+/// voluntary + nonvoluntary context switches of `pid` from /proc/PID/status, nil when it cannot be read.
+func contextSwitches(of pid: Int32) -> Int? {
+    guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
+    let counts = status.split(separator: "\n").filter { $0.hasPrefix("voluntary_ctxt_switches:") || $0.hasPrefix("nonvoluntary_ctxt_switches:") }
+        .compactMap { $0.split(separator: ":").last.flatMap { Int($0.trimmingCharacters(in: .whitespaces)) } }
+    return counts.count == 2 ? counts[0] + counts[1] : nil
+}
