@@ -51,20 +51,43 @@ public struct EventBuffer {
     /// Appends `length` bytes of the open file `fd` from `offset` as a file segment: nothing is read now; the
     /// bytes go from the page cache to the socket with sendfile when the buffer is written. The buffer owns
     /// `fd` from now on and closes it when the segment is sent or dropped, also when this call throws.
-    /// The corresponding C function is `evbuffer_add_file`.
+    ///
+    /// The segment is queued in pieces of at most `sendfilePiece` bytes: libevent 2.1 sends a whole file
+    /// segment in one sendfile call (it ignores the size it is given on Linux), and over loopback to a client
+    /// that keeps up, one call for a 1 GiB file held the loop for 365 ms (an 8 GiB one tripped the 2 s
+    /// loop-stall watchdog). One piece goes out per write, as nginx's 2 MiB sendfile_max_chunk does, so the
+    /// loop serves everything else between pieces.
+    /// The corresponding C functions are `evbuffer_file_segment_new` and `evbuffer_add_file_segment`.
     public func appendFile(_ fd: CInt, offset: Int, length: Int) throws(SystemError) {
         guard length > 0 else {
             _ = close(fd)
             return
         }
+        let segment: OpaquePointer
         do throws(SystemError) {
-            try libevent("evbuffer_add_file") { evbuffer_add_file(pointer, fd, Int64(offset), Int64(length)) }
+            segment = try libevent("evbuffer_file_segment_new") {
+                evbuffer_file_segment_new(fd, Int64(offset), Int64(length), UInt32(EVBUF_FS_CLOSE_ON_FREE))
+            }
         } catch {
             // Only when memory is exhausted: libevent made no segment, so the descriptor is still ours.
             _ = close(fd)
             throw error
         }
+        // Each piece holds a reference to the segment; ours goes at the end, and the last piece sent or
+        // dropped closes the descriptor.
+        defer { evbuffer_file_segment_free(segment) }
+        var queued = 0
+        while queued < length {
+            let piece = min(Self.sendfilePiece, length - queued)
+            try libevent("evbuffer_add_file_segment") {
+                evbuffer_add_file_segment(pointer, segment, Int64(queued), Int64(piece))
+            }
+            queued += piece
+        }
     }
+
+    /// The most bytes one sendfile call sends (nginx's `sendfile_max_chunk` default).
+    public static let sendfilePiece = 2 << 20
 
     /// Moves every byte of `source` to the end of this buffer without copying (the blocks change hands).
     /// The corresponding C function is `evbuffer_add_buffer`.
