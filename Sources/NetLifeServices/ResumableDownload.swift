@@ -564,10 +564,10 @@ public struct DownloadRecord: Equatable, Sendable {
 
     /// The text of the record file, ending in a newline.
     public func encoded() -> String {
-        var lines = [Self.versionLine, "url=" + Self.escaped(url.description)]
+        var lines = [Self.versionLine, "url=" + RecordText.escaped(url.description)]
         switch validator {
-        case .etag(let tag): lines.append("etag=" + Self.escaped(tag))
-        case .lastModified(let date): lines.append("last-modified=" + Self.escaped(date))
+        case .etag(let tag): lines.append("etag=" + RecordText.escaped(tag))
+        case .lastModified(let date): lines.append("last-modified=" + RecordText.escaped(date))
         case nil: break
         }
         if let total { lines.append("total=\(total)") }
@@ -587,7 +587,7 @@ public struct DownloadRecord: Equatable, Sendable {
         guard lines.first == Substring(versionLine) else { return nil }
         var fields: [String: String] = [:]
         for line in lines.dropFirst() {
-            guard let equals = line.firstIndex(of: "="), let value = unescaped(line[line.index(after: equals)...]) else { return nil }
+            guard let equals = line.firstIndex(of: "="), let value = RecordText.unescaped(line[line.index(after: equals)...]) else { return nil }
             let key = String(line[..<equals])
             guard ["url", "etag", "last-modified", "total", "offset", "sha-256", "md5"].contains(key),
                   fields.updateValue(value, forKey: key) == nil else { return nil }
@@ -632,42 +632,6 @@ public struct DownloadRecord: Equatable, Sendable {
         let bytes = Array(text.utf8)
         guard bytes.count >= 2, bytes.first == UInt8(ascii: "\""), bytes.last == UInt8(ascii: "\"") else { return false }
         return bytes.dropFirst().dropLast().allSatisfy { $0 == 0x21 || ($0 >= 0x23 && $0 <= 0x7E) }
-    }
-
-    private static func escaped(_ value: String) -> String {
-        var result = ""
-        for scalar in value.unicodeScalars {
-            switch scalar {
-            case "\\": result += "\\\\"
-            case "\n": result += "\\n"
-            case "\r": result += "\\r"
-            default: result.unicodeScalars.append(scalar)
-            }
-        }
-        return result
-    }
-
-    private static func unescaped(_ value: Substring) -> String? {
-        var result = ""
-        var escaping = false
-        for scalar in value.unicodeScalars {
-            if escaping {
-                switch scalar {
-                case "\\": result += "\\"
-                case "n": result += "\n"
-                case "r": result += "\r"
-                default: return nil
-                }
-                escaping = false
-            } else if scalar == "\\" {
-                escaping = true
-            } else if scalar == "\r" {
-                return nil
-            } else {
-                result.unicodeScalars.append(scalar)
-            }
-        }
-        return escaping ? nil : result
     }
 
     private static func hex(_ bytes: [UInt8]) -> String {

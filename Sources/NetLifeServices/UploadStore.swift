@@ -65,7 +65,7 @@ public struct UploadResourceRecord: Equatable, Sendable {
     }
 }
 
-/// The `key=value` text of the small records (upload resources, upload clients), with `\` escapes.
+/// The `key=value` text of the small records (download parts, upload resources, upload clients), with `\` escapes.
 enum RecordText {
     static let maxBytes = 16384
 
