@@ -7,23 +7,7 @@
 
 /// What identifies the contents of the local file: a file whose size, modification time or inode changed is
 /// another file, and its upload starts over.
-public struct UploadFileIdentity: Equatable, Sendable {
-    /// `st_size`.
-    public var size: Int
-    /// `st_mtim`: seconds and nanoseconds.
-    public var modifiedSeconds: Int64
-    public var modifiedNanoseconds: Int
-    /// `st_ino`.
-    public var inode: UInt64
-
-    /// An identity with these values.
-    public init(size: Int, modifiedSeconds: Int64, modifiedNanoseconds: Int = 0, inode: UInt64) {
-        self.size = size
-        self.modifiedSeconds = modifiedSeconds
-        self.modifiedNanoseconds = modifiedNanoseconds
-        self.inode = inode
-    }
-}
+public typealias UploadFileIdentity = FileInfo
 
 /// The file bytes that follow a request's head: `count` bytes from `offset`.
 public struct UploadBody: Equatable, Sendable {
