@@ -159,6 +159,11 @@ public final class App {
     }
 
     private func start(_ queued: QueuedCommand) {
+        // A terminate asked while a process app waits for its restart cancels the restart.
+        if case .terminate = queued.command {
+            restartTimer?.cancel()
+            restartTimer = nil
+        }
         let traits = configuration.traits(hasDelegate: delegate != nil)
         switch LifecycleRules.decide(queued.command, in: state, traits: traits, suspendEligible: isSuspendEligible) {
         case .already(let state):

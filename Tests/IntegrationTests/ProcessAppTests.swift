@@ -257,6 +257,24 @@ struct ProcessAppTests {
         #expect(connectTCP(port: oncePort) == .failed(ECONNREFUSED))
     }
 
+    @Test func terminateCancelsAPendingRestart() throws {
+        // A program that fails at once: restarted after 100, 200, 400 ms... Most of the time a restart is
+        // pending; a terminate then must leave the app stopped for good.
+        let daemon = try TestDaemon(config: """
+            [daemon]
+            [app flaky]
+            exec = /bin/false
+            restart = on-failure
+            """)
+        defer { daemon.stop() }
+        #expect(waitUntil(timeout: 3) { daemon.log.components(separatedBy: "started /bin/false").count > 2 }, "it was restarted")
+        #expect(daemon.ctl("terminate", "flaky").status == 0)
+        let starts = daemon.log.components(separatedBy: "started /bin/false").count
+        usleep(1_500_000)
+        #expect(daemon.log.components(separatedBy: "started /bin/false").count == starts, "no start after terminate")
+        #expect(daemon.state("flaky") == "not-running")
+    }
+
     @Test func aProgramWhoseListenerCannotBeBoundDoesNotStart() throws {
         // Something else holds the port: the program must not start without its listener (a socket-activated
         // server would fall back to a port of its own choosing).
