@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include <fcntl.h>
 #include <errno.h>
+#include <malloc.h>
 
 #include <event2/event.h>
 #include <event2/buffer.h>
@@ -35,6 +36,43 @@ static inline struct event *netlife_evtimer_new(struct event_base *base, event_c
 
 static inline struct event *netlife_evsignal_new(struct event_base *base, int signo, event_callback_fn cb, void *arg) {
     return event_new(base, signo, EV_SIGNAL | EV_PERSIST, cb, arg);
+}
+
+// Reads at most `size` bytes from `fd` straight into `buf`'s own blocks: the space is reserved at the end of
+// the buffer (in its last block, or a new one), filled with read and committed, so no byte is copied after
+// the kernel's. Returns what read returned, with errno set when that is -1 (ENOMEM when no space could be
+// reserved). The corresponding C functions are evbuffer_reserve_space and evbuffer_commit_space.
+static inline ssize_t netlife_evbuffer_read(struct evbuffer *buf, int fd, size_t size) {
+    struct evbuffer_iovec space;
+    if (evbuffer_reserve_space(buf, (ev_ssize_t)size, &space, 1) != 1) { errno = ENOMEM; return -1; }
+    ssize_t got = read(fd, space.iov_base, space.iov_len);
+    if (got > 0) {
+        space.iov_len = (size_t)got;
+        evbuffer_commit_space(buf, &space, 1);
+    }
+    return got;
+}
+
+// evbuffer_write with its errno captured in `error` (0 when it did not fail): Swift's errno setter and getter
+// are calls into another library, on the path of every message. An empty buffer writes nothing and returns 0
+// (evbuffer_write itself returns -1 for it, with errno untouched).
+static inline int netlife_evbuffer_write(struct evbuffer *buf, int fd, int *error) {
+    *error = 0;
+    if (evbuffer_get_length(buf) == 0) return 0;
+    errno = 0;
+    int written = evbuffer_write(buf, fd);
+    *error = written < 0 ? (errno != 0 ? errno : EIO) : 0;
+    return written;
+}
+
+// Keeps freed buffer memory in the process instead of handing it back to the kernel after every burst:
+// glibc trims the top of the heap once 128 KiB there is free (a brk call, and page faults to take the memory
+// back on the next read), and that threshold only grows after an mmap-served block is freed. A connection
+// frees its read blocks (up to 4 x 64 KiB) after each write, so with the defaults a bulk stream made a brk
+// call per read. Blocks below 1 MiB come from the heap; up to 16 MiB of free heap stays.
+static inline void netlife_keep_buffer_memory(void) {
+    mallopt(M_MMAP_THRESHOLD, 1 << 20);
+    mallopt(M_TRIM_THRESHOLD, 16 << 20);
 }
 
 // struct ucred needs _GNU_SOURCE, which the Swift Glibc module is not built with.

@@ -46,6 +46,7 @@ public enum Daemon {
         }
 
         prepareProcessSignals()
+        ProcessHeap.keepBufferMemory()
         let configPath = options.configPath ?? DaemonOptions.defaultConfigPath()
         let configuration: DaemonConfiguration
         do {

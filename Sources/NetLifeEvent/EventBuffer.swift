@@ -89,6 +89,13 @@ public struct EventBuffer {
     /// The most bytes one sendfile call sends (nginx's `sendfile_max_chunk` default).
     public static let sendfilePiece = 2 << 20
 
+    /// Reads at most `size` bytes from the socket `fd` into the buffer's own blocks, with no copy after the
+    /// kernel's. Returns what readv returned: the byte count, 0 at end of stream, or -1 with `errno` set.
+    /// The corresponding C functions are `evbuffer_reserve_space`, `readv` and `evbuffer_commit_space`.
+    func read(from fd: CInt, atMost size: Int) -> Int {
+        netlife_evbuffer_read(pointer, fd, size)
+    }
+
     /// Moves every byte of `source` to the end of this buffer without copying (the blocks change hands).
     /// The corresponding C function is `evbuffer_add_buffer`.
     public func moveAll(from source: EventBuffer) {

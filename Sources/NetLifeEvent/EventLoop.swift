@@ -27,9 +27,8 @@ public final class EventLoop {
     /// Whether a restricted-mode run is in progress (they do not nest).
     public private(set) var isRunningRestricted = false
 
-    /// A 64 KiB scratch area that connections read into. Debian's libevent 2.1 `evbuffer_read` reads at
-    /// most 4 KiB per call; reading into this buffer and appending to an evbuffer needs one syscall per
-    /// 64 KiB instead of sixteen.
+    /// A 64 KiB scratch area for reads whose bytes are not kept in an evbuffer: a child's output lines, and
+    /// input discarded at a close. (Connections read into their input buffer's own blocks.)
     let readScratch: UnsafeMutableRawBufferPointer
 
     /// Creates the loop. The corresponding C function is `event_base_new_with_config`.

@@ -1,6 +1,6 @@
-// The built-in `echo` service: every byte a peer sends comes back. Bytes move from the connection's input
-// buffer to its output buffer by handing over libevent's buffer blocks, so the hot path allocates nothing in
-// Swift and copies nothing beyond the kernel's read into the loop's scratch area.
+// The built-in `echo` service: every byte a peer sends comes back. The connection reads into its input
+// buffer's blocks and `send` writes them from there (what the socket refuses moves to the output buffer by
+// handing over the blocks), so the hot path allocates nothing in Swift and copies nothing in user space.
 
 import NetLife
 import NetLifeEvent
@@ -17,7 +17,6 @@ public final class EchoService: Service, ConnectionDelegate {
     }
 
     public func connectionDidRead(_ connection: Connection) {
-        connection.output.moveAll(from: connection.input)
-        connection.flush()
+        connection.send(connection.input)
     }
 }

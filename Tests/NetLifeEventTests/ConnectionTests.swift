@@ -26,8 +26,80 @@ private final class RecordingEcho: ConnectionDelegate {
     }
 }
 
+/// Echoes with `send`, and records the end of input.
+private final class SendingEcho: ConnectionDelegate {
+    var endSeen = false
+    func connectionDidRead(_ connection: Connection) { connection.send(connection.input) }
+    func connectionDidReachEnd(_ connection: Connection) {
+        endSeen = true
+        connection.close(.afterFlush)
+    }
+}
+
+/// `count` bytes of a pattern that shows any reordering, loss or repetition.
+private func pattern(_ count: Int) -> [UInt8] { (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 11) } }
+
 @Suite(.timeLimit(.minutes(5)))
 struct ConnectionTests {
+    /// A peer writes 3 MiB while reading the echo: `send` writes straight from the input while the output is
+    /// empty and queues the rest; every byte comes back in order, across reads of every size.
+    @Test func sendEchoesABulkStreamInOrder() throws {
+        let loop = try EventLoop()
+        let (mine, theirs) = socketPair()
+        defer { close(theirs) }
+        let connection = try Connection(loop: loop, fd: mine)
+        let echo = SendingEcho()
+        connection.delegate = echo
+        let payload = pattern(3 << 20)
+        var sent = 0
+        var received: [UInt8] = []
+        #expect(runLoop(loop, timeout: .seconds(20)) {
+            if sent < payload.count {
+                let wrote = payload.withUnsafeBytes { write(theirs, $0.baseAddress! + sent, min(256 << 10, payload.count - sent)) }
+                if wrote > 0 { sent += wrote }
+            }
+            received += readAvailable(theirs)
+            return received.count == payload.count
+        })
+        #expect(received == payload)
+        connection.close(.now)
+    }
+
+    /// The bytes and the end of input arrive together, and the first read fills its space exactly, so the
+    /// readable event that delivers the bytes also reads the end: the bytes are echoed first, and the end is
+    /// still seen (on the next read) and closes the connection.
+    @Test func anEndOfInputRightAfterAFullReadIsNotLost() throws {
+        let loop = try EventLoop()
+        let (mine, theirs) = socketPair()
+        defer { close(theirs) }
+        let payload = pattern(ReadSizer().size)
+        payload.withUnsafeBytes { _ = write(theirs, $0.baseAddress, $0.count) }
+        shutdown(theirs, CInt(SHUT_WR))
+        let connection = try Connection(loop: loop, fd: mine)
+        let echo = SendingEcho()
+        connection.delegate = echo
+        var received: [UInt8] = []
+        #expect(runLoop(loop) { received += readAvailable(theirs); return connection.state == .closed })
+        received += readAvailable(theirs)
+        #expect(received == payload)
+        #expect(echo.endSeen)
+        #expect(read(theirs, &received, 1) == 0, "the peer sees end of stream")
+    }
+
+    @Test func sendOnAClosedConnectionDropsTheBytes() throws {
+        let loop = try EventLoop()
+        let (mine, theirs) = socketPair()
+        defer { close(theirs) }
+        let connection = try Connection(loop: loop, fd: mine)
+        connection.close(.now)
+        let buffer = EventBuffer.allocate()
+        defer { buffer.free() }
+        buffer.append("late")
+        connection.send(buffer)
+        #expect(buffer.isEmpty)
+        #expect(connection.output.isEmpty)
+    }
+
     @Test func echoesAndClosesOnEndOfInput() throws {
         let loop = try EventLoop()
         let (mine, theirs) = socketPair()

@@ -1,0 +1,51 @@
+// How many bytes a connection asks the kernel for on its next read, adapted to what the socket has been
+// holding, as SwiftNIO's adaptive receive allocator does: a read that fills its space makes the next one four
+// times larger at once; two reads in a row that would have fit in half the space make it half as large. A
+// chatty connection (64-byte messages) settles at the smallest size, a bulk stream at the largest.
+//
+// Reads go straight into the connection's input evbuffer, whose blocks libevent sizes to the next power of
+// two above the request plus a block header, so each size here is a power of two minus that header: a read
+// fills exactly one block, with no second allocation of twice the size for a few header bytes.
+
+/// The size of a connection's next read. A pure value: `record(_:)` takes what a read returned.
+public struct ReadSizer: Equatable, Sendable {
+    /// Room for libevent's block header (48 bytes in 2.1 on 64-bit), so that a read fills one block exactly.
+    static let blockOverhead = 64
+    /// log2 of the smallest block: 1 KiB, libevent's smallest.
+    static let smallestShift: UInt8 = 10
+    /// log2 of the largest block: 64 KiB. With 4 reads per readable event (`Connection.readsPerCallback`)
+    /// it streamed as fast as 128 KiB and steadier than 256 KiB, with a quarter of the memory per read
+    /// (Benchmarks/README.md, "Read sizes").
+    static let largestShift: UInt8 = 16
+    /// log2 of the first read's block: 4 KiB.
+    static let initialShift: UInt8 = 12
+
+    private var shift = ReadSizer.initialShift
+    private var shrinkOnNextSmallRead = false
+
+    public init() {}
+
+    /// The bytes to ask for now.
+    public var size: Int { (1 << Int(shift)) - Self.blockOverhead }
+
+    /// The smallest and largest sizes `size` takes.
+    public static var smallest: Int { (1 << Int(smallestShift)) - blockOverhead }
+    public static var largest: Int { (1 << Int(largestShift)) - blockOverhead }
+
+    /// Takes what a read of `size` bytes returned (`got` > 0).
+    public mutating func record(_ got: Int) {
+        if got >= size {
+            shift = min(shift + 2, Self.largestShift)
+            shrinkOnNextSmallRead = false
+        } else if shift > Self.smallestShift, got <= (1 << Int(shift - 1)) - Self.blockOverhead {
+            if shrinkOnNextSmallRead {
+                shift -= 1
+                shrinkOnNextSmallRead = false
+            } else {
+                shrinkOnNextSmallRead = true
+            }
+        } else {
+            shrinkOnNextSmallRead = false
+        }
+    }
+}
