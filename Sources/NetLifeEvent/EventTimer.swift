@@ -14,6 +14,8 @@ public final class EventTimer {
     private let closesAfterFiring: Bool
     /// Whether the timer is armed and will fire.
     public private(set) var isArmed = false
+    /// When the armed timer is due, on `MonotonicTime`'s clock.
+    private var deadline = MonotonicTime(nanoseconds: 0)
 
     /// Creates an unarmed timer. The corresponding C function is `evtimer_new`.
     public init(loop: EventLoop, _ handler: @escaping () -> Void) {
@@ -40,9 +42,15 @@ public final class EventTimer {
     /// Arms the timer to fire once after `delay`, replacing any earlier deadline; does nothing once the timer
     /// is closed. The corresponding C function is `event_add`.
     public func arm(after delay: Duration) {
+        guard event != nil else { return }
+        deadline = MonotonicTime.now() + delay
+        add(after: delay)
+    }
+
+    private func add(after delay: Duration) {
         guard let event else { return }
         // libevent measures the delay from the time it cached when this loop iteration began; a timer armed
-        // late in a long callback would fire early by that much. Budgets are judged to the millisecond.
+        // late in a long callback would fire early by that much.
         event_base_update_cache_time(loop.base)
         var tv = delay.timeval
         libeventMustSucceed("event_add") { event_add(event, &tv) }
@@ -70,6 +78,11 @@ public final class EventTimer {
     public var isClosed: Bool { event == nil }
 
     fileprivate func fire() {
+        // The loop keeps time with CLOCK_MONOTONIC_COARSE (see `EventLoop.init`), which lags the precise clock
+        // by up to one tick (4 ms): by it, a timer can come due a little before its deadline. The handler
+        // never runs early; the timer waits out the rest.
+        let early = deadline - MonotonicTime.now()
+        if early > .zero { return add(after: early) }
         isArmed = false
         if closesAfterFiring { close() }
         handler()

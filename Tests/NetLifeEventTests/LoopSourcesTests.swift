@@ -20,6 +20,28 @@ struct LoopSourcesTests {
         #expect(loop.registeredObjectCount == 0, "one-shot timers close themselves")
     }
 
+    /// The loop keeps time with the coarse clock (4 ms ticks), by which a timer can come due before its
+    /// deadline; no handler may run before the deadline by the precise clock, nor more than a few ms late.
+    @Test func timersNeverFireBeforeTheirDeadline() throws {
+        let loop = try EventLoop()
+        var early: [Duration] = []
+        var late: [Duration] = []
+        var fired = 0
+        for index in 0..<60 {
+            let delay = Duration.microseconds(500 + 250 * index)
+            let armed = MonotonicTime.now()
+            loop.schedule(after: delay) {
+                let waited = MonotonicTime.now() - armed
+                if waited < delay { early.append(delay - waited) }
+                if waited > delay + .milliseconds(50) { late.append(waited - delay) }
+                fired += 1
+            }
+        }
+        #expect(runLoop(loop) { fired == 60 })
+        #expect(early.isEmpty, "timers fired early by \(early)")
+        #expect(late.isEmpty, "timers fired late by \(late)")
+    }
+
     @Test func aReArmedTimerFiresOnceAtTheNewDeadline() throws {
         let loop = try EventLoop()
         var count = 0
