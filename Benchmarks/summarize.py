@@ -223,8 +223,10 @@ def main():
             status, version = pooled(results, "status_us"), pooled(results, "version_us")
             control[name] = {"status_us": status, "version_us": version, "apps": results[0]["apps"],
                              "reply_bytes": results[0]["reply_bytes"]}
+            # Issue 11: p99 under 1 ms with 10 apps, under 5 ms while 1,000 echo connections are busy.
+            target = "<= 5000" if name.endswith("-busy") else "<= 1000"
             out.append(f"| {name} | {fmt(status['p50'])} | {fmt(status['p99'])} | {fmt(status['max'])} | {status['samples']} "
-                       f"| {fmt(version['p50'])} | {results[0]['reply_bytes']:,} | <= 1000 | {meets(status['p99'], '<= 1000')} |")
+                       f"| {fmt(version['p50'])} | {results[0]['reply_bytes']:,} | {target} | {meets(status['p99'], target)} |")
         out.append("")
         summary["control"] = control
 

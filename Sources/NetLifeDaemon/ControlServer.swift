@@ -115,7 +115,8 @@ final class ControlServer {
     private func accepted(_ socket: AcceptedSocket) {
         let connection: Connection
         do {
-            connection = try Connection(loop: loop, fd: socket.fd)
+            // Served before the apps' connections in each loop turn: `status` stays quick on a busy daemon.
+            connection = try Connection(loop: loop, fd: socket.fd, priority: .control)
         } catch {
             logger.warning("dropped a control connection: \(error)")
             return

@@ -115,6 +115,8 @@ public final class Connection {
     private var endOfInputSeen = false
     /// The size of the next read.
     private var readSizer = ReadSizer()
+    /// The priority of the read and write events.
+    private let priority: EventPriority
     /// The most reads one readable event makes before the delegate is told (SwiftNIO's default
     /// `maxMessagesPerRead`): a bulk stream is echoed with one write per 4 reads, and one connection cannot
     /// hold the loop for more than about 1 MiB.
@@ -132,16 +134,19 @@ public final class Connection {
     /// The read and write events on a restricted-mode base while a restricted run serves this connection.
     private var restrictedEvents: (read: OpaquePointer, write: OpaquePointer)?
 
-    /// Takes ownership of the connected, non-blocking descriptor `fd` and starts reading. If the connection
-    /// cannot be set up, `fd` is closed and the error thrown. The corresponding C function is `event_new`.
-    public init(loop: EventLoop, fd: CInt) throws(SystemError) {
+    /// Takes ownership of the connected, non-blocking descriptor `fd` and starts reading, its events served
+    /// at `priority`. If the connection cannot be set up, `fd` is closed and the error thrown. The
+    /// corresponding C functions are `event_new` and `event_priority_set`.
+    public init(loop: EventLoop, fd: CInt, priority: EventPriority = .normal) throws(SystemError) {
         loop.assertInLoop()
         self.loop = loop
         self.descriptor = fd
+        self.priority = priority
         // The read event only fails when memory is exhausted.
         let context = Unmanaged.passUnretained(self).toOpaque()
         do {
             readEvent = try libevent("event_new") { event_new(loop.base, fd, Int16(EV_READ | EV_PERSIST), connectionReadable, context) }
+            if priority != .normal { event_priority_set(readEvent, priority.rawValue) }
         } catch {
             SocketCalls.close(fd)
             throw error
@@ -308,6 +313,7 @@ public final class Connection {
                 // Made on first need: most connections never fill the kernel's send buffer.
                 let context = Unmanaged.passUnretained(self).toOpaque()
                 writeEvent = try! libevent("event_new") { event_new(loop.base, descriptor, Int16(EV_WRITE | EV_PERSIST), connectionWritable, context) }
+                if priority != .normal { event_priority_set(writeEvent, priority.rawValue) }
             }
             libeventMustSucceed("event_add") { event_add(writeEvent!, nil) }
             if let restricted = restrictedEvents { libeventMustSucceed("event_add") { event_add(restricted.write, nil) } }
