@@ -307,6 +307,55 @@ struct BoundedWorkHardeningTests {
         #expect(daemon.isRunning, "log:\n\(daemon.log.suffix(2000))")
     }
 
+    /// Control sessions are served before the apps' connections in each loop turn; a client that keeps the
+    /// control socket full of pipelined requests must still not starve them: a session that has handled its
+    /// 32 lines stops reading until the apps' ready connections have had their turn.
+    @Test func aClientFloodingTheControlSocketDoesNotStarveTheApps() throws {
+        let daemon = try TestDaemon(config: "[app e]\n[listener e.main]\naddress = 127.0.0.1:0\nservice = echo\n")
+        defer { daemon.stop() }
+        let echo = try #require(Peer.connect(port: daemon.port(of: "e")))
+        defer { echo.close() }
+        let flooder = try #require(RawControlClient(path: daemon.controlPath))
+        defer { flooder.close() }
+        let stop = StopFlag()
+        let finished = DispatchSemaphore(value: 0)
+        let requests = Array(String(repeating: "{\"cmd\":\"version\"}\n", count: 8).utf8)
+        let writer = Thread {
+            while !stop.isSet, flooder.send(requests, timeout: 1) > 0 {}
+            finished.signal()
+        }
+        let received = ByteCounter()
+        let fd = flooder.fd
+        let reader = Thread {
+            var buffer = [UInt8](repeating: 0, count: 1 << 16)
+            while !stop.isSet {
+                var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                guard poll(&poller, 1, 100) >= 0 else { break }
+                let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+                if count > 0 { received.add(count) } else if count == 0 { break }
+            }
+            finished.signal()
+        }
+        writer.start()
+        reader.start()
+        #expect(waitUntil(timeout: 5) { received.value > 100_000 }, "the flood is under way")
+        var times: [Double] = []
+        let started = Date()
+        while Date().timeIntervalSince(started) < 2 {
+            let sent = Date()
+            #expect(echo.roundTrip("ping\n", timeout: 10) == "ping\n")
+            times.append(Date().timeIntervalSince(sent) * 1000)
+        }
+        let repliesBytes = received.value
+        stop.set()
+        #expect(finished.wait(timeout: .now() + 10) == .success)
+        #expect(finished.wait(timeout: .now() + 10) == .success)
+        print("control flood: \(repliesBytes) bytes of replies; \(times.count) echo round trips meanwhile, median \(String(format: "%.2f", median(times))) ms, worst \(String(format: "%.2f", times.max() ?? 0)) ms")
+        #expect(times.count >= 20, "only \(times.count) echo round trips in 2 s")
+        #expect((times.max() ?? .infinity) < 500 * slowdown)
+        #expect(daemon.isRunning)
+    }
+
     @Test func the1025thTaskIsRefusedWithLimit() throws {
         let daemon = try TestDaemon(config: echoApp("a", appLines: "auto-suspend = never"))
         defer { daemon.stop() }
@@ -646,4 +695,12 @@ struct FairUseHardeningTests {
         #expect(codes["too-many-connections", default: 0] >= 1, "the newcomer evicted a holder")
         #expect(daemon.isRunning)
     }
+}
+
+/// A byte count shared between threads.
+private final class ByteCounter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var count = 0
+    var value: Int { lock.withLock { count } }
+    func add(_ bytes: Int) { lock.withLock { count += bytes } }
 }
