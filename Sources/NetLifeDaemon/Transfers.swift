@@ -115,6 +115,12 @@ final class Transfers {
     /// Follows the apps: a transfer pauses when its app is suspended or stops, and resumes when the app
     /// comes to the foreground or is launched.
     func appEvent(_ app: App, _ event: AppEvent) {
+        // Only state changes concern transfers: the other events (a listener opening, 1,000 of them on one
+        // `foreground`) return before any search.
+        switch event {
+        case .stateChanged, .stopped: break
+        default: return
+        }
         let mine = entries.filter { $0.app == app.name }
         guard !mine.isEmpty else { return }
         switch event {

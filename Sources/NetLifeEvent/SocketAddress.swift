@@ -131,8 +131,7 @@ public enum SocketAddress: Hashable, Sendable, CustomStringConvertible {
         switch CInt(address.pointee.sa_family) {
         case AF_INET:
             let sin = UnsafeRawPointer(address).loadUnaligned(as: sockaddr_in.self)
-            var addr = sin.sin_addr
-            self = .ipv4(Self.numericHost(AF_INET, &addr, length: INET_ADDRSTRLEN), port: UInt16(bigEndian: sin.sin_port))
+            self = .ipv4(Self.dottedQuad(sin.sin_addr.s_addr), port: UInt16(bigEndian: sin.sin_port))
         case AF_INET6:
             let sin6 = UnsafeRawPointer(address).loadUnaligned(as: sockaddr_in6.self)
             var addr = sin6.sin6_addr
@@ -145,6 +144,24 @@ public enum SocketAddress: Hashable, Sendable, CustomStringConvertible {
             self = .unix(path)
         default:
             return nil
+        }
+    }
+
+    /// "a.b.c.d" for an IPv4 address in network byte order, written directly: inet_ntop formats with sprintf,
+    /// which was a third of the instructions of reopening 1,000 listeners on `foreground`.
+    static func dottedQuad(_ networkOrder: in_addr_t) -> String {
+        let value = UInt32(bigEndian: networkOrder)
+        return String(unsafeUninitializedCapacity: 15) { text in
+            var count = 0
+            for shift in stride(from: 24, through: 0, by: -8) {
+                let octet = UInt8(truncatingIfNeeded: value >> UInt32(shift))
+                if shift != 24 { text[count] = 0x2E; count += 1 }
+                if octet >= 100 { text[count] = 0x30 + octet / 100; count += 1 }
+                if octet >= 10 { text[count] = 0x30 + octet / 10 % 10; count += 1 }
+                text[count] = 0x30 + octet % 10
+                count += 1
+            }
+            return count
         }
     }
 

@@ -19,7 +19,7 @@ public enum SocketCalls {
     /// TCP sockets get SO_REUSEADDR so that a listener reopened after `background` binds its old port while
     /// closed connections still sit in TIME_WAIT. A Unix socket is bound under a umask that leaves exactly
     /// `unixMode`, so it never exists with wider permissions (no chmod after bind).
-    /// The corresponding C functions are `socket`, `setsockopt`, `bind`, `listen` and `getsockname`.
+    /// The corresponding C functions are `socket`, `setsockopt`, `bind`, `listen` and `getsockname` (port 0).
     public static func listen(on address: SocketAddress, backlog: CInt, unixMode: UInt32 = 0o600) throws(SystemError) -> (fd: CInt, bound: SocketAddress) {
         let fd = try sys("socket") { socket(address.family, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_NONBLOCK.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0) }
         do {
@@ -37,8 +37,10 @@ public enum SocketCalls {
                 }
             }
             try sys("listen") { Glibc.listen(fd, backlog) }
-            let bound = try localAddress(of: fd)
-            return (fd, bound)
+            // Only port 0 needs the kernel's answer: a listener reopened on `foreground` already knows its
+            // port (the address it kept from the first open), and 1,000 reopens skip 1,000 getsockname calls.
+            guard address.port == 0 else { return (fd, address) }
+            return (fd, try localAddress(of: fd))
         } catch {
             Glibc.close(fd)
             throw error
