@@ -18,6 +18,11 @@ internal import CLibevent
 public protocol ConnectionDelegate: AnyObject {
     /// New bytes were appended to `connection.input`.
     func connectionDidRead(_ connection: Connection)
+    /// The bytes of a small read, offered before they are buffered, while `connection.input` is empty;
+    /// valid only during the call. Returns whether the delegate consumed them all (then they are not
+    /// appended to `input` and `connectionDidRead` is not called). The default consumes nothing. An echo
+    /// sends them straight back from here: no buffer block is made for a 64-byte message.
+    func connection(_ connection: Connection, consumeSmallRead bytes: UnsafeRawBufferPointer) -> Bool
     /// The peer ended its side (read returned 0). The default flushes the output and closes.
     func connectionDidReachEnd(_ connection: Connection)
     /// The connection is closed; `error` says why when it was not a plain close.
@@ -27,6 +32,7 @@ public protocol ConnectionDelegate: AnyObject {
 }
 
 extension ConnectionDelegate {
+    public func connection(_ connection: Connection, consumeSmallRead bytes: UnsafeRawBufferPointer) -> Bool { false }
     public func connectionDidReachEnd(_ connection: Connection) { connection.close(.afterFlush) }
     public func connectionDidClose(_ connection: Connection, error: SystemError?) {}
     public func connectionDidDrainOutput(_ connection: Connection) {}
@@ -117,6 +123,8 @@ public final class Connection {
     private var readSizer = ReadSizer()
     /// The priority of the read and write events.
     private let priority: EventPriority
+    /// Told of each read callback of an ordinary connection; watches a reading `.control` one.
+    private let context: ReadContext
     /// The most reads one readable event makes before the delegate is told (SwiftNIO's default
     /// `maxMessagesPerRead`): a bulk stream is echoed with one write per 4 reads, and one connection cannot
     /// hold the loop for more than about 1 MiB.
@@ -142,6 +150,7 @@ public final class Connection {
         self.loop = loop
         self.descriptor = fd
         self.priority = priority
+        self.context = loop.readContext
         // The read event only fails when memory is exhausted.
         let context = Unmanaged.passUnretained(self).toOpaque()
         do {
@@ -209,10 +218,17 @@ public final class Connection {
             }
         }
         readInterest = wanted
+        if priority == .control {
+            if wanted { context.add(descriptor) } else { context.remove(descriptor) }
+        }
     }
 
     fileprivate func readable() {
+        if priority == .normal { context.ordinaryCallbackRan() }
         guard currentState == .open else { return }
+        // A chatty connection (its reads are small) with nothing buffered reads into the loop's scratch area,
+        // where the delegate may consume the bytes at once; a bulk one reads into the input buffer's blocks.
+        if readSizer.size == ReadSizer.smallest, inputStorage?.isEmpty ?? true { return readSmall() }
         let buffer = input
         var received = 0
         var ended = false
@@ -252,6 +268,31 @@ public final class Connection {
         }
     }
 
+    /// One read into the scratch area, offered to the delegate (`connection(_:consumeSmallRead:)`), appended
+    /// to `input` if not consumed.
+    private func readSmall() {
+        let scratch = context.scratch
+        let got = Glibc.read(descriptor, scratch.baseAddress, scratch.count)
+        if got > 0 {
+            readSizer.record(got)
+            let bytes = UnsafeRawBufferPointer(rebasing: scratch[0..<got])
+            guard let delegate = currentDelegate else { return input.append(bytes) }
+            if !delegate.connection(self, consumeSmallRead: bytes) {
+                input.append(bytes)
+                delegate.connectionDidRead(self)
+            }
+            guard currentState == .open else { return }
+            pauseReadingIfOutputIsHigh()
+        } else if got == 0 {
+            endOfInputSeen = true
+            updateReadInterest()
+            if let delegate = currentDelegate { delegate.connectionDidReachEnd(self) } else { close(.afterFlush) }
+        } else {
+            let error = Errno.current
+            if error != .wouldBlock && error != .interrupted { fail(SystemError("read", error)) }
+        }
+    }
+
     // MARK: Writing
 
     /// Writes as much of `output` as the socket takes now, and waits for writability for the rest.
@@ -273,12 +314,33 @@ public final class Connection {
     /// changing hands). On a closed connection the bytes are dropped.
     public func send(_ buffer: EventBuffer) {
         guard currentState != .closed else { return buffer.removeAll() }
-        if outputCount == 0 {
-            guard write(from: buffer) else { return }
-            if buffer.isEmpty { return outputWritten(unsent: 0) }
+        guard outputCount == 0 else {
+            output.moveAll(from: buffer)
+            return flush()
         }
-        output.moveAll(from: buffer)
-        flush()
+        guard write(from: buffer) else { return }
+        // What the socket refused waits in `output` for writability (no second write now: the socket is full).
+        if !buffer.isEmpty { output.moveAll(from: buffer) }
+        outputWritten(unsent: outputCount)
+    }
+
+    /// Sends `bytes`, as `output.append(bytes)` then `flush()` would; when nothing is queued in `output`, they
+    /// go to the socket straight from where they are, and only what the socket refused is copied to `output`.
+    /// On a closed connection the bytes are dropped. The corresponding C function is `send`.
+    public func send(_ bytes: UnsafeRawBufferPointer) {
+        guard currentState != .closed, let base = bytes.baseAddress, !bytes.isEmpty else { return }
+        guard outputCount == 0 else {
+            output.append(bytes)
+            return flush()
+        }
+        var sent = Glibc.send(descriptor, base, bytes.count, CInt(MSG_NOSIGNAL | MSG_DONTWAIT))
+        if sent < 0 {
+            let error = Errno.current
+            guard error == .wouldBlock || error == .interrupted else { return fail(SystemError("send", error)) }
+            sent = 0
+        }
+        if sent < bytes.count { output.append(UnsafeRawBufferPointer(rebasing: bytes[sent...])) }
+        outputWritten(unsent: outputCount)
     }
 
     /// Writes what the socket takes from `buffer`; false when the connection failed (and is closed).
@@ -416,6 +478,7 @@ public final class Connection {
         if let writeEvent { event_free(writeEvent) }
         readEvent = nil
         writeEvent = nil
+        if readInterest, priority == .control { context.remove(descriptor) }
         readInterest = false
         writeInterest = false
         switch how {

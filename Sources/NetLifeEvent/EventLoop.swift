@@ -24,12 +24,13 @@ public final class EventLoop {
     private var restrictedTick: OpaquePointer?
     /// The resolver, made on first use by `nameResolver()`.
     var resolver: NameResolver?
+    /// The scratch area and the control connections looked at between ordinary callbacks.
+    let readContext: ReadContext
     /// Whether a restricted-mode run is in progress (they do not nest).
     public private(set) var isRunningRestricted = false
 
-    /// A 64 KiB scratch area for reads whose bytes are not kept in an evbuffer: a child's output lines, and
-    /// input discarded at a close. (Connections read into their input buffer's own blocks.)
-    let readScratch: UnsafeMutableRawBufferPointer
+    /// The 64 KiB scratch area of `readContext`.
+    var readScratch: UnsafeMutableRawBufferPointer { readContext.scratch }
 
     /// Creates the loop. The corresponding C function is `event_base_new_with_config`.
     public init() throws(SystemError) {
@@ -41,20 +42,13 @@ public final class EventLoop {
         // is CLOCK_MONOTONIC_COARSE (4 ms ticks) and epoll waits in whole milliseconds; `EventTimer` checks
         // its deadline on the precise clock, so a timer is late by at most a few milliseconds and never early.
         _ = event_config_set_flag(config, Int32(EVENT_BASE_FLAG_NOLOCK.rawValue))
-        // After this many callbacks of ordinary priority, libevent looks for new events again before running
-        // the rest, so that a control request that arrives while 1,000 busy connections are being served is
-        // taken within a few dozen callbacks instead of after all of them.
-        _ = event_config_set_max_dispatch_interval(config, nil, Self.callbacksBetweenPolls, EventPriority.normal.rawValue)
         let base = try libevent("event_base_new_with_config") { event_base_new_with_config(config) }
         // Two priorities: the control socket before everything else (`EventPriority`).
         libeventMustSucceed("event_base_priority_init") { event_base_priority_init(base, 2) }
         self.base = base
-        readScratch = .allocate(byteCount: 64 * 1024, alignment: 16)
+        readContext = ReadContext(base: base)
         ownerThread = pthread_self()
     }
-
-    /// How many ordinary callbacks run before the loop polls for new events again (see `init`).
-    static let callbacksBetweenPolls: Int32 = 64
 
     /// Runs the loop until `stop()` is called. The calling thread becomes the loop thread.
     /// The corresponding C function is `event_base_loop`.
@@ -129,7 +123,6 @@ public final class EventLoop {
     }
 
     private func freeBases() {
-        readScratch.deallocate()
         if let restrictedTick { event_free(restrictedTick) }
         if let restrictedBase { event_base_free(restrictedBase) }
         restrictedTick = nil

@@ -1,6 +1,7 @@
-// The built-in `echo` service: every byte a peer sends comes back. The connection reads into its input
-// buffer's blocks and `send` writes them from there (what the socket refuses moves to the output buffer by
-// handing over the blocks), so the hot path allocates nothing in Swift and copies nothing in user space.
+// The built-in `echo` service: every byte a peer sends comes back. A small read (a chatty peer) is sent back
+// straight from the loop's scratch area; a bulk stream is read into the input buffer's blocks and `send`
+// writes them from there. Only what the socket refuses is kept (copied, or its blocks moved, to the output
+// buffer), so the hot path allocates nothing and copies nothing in user space.
 
 import NetLife
 import NetLifeEvent
@@ -18,5 +19,11 @@ public final class EchoService: Service, ConnectionDelegate {
 
     public func connectionDidRead(_ connection: Connection) {
         connection.send(connection.input)
+    }
+
+    /// A small read goes straight back from the loop's scratch area, as the C reference's does.
+    public func connection(_ connection: Connection, consumeSmallRead bytes: UnsafeRawBufferPointer) -> Bool {
+        connection.send(bytes)
+        return true
     }
 }

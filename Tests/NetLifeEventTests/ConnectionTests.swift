@@ -86,6 +86,59 @@ struct ConnectionTests {
         #expect(read(theirs, &received, 1) == 0, "the peer sees end of stream")
     }
 
+    /// A chatty peer's small reads are offered to the delegate before any buffering: an echo that consumes
+    /// them sends them straight back; one that declines some gets those through `input` instead, in order.
+    @Test func smallReadsAreOfferedToTheDelegateBeforeBuffering() throws {
+        final class Offered: ConnectionDelegate {
+            var offered = 0
+            var buffered = 0
+            func connection(_ connection: Connection, consumeSmallRead bytes: UnsafeRawBufferPointer) -> Bool {
+                offered += 1
+                guard offered % 3 != 0 else { return false }   // every third goes through `input`
+                connection.send(bytes)
+                return true
+            }
+            func connectionDidRead(_ connection: Connection) {
+                buffered += 1
+                connection.send(connection.input)
+            }
+        }
+        let loop = try EventLoop()
+        let (mine, theirs) = socketPair()
+        defer { close(theirs) }
+        let connection = try Connection(loop: loop, fd: mine)
+        let delegate = Offered()
+        connection.delegate = delegate
+        for index in 0..<200 {
+            let message = "message \(index)\n"
+            writeAll(theirs, message)
+            var received: [UInt8] = []
+            #expect(runLoop(loop) { received += readAvailable(theirs); return received.count >= message.utf8.count })
+            #expect(String(decoding: received, as: UTF8.self) == message)
+        }
+        #expect(delegate.offered > 150, "small reads went through the scratch area: \(delegate.offered)")
+        #expect(delegate.buffered > 40, "declined ones came through input: \(delegate.buffered)")
+        connection.close(.now)
+    }
+
+    /// `send(bytes)` to a peer that does not read: what the socket refuses is kept, in order, and written
+    /// once the peer reads.
+    @Test func sendingBytesToAFullSocketKeepsTheRestInOrder() throws {
+        let loop = try EventLoop()
+        let (mine, theirs) = socketPair()
+        defer { close(theirs) }
+        let connection = try Connection(loop: loop, fd: mine)
+        let payload = pattern(3 << 20)
+        for start in stride(from: 0, to: payload.count, by: 100_000) {
+            payload[start..<min(start + 100_000, payload.count)].withUnsafeBytes { connection.send($0) }
+        }
+        #expect(connection.output.count > 0, "the socket refused part of 3 MiB")
+        var received: [UInt8] = []
+        #expect(runLoop(loop, timeout: .seconds(20)) { received += readAvailable(theirs); return received.count == payload.count })
+        #expect(received == payload)
+        connection.close(.now)
+    }
+
     @Test func sendOnAClosedConnectionDropsTheBytes() throws {
         let loop = try EventLoop()
         let (mine, theirs) = socketPair()
@@ -291,7 +344,7 @@ struct ConnectionPriorityTests {
     }
 
     /// A control request that arrives while a turn is serving 400 ready connections is read after at most
-    /// `callbacksBetweenPolls` (64) more of them, not after all.
+    /// `ReadContext.interval` (64) more of them, not after all.
     @Test func aControlRequestArrivingMidTurnWaitsForAFewCallbacksNotAll() throws {
         let busy = try BusyLoop(ordinary: 400)
         defer { busy.close() }
