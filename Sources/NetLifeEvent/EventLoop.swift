@@ -44,7 +44,12 @@ public final class EventLoop {
         _ = event_config_set_flag(config, Int32(EVENT_BASE_FLAG_NOLOCK.rawValue))
         let base = try libevent("event_base_new_with_config") { event_base_new_with_config(config) }
         // Two priorities: the control socket before everything else (`EventPriority`).
-        libeventMustSucceed("event_base_priority_init") { event_base_priority_init(base, 2) }
+        do {
+            try libevent("event_base_priority_init") { event_base_priority_init(base, 2) }
+        } catch {
+            event_base_free(base)
+            throw error
+        }
         self.base = base
         readContext = ReadContext(base: base)
         ownerThread = pthread_self()
