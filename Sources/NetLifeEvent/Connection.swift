@@ -1,8 +1,9 @@
 // A connected stream socket with an input and an output evbuffer, driven by plain libevent read and write
-// events rather than bufferevents: libevent 2.1's bufferevent reads at most 4 KiB per call. Reads go
-// straight into the input buffer's blocks (reserved space, readv, commit: no copy), sized by a `ReadSizer`,
-// up to `readsPerCallback` of them per readable event before the delegate hears of the bytes once. Writes go
-// out with `evbuffer_write` (writev, or sendfile for file segments).
+// events rather than bufferevents: libevent 2.1's bufferevent reads at most 4 KiB per call. Reads are sized
+// by a `ReadSizer`. Bulk reads go straight into the input buffer's blocks (reserved space, read, commit: no
+// copy), up to `readsPerCallback` of them per readable event before the delegate hears of the bytes once;
+// a chatty connection's small reads land in the loop's scratch area and are offered to the delegate before
+// any buffering. Writes go out with `evbuffer_write` (writev, or sendfile for file segments) or `send`.
 //
 // The stored properties the read and write callbacks touch are private, with public computed views: Swift
 // checks exclusive access to a class's public stored properties at run time (another module might access
@@ -242,12 +243,7 @@ public final class Connection {
                 // A read that did not fill its space emptied the socket.
                 if got < size { break }
             } else {
-                if got == 0 {
-                    ended = true
-                } else {
-                    let error = Errno.current
-                    if error != .wouldBlock && error != .interrupted { failure = error }
-                }
+                if got == 0 { ended = true } else { failure = Self.lastReadError() }
                 break
             }
         }
@@ -262,10 +258,21 @@ public final class Connection {
         if let failure {
             fail(SystemError("read", failure))
         } else if ended {
-            endOfInputSeen = true
-            updateReadInterest()
-            if let delegate = currentDelegate { delegate.connectionDidReachEnd(self) } else { close(.afterFlush) }
+            inputDidEnd()
         }
+    }
+
+    /// The error of the read that just returned -1, or nil when it only found nothing to read.
+    private static func lastReadError() -> Errno? {
+        let error = Errno.current
+        return error == .wouldBlock || error == .interrupted ? nil : error
+    }
+
+    /// The peer ended its side: no more reads; the delegate decides (by default, flush and close).
+    private func inputDidEnd() {
+        endOfInputSeen = true
+        updateReadInterest()
+        if let delegate = currentDelegate { delegate.connectionDidReachEnd(self) } else { close(.afterFlush) }
     }
 
     /// One read into the scratch area, offered to the delegate (`connection(_:consumeSmallRead:)`), appended
@@ -284,12 +291,9 @@ public final class Connection {
             guard currentState == .open else { return }
             pauseReadingIfOutputIsHigh()
         } else if got == 0 {
-            endOfInputSeen = true
-            updateReadInterest()
-            if let delegate = currentDelegate { delegate.connectionDidReachEnd(self) } else { close(.afterFlush) }
-        } else {
-            let error = Errno.current
-            if error != .wouldBlock && error != .interrupted { fail(SystemError("read", error)) }
+            inputDidEnd()
+        } else if let error = Self.lastReadError() {
+            fail(SystemError("read", error))
         }
     }
 
