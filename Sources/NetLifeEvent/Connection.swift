@@ -211,16 +211,20 @@ public final class Connection {
         guard let readEvent else { return }
         let wanted = currentState == .open && !endOfInputSeen && !readsPausedByOwner && !readsPausedByBackPressure
         guard wanted != readInterest else { return }
-        for event in [readEvent, restrictedEvents?.read].compactMap({ $0 }) {
-            if wanted {
-                libeventMustSucceed("event_add") { event_add(event, nil) }
-            } else {
-                event_del(event)
-            }
-        }
+        // No array of the two events: this runs for each of 10,000 connections on suspend and resume.
+        setInterest(wanted, readEvent)
+        if let restricted = restrictedEvents { setInterest(wanted, restricted.read) }
         readInterest = wanted
         if priority == .control {
             if wanted { context.add(descriptor) } else { context.remove(descriptor) }
+        }
+    }
+
+    private func setInterest(_ wanted: Bool, _ event: OpaquePointer) {
+        if wanted {
+            libeventMustSucceed("event_add") { event_add(event, nil) }
+        } else {
+            event_del(event)
         }
     }
 
