@@ -36,9 +36,6 @@ final class ReadContext {
 
     deinit { scratch.deallocate() }
 
-    /// How many descriptors are watched (tests).
-    var count: Int { descriptors.count }
-
     func add(_ fd: CInt) {
         guard !descriptors.contains(where: { $0.fd == fd }) else { return }
         descriptors.append(pollfd(fd: fd, events: Int16(POLLIN), revents: 0))
