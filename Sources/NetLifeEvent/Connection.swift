@@ -379,13 +379,22 @@ public final class Connection {
     private func setWriteInterest(_ wanted: Bool) {
         guard wanted != writeInterest else { return }
         if wanted {
-            if writeEvent == nil {
-                // Made on first need: most connections never fill the kernel's send buffer.
+            let event: OpaquePointer
+            if let writeEvent {
+                event = writeEvent
+            } else {
+                // Made on first need: most connections never fill the kernel's send buffer. event_new fails
+                // only when memory is exhausted; the connection then ends with that error.
                 let context = Unmanaged.passUnretained(self).toOpaque()
-                writeEvent = try! libevent("event_new") { event_new(loop.base, descriptor, Int16(EV_WRITE | EV_PERSIST), connectionWritable, context) }
-                if priority != .normal { event_priority_set(writeEvent, priority.rawValue) }
+                do {
+                    event = try libevent("event_new") { event_new(loop.base, descriptor, Int16(EV_WRITE | EV_PERSIST), connectionWritable, context) }
+                } catch {
+                    return fail(error)
+                }
+                if priority != .normal { event_priority_set(event, priority.rawValue) }
+                writeEvent = event
             }
-            libeventMustSucceed("event_add") { event_add(writeEvent!, nil) }
+            libeventMustSucceed("event_add") { event_add(event, nil) }
             if let restricted = restrictedEvents { libeventMustSucceed("event_add") { event_add(restricted.write, nil) } }
         } else {
             if let writeEvent { event_del(writeEvent) }
@@ -400,8 +409,20 @@ public final class Connection {
     func enterRestrictedMode(base: OpaquePointer) {
         guard currentState != .closed, restrictedEvents == nil else { return }
         let context = Unmanaged.passUnretained(self).toOpaque()
-        let read = try! libevent("event_new") { event_new(base, descriptor, Int16(EV_READ | EV_PERSIST), connectionReadable, context) }
-        let write = try! libevent("event_new") { event_new(base, descriptor, Int16(EV_WRITE | EV_PERSIST), connectionWritable, context) }
+        // event_new fails only when memory is exhausted; the connection then ends with that error.
+        let read: OpaquePointer
+        let write: OpaquePointer
+        do throws(SystemError) {
+            read = try libevent("event_new") { event_new(base, descriptor, Int16(EV_READ | EV_PERSIST), connectionReadable, context) }
+            do throws(SystemError) {
+                write = try libevent("event_new") { event_new(base, descriptor, Int16(EV_WRITE | EV_PERSIST), connectionWritable, context) }
+            } catch {
+                event_free(read)
+                throw error
+            }
+        } catch {
+            return fail(error)
+        }
         restrictedEvents = (read, write)
         if readInterest { libeventMustSucceed("event_add") { event_add(read, nil) } }
         if writeInterest { libeventMustSucceed("event_add") { event_add(write, nil) } }
@@ -515,7 +536,7 @@ public final class Connection {
     }
 
     private func discardPendingInput() {
-        let scratch = loop.readScratch
+        let scratch = context.scratch
         // At most 16 reads, stopping at the first that finds nothing (`where` would filter, not stop).
         for _ in 0..<16 {
             if Glibc.recv(fd, scratch.baseAddress, scratch.count, CInt(MSG_DONTWAIT)) <= 0 { break }
