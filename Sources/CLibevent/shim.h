@@ -13,6 +13,7 @@
 #include <sys/ioctl.h>
 #include <sys/pidfd.h>
 #include <sys/wait.h>
+#include <sys/syscall.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
@@ -38,6 +39,19 @@ static inline struct event *netlife_evsignal_new(struct event_base *base, int si
     return event_new(base, signo, EV_SIGNAL | EV_PERSIST, cb, arg);
 }
 
+// read(2) and send(2) as plain system calls. glibc's wrappers are thread-cancellation points: in a process
+// with more than one thread (netlifed has its stall watchdog) each call is bracketed by
+// __pthread_enable_asynccancel and __pthread_disable_asynccancel, two atomic read-modify-writes and about 65
+// instructions per echoed message, which a single-threaded C server does not pay. netlife never cancels a
+// thread. Both return -1 with errno set on failure, as the wrappers do.
+static inline ssize_t netlife_read(int fd, void *buf, size_t size) {
+    return syscall(SYS_read, fd, buf, size);
+}
+
+static inline ssize_t netlife_send(int fd, const void *buf, size_t size, int flags) {
+    return syscall(SYS_sendto, fd, buf, size, flags, (void *)0, (socklen_t)0);
+}
+
 // Reads at most `size` bytes from `fd` straight into `buf`'s own blocks: the space is reserved at the end of
 // the buffer (in its last block, or a new one), filled with read and committed, so no byte is copied after
 // the kernel's. Returns what read returned, with errno set when that is -1 (ENOMEM when no space could be
@@ -45,7 +59,7 @@ static inline struct event *netlife_evsignal_new(struct event_base *base, int si
 static inline ssize_t netlife_evbuffer_read(struct evbuffer *buf, int fd, size_t size) {
     struct evbuffer_iovec space;
     if (evbuffer_reserve_space(buf, (ev_ssize_t)size, &space, 1) != 1) { errno = ENOMEM; return -1; }
-    ssize_t got = read(fd, space.iov_base, space.iov_len);
+    ssize_t got = netlife_read(fd, space.iov_base, space.iov_len);
     if (got > 0) {
         space.iov_len = (size_t)got;
         evbuffer_commit_space(buf, &space, 1);

@@ -233,7 +233,7 @@ public final class Connection {
         guard currentState == .open else { return }
         // A chatty connection (its reads are small) with nothing buffered reads into the loop's scratch area,
         // where the delegate may consume the bytes at once; a bulk one reads into the input buffer's blocks.
-        if readSizer.size == ReadSizer.smallest, inputStorage?.isEmpty ?? true { return readSmall() }
+        if readSizer.isSmallest, inputStorage?.isEmpty ?? true { return readSmall() }
         let buffer = input
         var received = 0
         var ended = false
@@ -283,7 +283,7 @@ public final class Connection {
     /// to `input` if not consumed.
     private func readSmall() {
         let scratch = context.scratch
-        let got = Glibc.read(descriptor, scratch.baseAddress, scratch.count)
+        let got = netlife_read(descriptor, scratch.baseAddress, scratch.count)
         if got > 0 {
             readSizer.record(got)
             let bytes = UnsafeRawBufferPointer(rebasing: scratch[0..<got])
@@ -292,7 +292,8 @@ public final class Connection {
                 input.append(bytes)
                 delegate.connectionDidRead(self)
             }
-            guard currentState == .open else { return }
+            // An echo's reply went out whole: no output buffer was made, none to weigh.
+            guard currentState == .open, outputStorage != nil else { return }
             pauseReadingIfOutputIsHigh()
         } else if got == 0 {
             inputDidEnd()
@@ -341,14 +342,14 @@ public final class Connection {
             output.append(bytes)
             return flush()
         }
-        var sent = Glibc.send(descriptor, base, bytes.count, CInt(MSG_NOSIGNAL | MSG_DONTWAIT))
+        var sent = netlife_send(descriptor, base, bytes.count, CInt(MSG_NOSIGNAL | MSG_DONTWAIT))
         if sent < 0 {
             let error = Errno.current
             guard error == .wouldBlock || error == .interrupted else { return fail(SystemError("send", error)) }
             sent = 0
         }
         if sent < bytes.count { output.append(UnsafeRawBufferPointer(rebasing: bytes[sent...])) }
-        outputWritten(unsent: outputCount)
+        outputWritten(unsent: bytes.count - sent)
     }
 
     /// Writes what the socket takes from `buffer`; false when the connection failed (and is closed).
@@ -362,6 +363,7 @@ public final class Connection {
     }
 
     /// After a write: `unsent` bytes wait in `output`.
+    @inline(__always)
     private func outputWritten(unsent: Int) {
         if unsent == 0 {
             setWriteInterest(false)
@@ -532,7 +534,7 @@ public final class Connection {
         self.tracker = nil
         delegate?.connectionDidClose(self, error: error)
         tracker?.connectionClosed(self)
-        loop.release(self)
+        loop.releaseAfterCallback(self)
     }
 
     private func discardPendingInput() {
@@ -548,10 +550,16 @@ public final class Connection {
     }
 }
 
+// The callbacks take no reference of their own to the connection (a retain and release per message): the
+// loop keeps it alive until the callback has returned, even when it closes inside
+// (`EventLoop.releaseAfterCallback`).
+
 private func connectionReadable(_: CInt, _: Int16, _ context: UnsafeMutableRawPointer?) {
-    Unmanaged<Connection>.fromOpaque(context!).takeUnretainedValue().readable()
+    guard let context else { return }
+    Unmanaged<Connection>.fromOpaque(context)._withUnsafeGuaranteedRef { $0.readable() }
 }
 
 private func connectionWritable(_: CInt, _: Int16, _ context: UnsafeMutableRawPointer?) {
-    Unmanaged<Connection>.fromOpaque(context!).takeUnretainedValue().writable()
+    guard let context else { return }
+    Unmanaged<Connection>.fromOpaque(context)._withUnsafeGuaranteedRef { $0.writable() }
 }

@@ -3,6 +3,8 @@
 // Everything in netlife runs on the loop thread. Objects registered with the loop (timers, signal
 // watchers, listeners, connections, child processes) are kept alive by the loop's owner table from the
 // moment they register until their explicit `close()`; C callbacks receive them as unretained pointers.
+// A connection is kept until the callback that closed it has returned, so that its read and write callbacks
+// need no reference of their own.
 // Another thread talks to the loop only through a `Waker`. `EventLoop.close()` closes whatever is still
 // registered, so that nothing the loop kept alive outlives it (a registered source's closures usually reach
 // the loop's owner, which holds the loop: a reference cycle that only closing breaks).
@@ -14,6 +16,10 @@ internal import CLibevent
 public final class EventLoop {
     let base: OpaquePointer
     private var owners: [ObjectIdentifier: AnyObject] = [:]
+    /// Objects released since the reaper last ran, kept until the callback that released them has returned.
+    private var released: [AnyObject] = []
+    /// An event activated when `released` gains its first object; it runs after the current callback.
+    private var reaper: OpaquePointer?
     private var ownerThread: pthread_t
     private var stopRequested = false
     /// The stall watchdog, told about turns of nested restricted-mode runs.
@@ -53,6 +59,14 @@ public final class EventLoop {
         self.base = base
         readContext = ReadContext(base: base)
         ownerThread = pthread_self()
+        do {
+            reaper = try libevent("event_new") {
+                event_new(base, -1, 0, loopReaperFired, Unmanaged.passUnretained(self).toOpaque())
+            }
+        } catch {
+            event_base_free(base)
+            throw error
+        }
     }
 
     /// Runs the loop until `stop()` is called. The calling thread becomes the loop thread.
@@ -91,6 +105,22 @@ public final class EventLoop {
         owners[ObjectIdentifier(object)] = nil
     }
 
+    /// Ends what `retain(_:)` began once the running callback has returned, so that a callback holding no
+    /// reference of its own (`Connection`'s) may go on after its object closed inside it. Only for objects
+    /// that do not refer to the loop: the loop lets them go at its next turn, or when it closes.
+    func releaseAfterCallback(_ object: AnyObject) {
+        guard let kept = owners.removeValue(forKey: ObjectIdentifier(object)) else { return }
+        released.append(kept)
+        if released.count == 1, let reaper { event_active(reaper, EV_TIMEOUT, 0) }
+    }
+
+    /// Drops the objects released before this callback. Their deinits may release others: those wait for the
+    /// next run.
+    fileprivate func reapReleased() {
+        var dropped: [AnyObject] = []
+        swap(&dropped, &released)
+    }
+
     /// How many objects the loop keeps alive; tests use it to find leaks.
     public var registeredObjectCount: Int { owners.count }
 
@@ -120,6 +150,7 @@ public final class EventLoop {
         }
         // Anything left (it kept re-registering) is released with the loop.
         owners.removeAll()
+        reapReleased()
         resolver = nil
         stallWatchdog = nil
         isClosed = true
@@ -128,6 +159,8 @@ public final class EventLoop {
     }
 
     private func freeBases() {
+        if let reaper { event_free(reaper) }
+        reaper = nil
         if let restrictedTick { event_free(restrictedTick) }
         if let restrictedBase { event_base_free(restrictedBase) }
         restrictedTick = nil
@@ -180,6 +213,11 @@ public final class EventLoop {
         isRunningRestricted = false
         return condition()
     }
+}
+
+private func loopReaperFired(_: CInt, _: Int16, _ context: UnsafeMutableRawPointer?) {
+    guard let context else { return }
+    Unmanaged<EventLoop>.fromOpaque(context).takeUnretainedValue().reapReleased()
 }
 
 /// The order in which one loop turn runs its ready callbacks: every ready `control` callback runs before any

@@ -47,9 +47,13 @@ final class ReadContext {
 
     /// Called by each ordinary connection callback; every `interval`-th one looks at the urgent descriptors
     /// and, if one is readable, makes the loop poll for new events after the current callback.
+    @inline(__always)
     func ordinaryCallbackRan() {
-        callbacksSinceLook += 1
-        guard callbacksSinceLook >= Self.interval else { return }
+        callbacksSinceLook &+= 1
+        if callbacksSinceLook >= Self.interval { lookAtControlConnections() }
+    }
+
+    private func lookAtControlConnections() {
         callbacksSinceLook = 0
         guard !descriptors.isEmpty else { return }
         if poll(&descriptors, nfds_t(descriptors.count), 0) > 0 { event_base_loopcontinue(base) }

@@ -18,34 +18,43 @@ public struct ReadSizer: Equatable, Sendable {
     /// (Benchmarks/README.md, "Read sizes").
     static let largestShift: UInt8 = 16
     /// log2 of the first read's block: 4 KiB.
-    static let initialShift: UInt8 = 12
+    static let initialShift: UInt8 = 10
 
     private var shift = ReadSizer.initialShift
     private var shrinkOnNextSmallRead = false
+    /// The bytes to ask for now. Stored, not computed: every read callback looks at it.
+    public private(set) var size = ReadSizer.size(shift: ReadSizer.initialShift)
 
     public init() {}
 
-    /// The bytes to ask for now.
-    public var size: Int { (1 << Int(shift)) - Self.blockOverhead }
+    /// Whether `size` is the smallest: the connection is chatty.
+    public var isSmallest: Bool { shift == Self.smallestShift }
 
     /// The smallest and largest sizes `size` takes.
-    public static var smallest: Int { (1 << Int(smallestShift)) - blockOverhead }
-    public static var largest: Int { (1 << Int(largestShift)) - blockOverhead }
+    public static let smallest = size(shift: smallestShift)
+    public static let largest = size(shift: largestShift)
+
+    private static func size(shift: UInt8) -> Int { (1 &<< Int(shift)) - blockOverhead }
 
     /// Takes what a read of `size` bytes returned (`got` > 0).
+    @inline(__always)
     public mutating func record(_ got: Int) {
         if got >= size {
-            shift = min(shift + 2, Self.largestShift)
-            shrinkOnNextSmallRead = false
-        } else if shift > Self.smallestShift, got <= (1 << Int(shift - 1)) - Self.blockOverhead {
+            resize(to: min(shift + 2, Self.largestShift))
+        } else if shift > Self.smallestShift, got <= Self.size(shift: shift - 1) {
             if shrinkOnNextSmallRead {
-                shift -= 1
-                shrinkOnNextSmallRead = false
+                resize(to: shift - 1)
             } else {
                 shrinkOnNextSmallRead = true
             }
         } else {
             shrinkOnNextSmallRead = false
         }
+    }
+
+    private mutating func resize(to newShift: UInt8) {
+        shift = newShift
+        size = Self.size(shift: newShift)
+        shrinkOnNextSmallRead = false
     }
 }

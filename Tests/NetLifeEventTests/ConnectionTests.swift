@@ -65,14 +65,18 @@ struct ConnectionTests {
         connection.close(.now)
     }
 
-    /// The bytes and the end of input arrive together, and the first read fills its space exactly, so the
-    /// readable event that delivers the bytes also reads the end: the bytes are echoed first, and the end is
-    /// still seen (on the next read) and closes the connection.
+    /// The bytes and the end of input arrive together, and a read into the input buffer fills its space
+    /// exactly, so the readable event that delivers the bytes also reads the end: the bytes are echoed first,
+    /// and the end is still seen (on the next read) and closes the connection. (The first read, at the
+    /// smallest size, goes to the scratch area; its being full makes the second a buffer read.)
     @Test func anEndOfInputRightAfterAFullReadIsNotLost() throws {
         let loop = try EventLoop()
         let (mine, theirs) = socketPair()
         defer { close(theirs) }
-        let payload = pattern(ReadSizer().size)
+        var sizer = ReadSizer()
+        let first = sizer.size
+        sizer.record(first)
+        let payload = pattern(first + sizer.size)
         payload.withUnsafeBytes { _ = write(theirs, $0.baseAddress, $0.count) }
         shutdown(theirs, CInt(SHUT_WR))
         let connection = try Connection(loop: loop, fd: mine)
@@ -151,6 +155,39 @@ struct ConnectionTests {
         connection.send(buffer)
         #expect(buffer.isEmpty)
         #expect(connection.output.isEmpty)
+    }
+
+    /// A delegate may close its connection and drop the last other reference to it inside a callback. The
+    /// read callback holds no reference of its own and goes on after the delegate returns; the loop keeps the
+    /// connection until then (without that, AddressSanitizer reports a use after free here), and lets it go
+    /// after.
+    @Test func aConnectionClosedAndDroppedInsideItsCallbackLivesUntilTheCallbackReturns() throws {
+        final class Closer: ConnectionDelegate {
+            var connection: Connection?
+            var closed = false
+            func connection(_ connection: Connection, consumeSmallRead bytes: UnsafeRawBufferPointer) -> Bool {
+                connection.close(.now)
+                self.connection = nil
+                return true
+            }
+            func connectionDidRead(_ connection: Connection) {}
+            func connectionDidClose(_ connection: Connection, error: SystemError?) { closed = true }
+        }
+        let loop = try EventLoop()
+        let (mine, theirs) = socketPair()
+        defer { close(theirs) }
+        let closer = Closer()
+        weak var released: Connection?
+        do {
+            let connection = try Connection(loop: loop, fd: mine)
+            connection.delegate = closer
+            closer.connection = connection
+            released = connection
+        }
+        _ = write(theirs, "x", 1)
+        #expect(runLoop(loop) { closer.closed })
+        #expect(runLoop(loop) { released == nil }, "released after the callback")
+        #expect(loop.registeredObjectCount == 0)
     }
 
     @Test func echoesAndClosesOnEndOfInput() throws {
