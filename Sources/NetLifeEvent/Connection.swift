@@ -9,6 +9,16 @@
 // checks exclusive access to a class's public stored properties at run time (another module might access
 // them), and those checks were a quarter of the instructions per echoed message (Benchmarks/README.md).
 //
+// The read and write events are edge-triggered (EV_ET, as nginx registers its connections): epoll reports a
+// socket when something new arrives, in the order of arrival. With level-triggered events the sockets that
+// were ready in one turn stay at the head of epoll's ready list in the next, and a socket whose message came
+// just after the poll is served at the end of the turn after, behind all of them, and again and again: at
+// 1,000 busy connections that doubled the latency of a few per cent of messages (Benchmarks/README.md). The
+// price of edges is that a connection must not stop with bytes it could still read or write and wait for a
+// report: it reads until a read comes back short (or, once the peer's FIN is reported, EV_CLOSED, until the
+// end of input), and writes until the buffer is empty or the socket is full; one that used up its share of a
+// turn first is served again at the next turn (`ReadContext`).
+//
 // The connection is an explicit state machine (open -> closing -> closed) with one driver: the read and
 // write callbacks below. The delegate is told about bytes, end of input and the close, on the loop thread.
 
@@ -130,6 +140,12 @@ public final class Connection {
     /// `maxMessagesPerRead`): a bulk stream is echoed with one write per 4 reads, and one connection cannot
     /// hold the loop for more than about 1 MiB.
     public static let readsPerCallback = 4
+    /// The most writes one flush makes, and the bytes after which it makes no more, before the rest waits for
+    /// the next turn: a write stops short of the socket's room when a file segment goes out alone (sendfile)
+    /// or a writev reaches 128 blocks. The bytes match a read callback's share (4 x 64 KiB); one write may
+    /// be larger (a 2 MiB file piece).
+    static let writesPerFlush = 16
+    static let bytesPerFlush = 256 << 10
 
     private var readEvent: OpaquePointer?
     private var writeEvent: OpaquePointer?
@@ -137,6 +153,12 @@ public final class Connection {
     private var writeInterest = false
     private var readsPausedByOwner = false
     private var readsPausedByBackPressure = false
+    /// What the connection has left to do at the next turn (`ReadContext.serveAtNextTurn`).
+    private var readAtNextTurn = false
+    private var flushAtNextTurn = false
+    /// The peer's FIN has been reported (EV_CLOSED): a short read no longer means nothing is left, since no
+    /// further report comes for the end of input.
+    private var peerFinReported = false
     private var closeTimer: EventTimer?
     /// While closing after a flush: the bytes not yet taken by the peer when the flush timer was last armed.
     private var unsentAtLastCheck = Int.max
@@ -155,7 +177,7 @@ public final class Connection {
         // The read event only fails when memory is exhausted.
         let context = Unmanaged.passUnretained(self).toOpaque()
         do {
-            readEvent = try libevent("event_new") { event_new(loop.base, fd, Int16(EV_READ | EV_PERSIST), connectionReadable, context) }
+            readEvent = try libevent("event_new") { event_new(loop.base, fd, Int16(EV_READ | EV_PERSIST | EV_ET | EV_CLOSED), connectionReadable, context) }
             if priority != .normal { event_priority_set(readEvent, priority.rawValue) }
         } catch {
             SocketCalls.close(fd)
@@ -228,9 +250,11 @@ public final class Connection {
         }
     }
 
-    fileprivate func readable() {
+    /// `events` are libevent's (EV_CLOSED: the peer's FIN has arrived).
+    fileprivate func readable(events: Int16 = 0) {
         if priority == .normal { context.ordinaryCallbackRan() }
         guard currentState == .open else { return }
+        if events & Int16(EV_CLOSED) != 0 { peerFinReported = true }
         // A chatty connection (its reads are small) with nothing buffered reads into the loop's scratch area,
         // where the delegate may consume the bytes at once; a bulk one reads into the input buffer's blocks.
         if readSizer.isSmallest, inputStorage?.isEmpty ?? true { return readSmall() }
@@ -238,16 +262,28 @@ public final class Connection {
         var received = 0
         var ended = false
         var failure: Errno?
+        // Until a read comes back short (the socket is empty), or the share of this turn is used up.
+        var moreToRead = true
         for _ in 0..<Self.readsPerCallback {
             let size = readSizer.size
             let got = buffer.read(from: descriptor, atMost: size)
             if got > 0 {
                 received += got
                 readSizer.record(got)
-                // A read that did not fill its space emptied the socket.
-                if got < size { break }
+                if got < size {
+                    moreToRead = peerFinReported
+                    break
+                }
             } else {
-                if got == 0 { ended = true } else { failure = Self.lastReadError() }
+                if got == 0 {
+                    ended = true
+                    moreToRead = false
+                } else if Errno.current == .wouldBlock {
+                    moreToRead = false
+                } else if Errno.current != .interrupted {
+                    failure = Errno.current
+                    moreToRead = false
+                }
                 break
             }
         }
@@ -257,8 +293,12 @@ public final class Connection {
             pauseReadingIfOutputIsHigh()
             // An end of input found after bytes is found again by the next read (a read at end of stream keeps
             // returning 0), once the delegate wants reads again; an error is final.
-            ended = false
+            if ended {
+                ended = false
+                moreToRead = true
+            }
         }
+        if moreToRead, failure == nil { serveAtNextTurn(read: true) }
         if let failure {
             fail(SystemError("read", failure))
         } else if ended {
@@ -292,14 +332,36 @@ public final class Connection {
                 input.append(bytes)
                 delegate.connectionDidRead(self)
             }
+            // A full scratch area may have left bytes in the socket; after the FIN, the end is still to read.
+            if got == scratch.count || peerFinReported, currentState == .open { serveAtNextTurn(read: true) }
             // An echo's reply went out whole: no output buffer was made, none to weigh.
             guard currentState == .open, outputStorage != nil else { return }
             pauseReadingIfOutputIsHigh()
         } else if got == 0 {
             inputDidEnd()
+        } else if Errno.current == .interrupted {
+            serveAtNextTurn(read: true)
         } else if let error = Self.lastReadError() {
             fail(SystemError("read", error))
         }
+    }
+
+    /// Puts the connection on the next-turn list, to read or to flush then.
+    private func serveAtNextTurn(read: Bool = false, flush: Bool = false) {
+        let listed = readAtNextTurn || flushAtNextTurn
+        readAtNextTurn = readAtNextTurn || read
+        flushAtNextTurn = flushAtNextTurn || flush
+        if !listed { context.serveAtNextTurn(self) }
+    }
+
+    /// The next turn came (`ReadContext`): flush and read what was left.
+    func servedAgain() {
+        let read = readAtNextTurn
+        let flush = flushAtNextTurn
+        readAtNextTurn = false
+        flushAtNextTurn = false
+        if flush { self.flush() }
+        if read, readInterest { readable() }
     }
 
     // MARK: Writing
@@ -352,13 +414,27 @@ public final class Connection {
         outputWritten(unsent: bytes.count - sent)
     }
 
-    /// Writes what the socket takes from `buffer`; false when the connection failed (and is closed).
+    /// Writes from `buffer` until it is empty or the socket is full (EAGAIN), at most `writesPerFlush` times;
+    /// past that the connection flushes again at the next turn. False when the connection failed (and is
+    /// closed).
     private func write(from buffer: EventBuffer) -> Bool {
-        var error: CInt = 0
-        if netlife_evbuffer_write(buffer.pointer, descriptor, &error) < 0, error != EAGAIN, error != EINTR {
-            fail(SystemError("writev", Errno(rawValue: error)))
-            return false
+        var total = 0
+        for _ in 0..<Self.writesPerFlush {
+            guard total < Self.bytesPerFlush else { break }
+            var error: CInt = 0
+            let written = netlife_evbuffer_write(buffer.pointer, descriptor, &error)
+            if written < 0 {
+                if error == EINTR { continue }
+                guard error == EAGAIN else {
+                    fail(SystemError("writev", Errno(rawValue: error)))
+                    return false
+                }
+                return true
+            }
+            if written == 0 || buffer.isEmpty { return true }
+            total += Int(written)
         }
+        serveAtNextTurn(flush: true)
         return true
     }
 
@@ -389,7 +465,7 @@ public final class Connection {
                 // only when memory is exhausted; the connection then ends with that error.
                 let context = Unmanaged.passUnretained(self).toOpaque()
                 do {
-                    event = try libevent("event_new") { event_new(loop.base, descriptor, Int16(EV_WRITE | EV_PERSIST), connectionWritable, context) }
+                    event = try libevent("event_new") { event_new(loop.base, descriptor, Int16(EV_WRITE | EV_PERSIST | EV_ET), connectionWritable, context) }
                 } catch {
                     return fail(error)
                 }
@@ -436,6 +512,9 @@ public final class Connection {
         event_free(restricted.read)
         event_free(restricted.write)
         restrictedEvents = nil
+        // The restricted run's (level-triggered) events may have left bytes the loop's edge-triggered ones
+        // will not be told of again.
+        if currentState != .closed { serveAtNextTurn(read: true, flush: true) }
     }
 
     // MARK: Closing
@@ -510,6 +589,9 @@ public final class Connection {
         readEvent = nil
         writeEvent = nil
         if readInterest, priority == .control { context.remove(descriptor) }
+        if readAtNextTurn || flushAtNextTurn { context.forget(self) }
+        readAtNextTurn = false
+        flushAtNextTurn = false
         readInterest = false
         writeInterest = false
         switch how {
@@ -554,9 +636,9 @@ public final class Connection {
 // loop keeps it alive until the callback has returned, even when it closes inside
 // (`EventLoop.releaseAfterCallback`).
 
-private func connectionReadable(_: CInt, _: Int16, _ context: UnsafeMutableRawPointer?) {
+private func connectionReadable(_: CInt, _ events: Int16, _ context: UnsafeMutableRawPointer?) {
     guard let context else { return }
-    Unmanaged<Connection>.fromOpaque(context)._withUnsafeGuaranteedRef { $0.readable() }
+    Unmanaged<Connection>.fromOpaque(context)._withUnsafeGuaranteedRef { $0.readable(events: events) }
 }
 
 private func connectionWritable(_: CInt, _: Int16, _ context: UnsafeMutableRawPointer?) {

@@ -63,7 +63,11 @@ public final class EventLoop {
             reaper = try libevent("event_new") {
                 event_new(base, -1, 0, loopReaperFired, Unmanaged.passUnretained(self).toOpaque())
             }
+            readContext.nextTurnTimer = try libevent("evtimer_new") {
+                netlife_evtimer_new(base, readContextNextTurn, Unmanaged.passUnretained(readContext).toOpaque())
+            }
         } catch {
+            if let reaper { event_free(reaper) }
             event_base_free(base)
             throw error
         }
@@ -161,6 +165,8 @@ public final class EventLoop {
     private func freeBases() {
         if let reaper { event_free(reaper) }
         reaper = nil
+        if let timer = readContext.nextTurnTimer { event_free(timer) }
+        readContext.nextTurnTimer = nil
         if let restrictedTick { event_free(restrictedTick) }
         if let restrictedBase { event_base_free(restrictedBase) }
         restrictedTick = nil

@@ -1,6 +1,12 @@
-// What every connection's read callback needs from its loop, held strongly by each connection so that the
-// hot path never goes through the loop's `unowned` reference (a checked retain and release per message): the
-// scratch area small reads land in, and the control connections looked at between ordinary callbacks.
+// What every connection's callbacks need from their loop, held strongly by each connection so that the hot
+// path never goes through the loop's `unowned` reference (a checked retain and release per message): the
+// scratch area small reads land in, the control connections looked at between ordinary callbacks, and the
+// connections to serve again at the next turn.
+//
+// Connections' events are edge-triggered (`Connection`): epoll reports a socket once per arrival, so one that
+// stopped with more to read or write (its share of a turn used up) is put on the next-turn list rather than
+// left for a report that would not come. It is served after the loop has polled again, behind the sockets
+// that became ready meanwhile, so a bulk stream cannot make a turn last forever.
 //
 // The control socket's connections are served first in each loop turn (`EventPriority.control`), but libevent
 // learns that one of them is readable only when it polls, and a turn with 1,000 busy connections runs all
@@ -16,8 +22,9 @@
 @preconcurrency import Glibc
 internal import CLibevent
 
-/// The loop's read scratch area, and the descriptors whose readiness is looked at between ordinary callbacks
-/// (the reading connections of `.control` priority). One per loop.
+/// The loop's read scratch area, the descriptors whose readiness is looked at between ordinary callbacks
+/// (the reading connections of `.control` priority), and the connections served again at the next turn. One
+/// per loop.
 final class ReadContext {
     /// Ordinary callbacks between two looks at the control connections.
     static let interval = 64
@@ -28,6 +35,12 @@ final class ReadContext {
     private let base: OpaquePointer
     private var descriptors: [pollfd] = []
     private var callbacksSinceLook = 0
+    /// A timer of zero delay on the loop's base, made and freed by the loop (nil once it is freed): it fires
+    /// after the loop's next poll and serves `nextTurn`.
+    var nextTurnTimer: OpaquePointer?
+    /// Open connections waiting for the next turn; a connection leaves the list when it closes, so the
+    /// references need no retain.
+    private var nextTurn: [Unmanaged<Connection>] = []
 
     init(base: OpaquePointer) {
         self.base = base
@@ -58,4 +71,35 @@ final class ReadContext {
         guard !descriptors.isEmpty else { return }
         if poll(&descriptors, nfds_t(descriptors.count), 0) > 0 { event_base_loopcontinue(base) }
     }
+
+    /// Serves `connection` again (`Connection.servedAgain()`) at the next turn. The connection makes sure it
+    /// is on the list once.
+    func serveAtNextTurn(_ connection: Connection) {
+        guard let nextTurnTimer else { return }
+        nextTurn.append(Unmanaged.passUnretained(connection))
+        if nextTurn.count == 1 {
+            var now = timeval(tv_sec: 0, tv_usec: 0)
+            libeventMustSucceed("event_add") { event_add(nextTurnTimer, &now) }
+        }
+    }
+
+    /// Takes a closing connection off the next-turn list.
+    func forget(_ connection: Connection) {
+        let gone = Unmanaged.passUnretained(connection).toOpaque()
+        nextTurn.removeAll { $0.toOpaque() == gone }
+    }
+
+    /// The timer fired: serves the connections that were waiting. One that asks again waits for the turn after.
+    /// A connection that closes meanwhile stays allocated until this callback has returned
+    /// (`EventLoop.releaseAfterCallback`), and is skipped.
+    fileprivate func nextTurnCame() {
+        var waiting: [Unmanaged<Connection>] = []
+        swap(&waiting, &nextTurn)
+        for connection in waiting { connection._withUnsafeGuaranteedRef { $0.servedAgain() } }
+    }
+}
+
+func readContextNextTurn(_: CInt, _: Int16, _ context: UnsafeMutableRawPointer?) {
+    guard let context else { return }
+    Unmanaged<ReadContext>.fromOpaque(context).takeUnretainedValue().nextTurnCame()
 }

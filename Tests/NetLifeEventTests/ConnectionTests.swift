@@ -61,7 +61,7 @@ struct ConnectionTests {
             received += readAvailable(theirs)
             return received.count == payload.count
         })
-        #expect(received == payload)
+        #expect(received.count == payload.count && received == payload, "\(received.count) of \(payload.count) bytes")
         connection.close(.now)
     }
 
@@ -85,7 +85,7 @@ struct ConnectionTests {
         var received: [UInt8] = []
         #expect(runLoop(loop) { received += readAvailable(theirs); return connection.state == .closed })
         received += readAvailable(theirs)
-        #expect(received == payload)
+        #expect(received.count == payload.count && received == payload, "\(received.count) of \(payload.count) bytes")
         #expect(echo.endSeen)
         #expect(read(theirs, &received, 1) == 0, "the peer sees end of stream")
     }
@@ -139,7 +139,7 @@ struct ConnectionTests {
         #expect(connection.output.count > 0, "the socket refused part of 3 MiB")
         var received: [UInt8] = []
         #expect(runLoop(loop, timeout: .seconds(20)) { received += readAvailable(theirs); return received.count == payload.count })
-        #expect(received == payload)
+        #expect(received.count == payload.count && received == payload, "\(received.count) of \(payload.count) bytes")
         connection.close(.now)
     }
 
