@@ -83,7 +83,6 @@ public final class Connection {
     private unowned let loop: EventLoop
     /// The socket descriptor; -1 once closed.
     public var fd: CInt { descriptor }
-    private var descriptor: CInt
     /// Bytes received and not yet consumed by the delegate. Valid (and empty once closed) for the
     /// connection's whole lifetime. Made on first use: an idle connection holds no buffer.
     public var input: EventBuffer {
@@ -116,7 +115,6 @@ public final class Connection {
     public weak var tracker: ConnectionTracker?
     /// The current state.
     public var state: State { currentState }
-    private var currentState: State = .open
     /// When `output` holds more than this many bytes, reading pauses until it drains (back-pressure).
     public var outputHighWaterMark: Int {
         get { highWaterMark }
@@ -126,14 +124,13 @@ public final class Connection {
     /// How long `close(.afterFlush)` waits for a peer that takes none of the bytes still to send (neither
     /// from the output buffer nor from the kernel's send queue) before resetting. A slow reader that keeps
     /// taking bytes is served to the end.
-    public var flushTimeout: Duration = .seconds(5)
+    public var flushTimeout: Duration {
+        get { .nanoseconds(flushTimeoutNanoseconds) }
+        set { flushTimeoutNanoseconds = newValue.nanoseconds }
+    }
+    private var flushTimeoutNanoseconds: Int64 = 5_000_000_000
     /// The peer's end of input has been seen.
     public var inputEnded: Bool { endOfInputSeen }
-    private var endOfInputSeen = false
-    /// The size of the next read.
-    private var readSizer = ReadSizer()
-    /// The priority of the read and write events.
-    private let priority: EventPriority
     /// Told of each read callback of an ordinary connection; watches a reading `.control` one.
     private let context: ReadContext
     /// The most reads one readable event makes before the delegate is told (SwiftNIO's default
@@ -149,6 +146,21 @@ public final class Connection {
 
     private var readEvent: OpaquePointer?
     private var writeEvent: OpaquePointer?
+    private var closeTimer: EventTimer?
+    /// While closing after a flush: the bytes not yet taken by the peer when the flush timer was last armed.
+    private var unsentAtLastCheck = Int.max
+    /// The read and write events on a restricted-mode base while a restricted run serves this connection.
+    private var restrictedEvents: (read: OpaquePointer, write: OpaquePointer)?
+
+    // The small fields last, together: Swift lays stored properties out in declaration order, and one byte
+    // between two pointers costs eight. The object's size is paid by every idle connection.
+    private var descriptor: CInt
+    private var currentState: State = .open
+    /// The priority of the read and write events.
+    private let priority: EventPriority
+    /// The size of the next read.
+    private var readSizer = ReadSizer()
+    private var endOfInputSeen = false
     private var readInterest = false
     private var writeInterest = false
     private var readsPausedByOwner = false
@@ -159,11 +171,6 @@ public final class Connection {
     /// The peer's FIN has been reported (EV_CLOSED): a short read no longer means nothing is left, since no
     /// further report comes for the end of input.
     private var peerFinReported = false
-    private var closeTimer: EventTimer?
-    /// While closing after a flush: the bytes not yet taken by the peer when the flush timer was last armed.
-    private var unsentAtLastCheck = Int.max
-    /// The read and write events on a restricted-mode base while a restricted run serves this connection.
-    private var restrictedEvents: (read: OpaquePointer, write: OpaquePointer)?
 
     /// Takes ownership of the connected, non-blocking descriptor `fd` and starts reading, its events served
     /// at `priority`. If the connection cannot be set up, `fd` is closed and the error thrown. The

@@ -79,7 +79,8 @@ final class ReadContext {
         nextTurn.append(Unmanaged.passUnretained(connection))
         if nextTurn.count == 1 {
             var now = timeval(tv_sec: 0, tv_usec: 0)
-            libeventMustSucceed("event_add") { event_add(nextTurnTimer, &now) }
+            // Adding a timer fails only when memory is exhausted; then it runs later in this turn instead.
+            if event_add(nextTurnTimer, &now) != 0 { event_active(nextTurnTimer, EV_TIMEOUT, 0) }
         }
     }
 

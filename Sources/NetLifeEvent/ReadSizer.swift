@@ -17,15 +17,20 @@ public struct ReadSizer: Equatable, Sendable {
     /// it streamed as fast as 128 KiB and steadier than 256 KiB, with a quarter of the memory per read
     /// (Benchmarks/README.md, "Read sizes").
     static let largestShift: UInt8 = 16
-    /// log2 of the first read's block: 4 KiB.
-    static let initialShift: UInt8 = 10
+    /// log2 of the first read's block: the smallest. A new connection counts as chatty until a read fills
+    /// its space, so a chatty peer's first message lands in the scratch area and makes no input buffer.
+    static let initialShift: UInt8 = smallestShift
 
+    // Two bytes of state (every connection holds a sizer); the size is computed from them.
     private var shift = ReadSizer.initialShift
     private var shrinkOnNextSmallRead = false
-    /// The bytes to ask for now. Stored, not computed: every read callback looks at it.
-    public private(set) var size = ReadSizer.size(shift: ReadSizer.initialShift)
 
     public init() {}
+
+    /// The bytes to ask for now.
+    public var size: Int {
+        @inline(__always) get { Self.size(shift: shift) }
+    }
 
     /// Whether `size` is the smallest: the connection is chatty.
     public var isSmallest: Bool { shift == Self.smallestShift }
@@ -34,7 +39,8 @@ public struct ReadSizer: Equatable, Sendable {
     public static let smallest = size(shift: smallestShift)
     public static let largest = size(shift: largestShift)
 
-    private static func size(shift: UInt8) -> Int { (1 &<< Int(shift)) - blockOverhead }
+    @inline(__always)
+    private static func size(shift: UInt8) -> Int { (1 &<< Int(shift)) &- blockOverhead }
 
     /// Takes what a read of `size` bytes returned (`got` > 0).
     @inline(__always)
@@ -54,7 +60,6 @@ public struct ReadSizer: Equatable, Sendable {
 
     private mutating func resize(to newShift: UInt8) {
         shift = newShift
-        size = Self.size(shift: newShift)
         shrinkOnNextSmallRead = false
     }
 }
