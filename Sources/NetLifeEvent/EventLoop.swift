@@ -192,15 +192,9 @@ public final class EventLoop {
         assertInLoop()
         precondition(!isRunningRestricted, "restricted-mode runs do not nest")
         if condition() { return true }
-        if restrictedBase == nil {
-            let config = event_config_new()
-            _ = event_config_set_flag(config, Int32(EVENT_BASE_FLAG_NOLOCK.rawValue))
-            restrictedBase = try! libevent("event_base_new_with_config") { event_base_new_with_config(config) }
-            event_config_free(config)
-            restrictedTick = try! libevent("evtimer_new") { netlife_evtimer_new(restrictedBase, { _, _, _ in }, nil) }
-        }
-        let base = restrictedBase!
-        let tick = restrictedTick!
+        // The base cannot be made when descriptors or memory run out (a peer can use up descriptors): the run
+        // then gives up at once, as at its timeout.
+        guard let (base, tick) = makeRestrictedBase() else { return false }
         isRunningRestricted = true
         let served = connections.filter { $0.state != .closed }
         for connection in served { connection.enterRestrictedMode(base: base) }
@@ -218,6 +212,23 @@ public final class EventLoop {
         for connection in served { connection.leaveRestrictedMode() }
         isRunningRestricted = false
         return condition()
+    }
+
+    /// The restricted-mode base and its tick timer, made on first use; nil when they cannot be made.
+    /// The corresponding C functions are `event_base_new_with_config` and `event_new`.
+    private func makeRestrictedBase() -> (base: OpaquePointer, tick: OpaquePointer)? {
+        if let restrictedBase, let restrictedTick { return (restrictedBase, restrictedTick) }
+        let config = event_config_new()
+        defer { event_config_free(config) }
+        _ = event_config_set_flag(config, Int32(EVENT_BASE_FLAG_NOLOCK.rawValue))
+        guard let base = event_base_new_with_config(config) else { return nil }
+        guard let tick = netlife_evtimer_new(base, { _, _, _ in }, nil) else {
+            event_base_free(base)
+            return nil
+        }
+        restrictedBase = base
+        restrictedTick = tick
+        return (base, tick)
     }
 }
 
