@@ -285,11 +285,14 @@ public final class Connection {
                 if got == 0 {
                     ended = true
                     moreToRead = false
-                } else if Errno.current == .wouldBlock {
-                    moreToRead = false
-                } else if Errno.current != .interrupted {
-                    failure = Errno.current
-                    moreToRead = false
+                } else {
+                    switch Self.lastReadFailure() {
+                    case .empty: moreToRead = false
+                    case .interrupted: break
+                    case .failed(let error):
+                        failure = error
+                        moreToRead = false
+                    }
                 }
                 break
             }
@@ -305,7 +308,7 @@ public final class Connection {
                 moreToRead = true
             }
         }
-        if moreToRead, failure == nil { serveAtNextTurn(read: true) }
+        if moreToRead { serveAtNextTurn(read: true) }
         if let failure {
             fail(SystemError("read", failure))
         } else if ended {
@@ -313,10 +316,21 @@ public final class Connection {
         }
     }
 
-    /// The error of the read that just returned -1, or nil when it only found nothing to read.
-    private static func lastReadError() -> Errno? {
-        let error = Errno.current
-        return error == .wouldBlock || error == .interrupted ? nil : error
+    /// What a read that returned -1 ran into.
+    private enum ReadFailure {
+        /// Nothing to read (EAGAIN).
+        case empty
+        /// A signal (EINTR): read again, at the next turn.
+        case interrupted
+        case failed(Errno)
+    }
+
+    private static func lastReadFailure() -> ReadFailure {
+        switch Errno.current {
+        case .wouldBlock: .empty
+        case .interrupted: .interrupted
+        case let error: .failed(error)
+        }
     }
 
     /// The peer ended its side: no more reads; the delegate decides (by default, flush and close).
@@ -346,10 +360,12 @@ public final class Connection {
             pauseReadingIfOutputIsHigh()
         } else if got == 0 {
             inputDidEnd()
-        } else if Errno.current == .interrupted {
-            serveAtNextTurn(read: true)
-        } else if let error = Self.lastReadError() {
-            fail(SystemError("read", error))
+        } else {
+            switch Self.lastReadFailure() {
+            case .empty: break
+            case .interrupted: serveAtNextTurn(read: true)
+            case .failed(let error): fail(SystemError("read", error))
+            }
         }
     }
 

@@ -36,8 +36,6 @@ private final class SendingEcho: ConnectionDelegate {
     }
 }
 
-/// `count` bytes of a pattern that shows any reordering, loss or repetition.
-private func pattern(_ count: Int) -> [UInt8] { (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 11) } }
 
 @Suite(.timeLimit(.minutes(5)))
 struct ConnectionTests {

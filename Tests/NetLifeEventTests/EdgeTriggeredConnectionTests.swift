@@ -30,7 +30,6 @@ private func allowSendQueue(_ fd: CInt, _ bytes: CInt) -> Bool {
     return setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &size, socklen_t(MemoryLayout<CInt>.size)) == 0
 }
 
-private func pattern(_ count: Int) -> [UInt8] { (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ $0 >> 9) } }
 
 @Suite(.timeLimit(.minutes(2)))
 struct EdgeTriggeredConnectionTests {

@@ -39,3 +39,6 @@ func writeAll(_ fd: CInt, _ text: String) {
     let bytes = Array(text.utf8)
     _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
 }
+
+/// `count` bytes of a pattern that shows any reordering, loss or repetition.
+func pattern(_ count: Int) -> [UInt8] { (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 11) } }
