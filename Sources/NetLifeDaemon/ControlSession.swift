@@ -1,8 +1,9 @@
 // One control connection: reads request lines and answers each in order, within bounds that no client can
-// stretch. A turn of the loop handles at most `linesPerTurn` lines and then yields; a session whose unread
-// replies pass the connection's high-water mark is not read until the client takes them; a request must be
-// completed within `request` of the previous reply (or of connecting), and a session with nothing pending is
-// closed after `idle`. Replies to requests whose client has gone are dropped; the commands still complete.
+// stretch. A turn of the loop handles at most `linesPerTurn` lines or `timePerTurn` of work, then yields; a
+// session whose unread replies pass the connection's high-water mark is not read until the client takes
+// them; a request must be completed within `request` of the previous reply (or of connecting), and a session
+// with nothing pending is closed after `idle`. Replies to requests whose client has gone are dropped; the
+// commands still complete.
 
 import NetLife
 import NetLifeControl
@@ -21,6 +22,10 @@ final class ControlSession: ConnectionDelegate {
 
     /// Lines handled per loop turn before the session yields to other work.
     static let linesPerTurn = 32
+    /// The work a session does in one loop turn before it yields, whatever the number of lines: a client
+    /// that pipelines expensive requests (`status` of hundreds of apps, milliseconds each) keeps another
+    /// client waiting for one slice, not for `linesPerTurn` of them.
+    static let timePerTurn = Duration.milliseconds(2)
 
     let connection: Connection
     private weak var server: ControlServer?
@@ -109,8 +114,8 @@ final class ControlSession: ConnectionDelegate {
 
     // MARK: Requests
 
-    /// Handles buffered request lines: at most `linesPerTurn`, and none while a command runs or while the
-    /// client has not read the replies already sent.
+    /// Handles buffered request lines: at most `linesPerTurn` or `timePerTurn` of them (at least one), and
+    /// none while a command runs or while the client has not read the replies already sent.
     private func processInput() {
         guard !isProcessing else { return }
         isProcessing = true
@@ -125,9 +130,10 @@ final class ControlSession: ConnectionDelegate {
             return
         }
         var handled = 0
+        let sliceEnd = MonotonicTime.now() + Self.timePerTurn
         while !isBusy && connection.state == .open {
             if connection.pauseReadingIfOutputIsHigh() { return }   // resumed by connectionDidDrainOutput
-            if handled == Self.linesPerTurn {
+            if handled == Self.linesPerTurn || (handled > 0 && MonotonicTime.now() >= sliceEnd) {
                 continuation?.arm(after: .zero)
                 return
             }

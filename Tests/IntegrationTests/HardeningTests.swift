@@ -305,7 +305,9 @@ struct BoundedWorkHardeningTests {
         print("\(lines.count) pipelined status requests (200 apps): \(outcome.received) replies in \(String(format: "%.1f", outcome.elapsed)) s; concurrent status median \(String(format: "%.2f", median(times))) ms, worst \(String(format: "%.2f", times.max() ?? 0)) ms over \(times.count)")
         #expect(outcome.received == lines.count)
         #expect(outcome.outOfOrder == 0, "\(outcome.outOfOrder) replies out of order")
-        #expect(median(times) < 100 * slowdown, "the other client's status median was \(median(times)) ms")
+        // A status of 200 apps costs milliseconds: the other client waits for one of the flooder's 2 ms slices
+        // (about 2 ms here), not for 32 of its requests (about 115 ms before the slices were timed).
+        #expect(median(times) < 25 * slowdown, "the other client's status median was \(median(times)) ms")
         #expect((times.max() ?? .infinity) < 1000)
         #expect(daemon.isRunning, "log:\n\(daemon.log.suffix(2000))")
     }

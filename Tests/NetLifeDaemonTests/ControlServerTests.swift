@@ -10,11 +10,14 @@ import Testing
 
 @Suite(.timeLimit(.minutes(5)))
 struct ControlServerTests {
-    private func withServer(idleTimeout: Duration, _ body: (EventLoop, String) throws -> Void) throws {
+    /// Runs `body` with a server whose commands are answered by `handle` (by default, an echo of `cmd`).
+    private func withServer(idleTimeout: Duration, handle: @escaping (JSON) -> Void = { _ in },
+                            _ body: (EventLoop, String) throws -> Void) throws {
         let loop = try EventLoop()
         let directory = "/tmp/netlife-unit-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         let path = directory + "/control.sock"
         let server = ControlServer(path: path, group: nil, loop: loop, logger: Logger(label: "test", minimumLevel: .critical)) { request, _, reply in
+            handle(request)
             reply(.object(["ok": true, "echo": request["cmd"] ?? .null]))
         }
         server.timeouts = ControlSession.Timeouts(request: idleTimeout, idle: idleTimeout)
@@ -108,6 +111,40 @@ struct ControlServerTests {
             let result = readToEnd(fd, on: loop)
             let expected = (0..<count).map { "{\"ok\":true,\"echo\":\"r\($0)\"}\n" }.joined()
             #expect(result.text == expected)
+        }
+    }
+
+    /// A client that pipelines expensive requests yields after `timePerTurn` of them, not after
+    /// `linesPerTurn`: another client's request waits for one slice.
+    @Test func aSessionOfExpensiveRequestsYieldsAfterItsTimeSlice() throws {
+        var order: [String] = []
+        let cost = Duration.milliseconds(1)
+        try withServer(idleTimeout: .seconds(60), handle: { request in
+            guard case .string(let command)? = request["cmd"] else { return }
+            order.append(command)
+            guard command == "slow" else { return }
+            let end = MonotonicTime.now() + cost
+            while MonotonicTime.now() < end {}
+        }) { loop, path in
+            let flooder = try SocketCalls.connectUnixBlocking(path: path)
+            defer { close(flooder) }
+            let other = try SocketCalls.connectUnixBlocking(path: path)
+            defer { close(other) }
+            let count = ControlSession.linesPerTurn
+            let requests = String(repeating: "{\"cmd\":\"slow\"}\n", count: count)
+            _ = requests.withCString { send(flooder, $0, strlen($0), 0) }
+            shutdown(flooder, CInt(SHUT_WR))
+            // The flooder's first slice has run once its first reply is here; then the other client asks.
+            var flooded = read(flooder, on: loop).text
+            _ = "{\"cmd\":\"fast\"}\n".withCString { send(other, $0, strlen($0), 0) }
+            #expect(read(other, on: loop).text == "{\"ok\":true,\"echo\":\"fast\"}\n")
+            let before = order.firstIndex(of: "fast") ?? order.count
+            // Each slow request costs 1 ms and a slice is 2 ms: the other request waits behind one or two
+            // slices of 2 or 3 (more only if the machine stalls the test mid-slice); were the turn bounded by
+            // lines alone, all 32 would have been handled in the first.
+            #expect(before < count / 2, "the other request waited for \(before) slow ones: \(order)")
+            flooded += readToEnd(flooder, on: loop).text
+            #expect(flooded.split(separator: "\n").filter { $0.contains("slow") }.count == count, "every slow request is answered")
         }
     }
 
