@@ -14,6 +14,11 @@ final class ThrottlingProxy {
             import socket, sys, threading, time, os
             target, rate, root = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
             counter = [0]
+            def count(name, sent):
+                # Replaced in one rename: a reader never sees a file truncated and not yet rewritten.
+                path = os.path.join(root, name)
+                with open(path + ".new", "w") as f: f.write(str(sent))
+                os.replace(path + ".new", path)
             def pump(src, dst, limit, name):
                 sent = 0
                 try:
@@ -22,7 +27,7 @@ final class ThrottlingProxy {
                         if not data: break
                         dst.sendall(data)
                         sent += len(data)
-                        if name: open(os.path.join(root, name), "w").write(str(sent))
+                        if name: count(name, sent)
                         if limit: time.sleep(len(data) / limit)
                 except OSError: pass
                 for s in (dst, src):
@@ -35,7 +40,7 @@ final class ThrottlingProxy {
                 upstream = socket.create_connection(("127.0.0.1", target))
                 counter[0] += 1
                 name = "up-%d.txt" % counter[0]
-                open(os.path.join(root, name), "w").write("0")
+                count(name, 0)
                 threading.Thread(target=pump, args=(client, upstream, rate, name), daemon=True).start()
                 threading.Thread(target=pump, args=(upstream, client, 0, None), daemon=True).start()
             """)
