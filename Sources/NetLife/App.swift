@@ -251,6 +251,8 @@ public final class App {
         }
         emit(.transitionFinished(command: plan.command, state: state, stages: stages))
         completion?(.completed(state, stages))
+        // After the reply: the closed listeners' sockets for the reopen on `foreground`.
+        if state == .background { sockets.prepareReopen(on: loop) }
         evaluateSuspension()
         runQueuedCommands()
     }

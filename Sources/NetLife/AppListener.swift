@@ -16,6 +16,8 @@ final class AppListener: ConnectionTracker {
     /// The configured address; after the first successful open, with the port the kernel gave.
     private(set) var address: SocketAddress
     private var listener: Listener?
+    /// The socket the next `open()` binds, made while the listener is closed (`prepareReopen()`).
+    private var prepared: PreparedSocket?
     /// The connections accepted and not yet closed, by identity.
     private(set) var connections: [ObjectIdentifier: Connection] = [:]
     /// Why the last open failed, while the listener is not open.
@@ -53,7 +55,7 @@ final class AppListener: ConnectionTracker {
         wantsOpen = true
         guard listener == nil else { return true }
         do {
-            let listener = try Listener(loop: loop, address: address, backlog: configuration.backlog,
+            let listener = try Listener(loop: loop, address: address, backlog: configuration.backlog, prepared: prepared.take(),
                                         onAccept: { [weak self] socket in
                                             guard let self else { return SocketCalls.close(socket.fd) }
                                             accepted(socket)
@@ -100,6 +102,24 @@ final class AppListener: ConnectionTracker {
         listener = nil
         openError = nil
         if wasOpen { onEvent?(.listenerClosed(name: configuration.name)) }
+    }
+
+    /// Makes the socket that the next `open()` binds, so that the reopen on `foreground` costs only `bind`
+    /// and `listen`. The app calls it in the background, after the transition's reply. Nothing happens
+    /// when the listener is open, is a Unix socket or has one already; if it fails, `open()` makes its own.
+    func prepareReopen() {
+        guard listener == nil, prepared == nil else { return }
+        if case .unix = address { return }
+        do {
+            prepared = try PreparedSocket(for: address)
+        } catch {
+            logger.debug("cannot prepare a socket for the reopen: \(error)")
+        }
+    }
+
+    /// Closes the socket `prepareReopen()` made: the listener will not reopen (the app stops).
+    func discardPreparedSocket() {
+        prepared = nil
     }
 
     /// Closes the accepted connections if the listener's policy is `close` (on did-enter-background).

@@ -46,18 +46,20 @@ public final class Listener {
     /// - Parameters:
     ///   - backlog: the kernel's accept queue length.
     ///   - unixMode: the permissions a Unix socket is created with.
+    ///   - prepared: a socket made ahead (see `PreparedSocket`) to bind instead of a new one.
     ///   - onAccept: called on the loop thread for each accepted connection.
     ///   - onError: called when `accept` fails with an error that retrying cannot fix (EMFILE, ENFILE,
     ///     ENOBUFS, ENOMEM). The listener stays enabled; the owner decides whether to pause it.
     /// The corresponding C function is `evconnlistener_new`.
     public init(loop: EventLoop, address: SocketAddress, backlog: CInt = 511, unixMode: UInt32 = 0o600,
+                prepared: consuming PreparedSocket? = nil,
                 onAccept: @escaping (AcceptedSocket) -> Void,
                 onError: @escaping (SystemError) -> Void) throws(SystemError) {
         loop.assertInLoop()
         self.loop = loop
         self.onAccept = onAccept
         self.onError = onError
-        let (fd, bound) = try SocketCalls.listen(on: address, backlog: backlog, unixMode: unixMode)
+        let (fd, bound) = try SocketCalls.listen(on: address, backlog: backlog, unixMode: unixMode, prepared: prepared)
         self.address = bound
         let context = Unmanaged.passUnretained(self).toOpaque()
         // Backlog 0: the socket is already listening. CLOSE_ON_FREE: evconnlistener_free closes it.

@@ -11,6 +11,41 @@ public struct PeerCredentials: Equatable, Sendable {
     public var gid: UInt32
 }
 
+/// A TCP socket made before the listener that binds it: `socket()` with SO_REUSEADDR, not bound, so it
+/// reserves no port and accepts nothing. A listener closed on `background` gets one while the app waits in
+/// the background, and its reopen on `foreground` is then `bind` and `listen` alone: `socket()` is the
+/// dearest of a reopen's calls (it allocates the kernel's socket, inode and file). Closed when dropped.
+public struct PreparedSocket: ~Copyable {
+    fileprivate let fd: CInt
+    /// AF_INET or AF_INET6.
+    public let family: CInt
+
+    /// A socket for `address`'s family. The corresponding C functions are `socket` and
+    /// `setsockopt(SO_REUSEADDR)`.
+    public init(for address: SocketAddress) throws(SystemError) {
+        let family = address.family
+        let fd = try sys("socket") { socket(family, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_NONBLOCK.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0) }
+        var one: CInt = 1
+        do {
+            try sys("setsockopt(SO_REUSEADDR)") { setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<CInt>.size)) }
+        } catch {
+            Glibc.close(fd)
+            throw error
+        }
+        self.fd = fd
+        self.family = family
+    }
+
+    /// Hands the descriptor over; the caller closes it.
+    fileprivate consuming func release() -> CInt {
+        let fd = self.fd
+        discard self
+        return fd
+    }
+
+    deinit { Glibc.close(fd) }
+}
+
 /// Socket system calls used by netlife.
 public enum SocketCalls {
     /// Creates a bound, listening, non-blocking stream socket and returns it with the address the kernel
@@ -20,18 +55,23 @@ public enum SocketCalls {
     /// closed connections still sit in TIME_WAIT. A Unix socket is bound under a umask that leaves exactly
     /// `unixMode`, so it never exists with wider permissions (no chmod after bind).
     /// The corresponding C functions are `socket`, `setsockopt`, `bind`, `listen` and `getsockname` (port 0).
-    public static func listen(on address: SocketAddress, backlog: CInt, unixMode: UInt32 = 0o600) throws(SystemError) -> (fd: CInt, bound: SocketAddress) {
-        let fd = try sys("socket") { socket(address.family, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_NONBLOCK.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0) }
+    ///
+    /// A `prepared` socket of the address's family is bound instead of a new one: the listener then costs
+    /// only `bind`, `listen` (and the loop's `epoll_ctl`).
+    public static func listen(on address: SocketAddress, backlog: CInt, unixMode: UInt32 = 0o600,
+                              prepared: consuming PreparedSocket? = nil) throws(SystemError) -> (fd: CInt, bound: SocketAddress) {
+        var fd: CInt = -1
+        if let socket = prepared.take(), socket.family == address.family { fd = socket.release() }
         do {
             if case .unix = address {
+                if fd < 0 { fd = try sys("socket") { socket(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_NONBLOCK.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0) } }
                 let previous = umask(~unixMode & 0o777)
                 defer { umask(previous) }
                 _ = try address.withSockAddr { pointer, length throws(SystemError) in
                     try sys("bind") { bind(fd, pointer, length) }
                 }
             } else {
-                var one: CInt = 1
-                try sys("setsockopt(SO_REUSEADDR)") { setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<CInt>.size)) }
+                if fd < 0 { fd = try PreparedSocket(for: address).release() }
                 _ = try address.withSockAddr { pointer, length throws(SystemError) in
                     try sys("bind") { bind(fd, pointer, length) }
                 }
@@ -42,7 +82,7 @@ public enum SocketCalls {
             guard address.port == 0 else { return (fd, address) }
             return (fd, try localAddress(of: fd))
         } catch {
-            Glibc.close(fd)
+            if fd >= 0 { Glibc.close(fd) }
             throw error
         }
     }

@@ -53,14 +53,8 @@ struct ListenerPolicyTests {
         let port = daemon.port(of: "echo")
         #expect(daemon.ctl("background", "echo").status == 0)
         // Someone else takes the port while the app is in the background.
-        let squatter = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(squatter, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        #expect(bound == 0)
-        #expect(listen(squatter, 1) == 0)
+        let squatter = TCPSquatter(port: port, listening: true)
+        #expect(squatter.bound)
 
         let foreground = daemon.ctl("foreground", "echo")
         #expect(foreground.status == 0, "the app still becomes active: \(foreground)")
@@ -69,12 +63,59 @@ struct ListenerPolicyTests {
         #expect((listener?["error"] as? String)?.contains("Address already in use") == true, "\(String(describing: listener))")
         #expect(daemon.state("echo") == "active")
 
-        close(squatter)
+        squatter.close()
         #expect(waitUntil(timeout: 3) { (daemon.status("echo")["listeners"] as? [[String: Any]])?.first?["open"] as? Bool == true },
                 "the open is retried with back-off")
         let peer = try #require(Peer.connect(port: port))
         #expect(peer.roundTrip("mine again\n") == "mine again\n")
         peer.close()
+    }
+
+    @Test func theReopenBindsTheSocketPreparedInTheBackgroundWhichHeldNoPort() throws {
+        let daemon = try TestDaemon(config: echoConfig(port: 0))
+        defer { daemon.stop() }
+        let port = daemon.port(of: "echo")
+        let before = socketInodes(pid: daemon.pid)
+        #expect(listeningInode(port: port).map(before.contains) == true)
+        #expect(daemon.ctl("background", "echo").status == 0)
+        // After the reply netlifed makes the socket that the reopen will bind.
+        var prepared: Set<UInt64> = []
+        #expect(waitUntil(timeout: 3) {
+            prepared = socketInodes(pid: daemon.pid).subtracting(before)
+            return !prepared.isEmpty
+        }, "no socket was prepared for the reopen")
+        #expect(prepared.count == 1, "one per closed listener: \(prepared)")
+        // It is not bound: connections are refused and anyone may bind the port meanwhile.
+        #expect(connectTCP(port: port) == .failed(ECONNREFUSED))
+        let squatter = TCPSquatter(port: port)
+        #expect(squatter.bound, "the port is free while the app is in the background: \(String(cString: strerror(errno)))")
+        squatter.close()
+
+        #expect(daemon.ctl("foreground", "echo").status == 0)
+        let reopened = listeningInode(port: port)
+        #expect(reopened.map(prepared.contains) == true, "the listener is the prepared socket: \(String(describing: reopened)) in \(prepared)")
+        let peer = try #require(Peer.connect(port: port))
+        #expect(peer.roundTrip("prepared\n") == "prepared\n")
+        peer.close()
+
+        // A prepared socket whose bind fails (the port was taken and listened on) is closed; the open is
+        // retried with a fresh socket.
+        let active = socketInodes(pid: daemon.pid)
+        #expect(daemon.ctl("background", "echo").status == 0)
+        var second: Set<UInt64> = []
+        #expect(waitUntil(timeout: 3) {
+            second = socketInodes(pid: daemon.pid).subtracting(active)
+            return !second.isEmpty
+        })
+        let taker = TCPSquatter(port: port, listening: true)
+        #expect(taker.bound)
+        #expect(daemon.ctl("foreground", "echo").status == 0)
+        let listener = (daemon.status("echo")["listeners"] as? [[String: Any]])?.first
+        #expect((listener?["error"] as? String)?.contains("Address already in use") == true, "\(String(describing: listener))")
+        #expect(socketInodes(pid: daemon.pid).isDisjoint(with: second), "the prepared socket that failed to bind was closed")
+        taker.close()
+        #expect(waitUntil(timeout: 3) { (daemon.status("echo")["listeners"] as? [[String: Any]])?.first?["open"] as? Bool == true })
+        #expect(connectTCP(port: port) != .failed(ECONNREFUSED))
     }
 
     @Test func closePolicySendsFINOnBackground() throws {
@@ -179,6 +220,50 @@ func cpuSeconds(pid: Int32) -> Double {
     // Fields after the command: state is 0, utime is 11, stime is 12.
     guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
     return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+}
+
+/// The inodes of a process's sockets (the targets `socket:[N]` of /proc/PID/fd).
+func socketInodes(pid: Int32) -> Set<UInt64> {
+    let directory = "/proc/\(pid)/fd"
+    let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+    return Set(names.compactMap { name in
+        guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: directory + "/" + name),
+              target.hasPrefix("socket:[") else { return nil }
+        return UInt64(target.dropFirst("socket:[".count).dropLast())
+    })
+}
+
+/// The inode of the socket listening on 127.0.0.1:`port`, from /proc/net/tcp.
+func listeningInode(port: UInt16) -> UInt64? {
+    guard let table = try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8) else { return nil }
+    let local = "0100007F:" + String(format: "%04X", port)
+    for line in table.split(separator: "\n").dropFirst() {
+        let fields = line.split(separator: " ")
+        // sl, local address, remote address, state (0A: LISTEN), queues, timer, retransmits, uid, timeout, inode
+        if fields.count > 9, fields[1] == local, fields[3] == "0A" { return UInt64(fields[9]) }
+    }
+    return nil
+}
+
+/// A socket of the test bound to 127.0.0.1:`port` without SO_REUSEADDR (so its bind fails if anyone holds
+/// the port), listening if asked.
+struct TCPSquatter {
+    let fd: Int32
+    let bound: Bool
+
+    init(port: UInt16, listening: Bool = false) {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let fd = self.fd
+        bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        } && (!listening || listen(fd, 1) == 0)
+    }
+
+    func close() { Foundation.close(fd) }
 }
 
 /// A port that a config names before netlifed opens the listener (a test that checks the port while nothing
