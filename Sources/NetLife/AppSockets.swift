@@ -55,8 +55,7 @@ final class AppSockets {
     func perform(_ step: PolicyStep, state: AppState) {
         switch step {
         case .openListeners:
-            preparing?.cancel()
-            preparing = nil
+            stopPreparing()
             for listener in listeners { listener.open() }
             for listener in handedListeners { listener.open() }
         case .closeListeners:
@@ -109,8 +108,7 @@ final class AppSockets {
     /// daemon's CPU; work started at once then holds that CPU for the scheduler's wake-up granularity, and
     /// on 2 cores 1 in 5 `background` replies reached the client 3 ms late (measured with 1,000 listeners).
     func prepareReopen(on loop: EventLoop) {
-        preparing?.cancel()
-        preparing = nil
+        stopPreparing()
         guard !listeners.isEmpty else { return }
         prepareSlice(from: 0, on: loop, after: Self.prepareDelay)
     }
@@ -124,10 +122,14 @@ final class AppSockets {
         }
     }
 
-    /// Closes every listener, every connection and every data socket (`mode` says how).
-    func closeAll(_ mode: Connection.CloseMode) {
+    private func stopPreparing() {
         preparing?.cancel()
         preparing = nil
+    }
+
+    /// Closes every listener, every connection and every data socket (`mode` says how).
+    func closeAll(_ mode: Connection.CloseMode) {
+        stopPreparing()
         for listener in listeners {
             listener.close()
             listener.discardPreparedSocket()
