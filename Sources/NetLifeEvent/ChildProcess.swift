@@ -172,6 +172,8 @@ public struct ChildLaunchOptions: Equatable, Sendable {
 /// A spawned process, its exit and its output observed on the loop.
 public final class ChildProcess {
     private unowned let loop: EventLoop
+    /// Where the loop keeps this object (`LoopOwned`).
+    var loopSlot: Int32 = -1
     /// The process id; also its process group id.
     public let pid: Int32
     private let pidfd: CInt
@@ -406,8 +408,10 @@ public final class ChildProcess {
 }
 
 /// One pipe from a child, read line by line.
-private final class OutputPipe {
+private final class OutputPipe: LoopOwned {
     private let fd: CInt
+    /// Where the loop keeps this object (`LoopOwned`).
+    var loopSlot: Int32 = -1
     private var event: OpaquePointer?
     private var pending: [UInt8] = []
     private weak var owner: ChildProcess?

@@ -155,6 +155,8 @@ public final class Connection {
     // The small fields last, together: Swift lays stored properties out in declaration order, and one byte
     // between two pointers costs eight. The object's size is paid by every idle connection.
     private var descriptor: CInt
+    /// Where the loop keeps this connection (`LoopOwned`).
+    var loopSlot: Int32 = -1
     private var currentState: State = .open
     /// The priority of the read and write events.
     private let priority: EventPriority

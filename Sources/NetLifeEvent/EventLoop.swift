@@ -15,7 +15,11 @@ internal import CLibevent
 /// A libevent event loop. Create it, register sources, then call `run()` on the thread that owns it.
 public final class EventLoop {
     let base: OpaquePointer
-    private var owners: [ObjectIdentifier: AnyObject] = [:]
+    /// The objects the loop keeps alive, each at the index its `loopSlot` holds; `nil` where one was released.
+    /// Freed indices are reused, so that keeping and releasing cost no hashing (1,000 listeners close at once).
+    private var owners: [LoopOwned?] = []
+    private var freeSlots: [Int32] = []
+    private var ownerCount = 0
     /// Objects released since the reaper last ran, kept until the callback that released them has returned.
     private var released: [AnyObject] = []
     /// An event activated when `released` gains its first object; it runs after the current callback.
@@ -99,23 +103,43 @@ public final class EventLoop {
         assert(isInLoopThread, "called off the event loop thread", file: file, line: line)
     }
 
-    /// Keeps `object` alive until `release(_:)`, while libevent holds an unretained pointer to it.
-    func retain(_ object: AnyObject) {
-        owners[ObjectIdentifier(object)] = object
+    /// Keeps `object` alive until `release(_:)`, while libevent holds an unretained pointer to it. Keeping an
+    /// object that is kept already does nothing.
+    func retain(_ object: LoopOwned) {
+        guard object.loopSlot < 0 else { return }
+        if let slot = freeSlots.popLast() {
+            owners[Int(slot)] = object
+            object.loopSlot = slot
+        } else {
+            object.loopSlot = Int32(owners.count)
+            owners.append(object)
+        }
+        ownerCount += 1
     }
 
-    /// Ends what `retain(_:)` began.
-    func release(_ object: AnyObject) {
-        owners[ObjectIdentifier(object)] = nil
+    /// Ends what `retain(_:)` began. The object's deinit, if this was its last reference, runs after the
+    /// table is updated.
+    func release(_ object: LoopOwned) {
+        _ = unkeep(object)
     }
 
     /// Ends what `retain(_:)` began once the running callback has returned, so that a callback holding no
     /// reference of its own (`Connection`'s) may go on after its object closed inside it. Only for objects
     /// that do not refer to the loop: the loop lets them go at its next turn, or when it closes.
-    func releaseAfterCallback(_ object: AnyObject) {
-        guard let kept = owners.removeValue(forKey: ObjectIdentifier(object)) else { return }
+    func releaseAfterCallback(_ object: LoopOwned) {
+        guard let kept = unkeep(object) else { return }
         released.append(kept)
         if released.count == 1, let reaper { event_active(reaper, EV_TIMEOUT, 0) }
+    }
+
+    /// Takes `object` out of the table and returns the table's reference, if it was kept.
+    private func unkeep(_ object: LoopOwned) -> LoopOwned? {
+        let slot = object.loopSlot
+        guard slot >= 0, Int(slot) < owners.count else { return nil }
+        object.loopSlot = -1
+        freeSlots.append(slot)
+        ownerCount -= 1
+        return owners[Int(slot)].take()
     }
 
     /// Drops the objects released before this callback. Their deinits may release others: those wait for the
@@ -126,7 +150,7 @@ public final class EventLoop {
     }
 
     /// How many objects the loop keeps alive; tests use it to find leaks.
-    public var registeredObjectCount: Int { owners.count }
+    public var registeredObjectCount: Int { ownerCount }
 
     /// Whether `close()` has run.
     public private(set) var isClosed = false
@@ -145,15 +169,18 @@ public final class EventLoop {
         assertInLoop()
         var closed: [String] = []
         for _ in 0..<8 {
-            let open = owners.values.compactMap { $0 as? LoopSource }.sorted { $0.closeRank < $1.closeRank }
+            let open = owners.compactMap { $0 as? LoopSource }.sorted { $0.closeRank < $1.closeRank }
             if open.isEmpty { break }
-            for source in open where owners[ObjectIdentifier(source)] != nil {
+            for source in open where source.loopSlot >= 0 {
                 closed.append(String(describing: type(of: source)))
                 source.closeForLoopShutdown()
             }
         }
         // Anything left (it kept re-registering) is released with the loop.
+        for case let object? in owners { object.loopSlot = -1 }
         owners.removeAll()
+        freeSlots.removeAll()
+        ownerCount = 0
         reapReleased()
         resolver = nil
         stallWatchdog = nil
@@ -246,8 +273,15 @@ public enum EventPriority: Int32, Sendable {
     case normal = 1
 }
 
+/// An object the loop keeps alive while libevent holds an unretained pointer to it (`EventLoop.retain`).
+protocol LoopOwned: AnyObject {
+    /// Where the loop keeps it: an index into the loop's table, or -1 while it is not kept. Only the loop
+    /// writes it; each conforming class stores it (`var loopSlot: Int32 = -1`).
+    var loopSlot: Int32 { get set }
+}
+
 /// A source the loop can close when it shuts down.
-protocol LoopSource: AnyObject {
+protocol LoopSource: LoopOwned {
     /// Lower ranks close first: ends of I/O before the timers their closing may touch.
     var closeRank: Int { get }
     func closeForLoopShutdown()

@@ -9,6 +9,8 @@ internal import CLibevent
 /// timer does nothing: an owner whose session ended while a reply was in flight need not know.
 public final class EventTimer {
     private unowned let loop: EventLoop
+    /// Where the loop keeps this object (`LoopOwned`).
+    var loopSlot: Int32 = -1
     private var event: OpaquePointer?
     private let handler: () -> Void
     private let closesAfterFiring: Bool

@@ -27,6 +27,8 @@ public final class IOWatcher {
     private unowned let loop: EventLoop
     private var event: OpaquePointer?
     private let handler: (Events) -> Void
+    /// Where the loop keeps this object (`LoopOwned`).
+    var loopSlot: Int32 = -1
     /// The descriptor watched.
     public let descriptor: CInt
     /// The events currently watched (empty: none).

@@ -34,6 +34,8 @@ public struct AcceptedSocket {
 public final class Listener {
     private unowned let loop: EventLoop
     private var listener: OpaquePointer?
+    /// Where the loop keeps this object (`LoopOwned`).
+    var loopSlot: Int32 = -1
     private let onAccept: (AcceptedSocket) -> Void
     private let onError: (SystemError) -> Void
     /// The address the socket is bound to, with the real port.

@@ -14,8 +14,10 @@ public struct HostConnectError: Error, Equatable, Sendable, CustomStringConverti
 }
 
 /// The loop's resolver, made on first use (`EventLoop.nameResolver`) and freed with the loop.
-public final class NameResolver {
+public final class NameResolver: LoopOwned {
     private unowned let loop: EventLoop
+    /// Where the loop keeps this object (`LoopOwned`).
+    var loopSlot: Int32 = -1
     private var dns: OpaquePointer?
 
     /// The corresponding C function is `evdns_base_new` (name servers from /etc/resolv.conf, names from

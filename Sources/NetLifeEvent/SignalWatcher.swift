@@ -7,6 +7,8 @@ internal import CLibevent
 /// Calls a handler on the loop thread each time a signal arrives.
 public final class SignalWatcher {
     private unowned let loop: EventLoop
+    /// Where the loop keeps this object (`LoopOwned`).
+    var loopSlot: Int32 = -1
     private var event: OpaquePointer?
     private let handler: () -> Void
     /// The signal number watched.

@@ -17,6 +17,8 @@ public final class Waker: Sendable {
     // Touched on the loop thread only (creation, callbacks, close).
     nonisolated(unsafe) private var event: OpaquePointer?
     nonisolated(unsafe) private unowned var loop: EventLoop
+    /// Where the loop keeps this object (`LoopOwned`).
+    nonisolated(unsafe) var loopSlot: Int32 = -1
 
     /// Creates a waker for `loop`. The corresponding C functions are `eventfd` and `event_new`.
     public init(loop: EventLoop) throws(SystemError) {

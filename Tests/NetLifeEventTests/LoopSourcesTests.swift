@@ -56,6 +56,34 @@ struct LoopSourcesTests {
         timer.close()
     }
 
+    /// The loop keeps its sources in a table whose freed places are reused: sources registered into the
+    /// places of closed ones are kept, fire and are let go like the others, and closing the loop closes what
+    /// is still registered.
+    @Test func sourcesRegisteredWhereClosedOnesWereAreKeptAndLetGo() throws {
+        let loop = try EventLoop()
+        var fired = Set<Int>()
+        var timers: [EventTimer] = []
+        for index in 0..<100 { timers.append(loop.schedule(after: .milliseconds(5)) { fired.insert(index) }) }
+        for index in stride(from: 0, to: 100, by: 2) { timers[index].cancel() }
+        #expect(loop.registeredObjectCount == 50)
+        for index in 100..<150 { loop.schedule(after: .milliseconds(5)) { fired.insert(index) } }
+        #expect(loop.registeredObjectCount == 100)
+        #expect(runLoop(loop) { fired.count == 100 })
+        #expect(fired == Set(stride(from: 1, to: 100, by: 2)).union(100..<150))
+        #expect(loop.registeredObjectCount == 0)
+        timers.removeAll()
+
+        var late = 0
+        for _ in 0..<10 { loop.schedule(after: .seconds(60)) { late += 1 } }
+        let listener = try Listener(loop: loop, address: .ipv4("127.0.0.1", port: 0), onAccept: { _ in }, onError: { _ in })
+        #expect(loop.registeredObjectCount == 11)
+        let closed = loop.close()
+        #expect(closed.count == 11, "the loop closes the sources still registered: \(closed)")
+        #expect(!listener.isOpen)
+        #expect(loop.registeredObjectCount == 0)
+        #expect(late == 0)
+    }
+
     @Test func theWakerRunsWorkFromAnotherThreadOnTheLoop() throws {
         let loop = try EventLoop()
         let waker = try Waker(loop: loop)
