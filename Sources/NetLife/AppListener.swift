@@ -31,6 +31,12 @@ final class AppListener: ConnectionTracker {
     private var connectionsPaused = false
     /// Told when the listener opens, closes or fails to open.
     var onEvent: ((AppEvent) -> Void)?
+    /// The listening socket's callbacks, made once: a listener reopened on every `foreground` reuses them.
+    private lazy var acceptHandler: (AcceptedSocket) -> Void = { [weak self] socket in
+        guard let self else { return SocketCalls.close(socket.fd) }
+        accepted(socket)
+    }
+    private lazy var acceptErrorHandler: (SystemError) -> Void = { [weak self] in self?.acceptFailed($0) }
 
     private enum AcceptPause { case none, descriptors, maxConnections }
 
@@ -55,12 +61,9 @@ final class AppListener: ConnectionTracker {
         wantsOpen = true
         guard listener == nil else { return true }
         do {
-            let listener = try Listener(loop: loop, address: address, backlog: configuration.backlog, prepared: prepared.take(),
-                                        onAccept: { [weak self] socket in
-                                            guard let self else { return SocketCalls.close(socket.fd) }
-                                            accepted(socket)
-                                        },
-                                        onError: { [weak self] in self?.acceptFailed($0) })
+            let listener = try Listener(loop: loop, address: address, backlog: configuration.backlog, unixMode: 0o600,
+                                        prepared: prepared.take(),
+                                        onAccept: acceptHandler, onError: acceptErrorHandler)
             self.listener = listener
             address = listener.address
             openError = nil

@@ -48,13 +48,20 @@ public final class Listener {
     /// - Parameters:
     ///   - backlog: the kernel's accept queue length.
     ///   - unixMode: the permissions a Unix socket is created with.
-    ///   - prepared: a socket made ahead (see `PreparedSocket`) to bind instead of a new one.
     ///   - onAccept: called on the loop thread for each accepted connection.
     ///   - onError: called when `accept` fails with an error that retrying cannot fix (EMFILE, ENFILE,
     ///     ENOBUFS, ENOMEM). The listener stays enabled; the owner decides whether to pause it.
     /// The corresponding C function is `evconnlistener_new`.
-    public init(loop: EventLoop, address: SocketAddress, backlog: CInt = 511, unixMode: UInt32 = 0o600,
-                prepared: consuming PreparedSocket? = nil,
+    public convenience init(loop: EventLoop, address: SocketAddress, backlog: CInt = 511, unixMode: UInt32 = 0o600,
+                            onAccept: @escaping (AcceptedSocket) -> Void,
+                            onError: @escaping (SystemError) -> Void) throws(SystemError) {
+        try self.init(loop: loop, address: address, backlog: backlog, unixMode: unixMode, prepared: nil, onAccept: onAccept, onError: onError)
+    }
+
+    /// The same, binding `prepared` (a socket made ahead for `address`, see `PreparedSocket`) instead of a
+    /// new socket when it is not nil.
+    public init(loop: EventLoop, address: SocketAddress, backlog: CInt, unixMode: UInt32,
+                prepared: consuming PreparedSocket?,
                 onAccept: @escaping (AcceptedSocket) -> Void,
                 onError: @escaping (SystemError) -> Void) throws(SystemError) {
         loop.assertInLoop()

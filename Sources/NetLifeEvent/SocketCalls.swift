@@ -11,39 +11,63 @@ public struct PeerCredentials: Equatable, Sendable {
     public var gid: UInt32
 }
 
-/// A TCP socket made before the listener that binds it: `socket()` with SO_REUSEADDR, not bound, so it
-/// reserves no port and accepts nothing. A listener closed on `background` gets one while the app waits in
-/// the background, and its reopen on `foreground` is then `bind` and `listen` alone: `socket()` is the
-/// dearest of a reopen's calls (it allocates the kernel's socket, inode and file). Closed when dropped.
+/// A stream socket made before the listener that binds it: `socket()` (with SO_REUSEADDR for TCP), not
+/// bound, so it reserves no port and accepts nothing, and its address already in the kernel's form. A
+/// listener closed on `background` gets one while the app waits in the background, and its reopen on
+/// `foreground` is then `bind` and `listen` alone: `socket()` is the dearest of a reopen's calls (it
+/// allocates the kernel's socket, inode and file). Closed when dropped.
 public struct PreparedSocket: ~Copyable {
-    fileprivate let fd: CInt
-    /// AF_INET or AF_INET6.
-    public let family: CInt
+    /// The descriptor, -1 once handed over (`release()`).
+    private var fd: CInt
+    /// The address it is made for.
+    public let address: SocketAddress
+    private var storage = sockaddr_storage()
+    private var length: socklen_t = 0
 
-    /// A socket for `address`'s family. The corresponding C functions are `socket` and
-    /// `setsockopt(SO_REUSEADDR)`.
+    /// A socket for `address`. The corresponding C functions are `socket` and `setsockopt(SO_REUSEADDR)`.
     public init(for address: SocketAddress) throws(SystemError) {
         let family = address.family
         let fd = try sys("socket") { socket(family, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_NONBLOCK.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0) }
-        var one: CInt = 1
+        var storage = sockaddr_storage()
+        var length: socklen_t = 0
         do {
-            try sys("setsockopt(SO_REUSEADDR)") { setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<CInt>.size)) }
+            if family != AF_UNIX {
+                var one: CInt = 1
+                try sys("setsockopt(SO_REUSEADDR)") { setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<CInt>.size)) }
+            }
+            try address.withSockAddr { pointer, count throws(SystemError) in
+                withUnsafeMutableBytes(of: &storage) { $0.copyMemory(from: UnsafeRawBufferPointer(start: pointer, count: Int(count))) }
+                length = count
+            }
         } catch {
             Glibc.close(fd)
             throw error
         }
         self.fd = fd
-        self.family = family
+        self.address = address
+        self.storage = storage
+        self.length = length
+    }
+
+    /// Binds the socket to its address. The corresponding C function is `bind`.
+    fileprivate func bind() throws(SystemError) {
+        var storage = storage
+        let fd = fd, length = length
+        try withUnsafePointer(to: &storage) { pointer throws(SystemError) in
+            try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address throws(SystemError) in
+                _ = try sys("bind") { Glibc.bind(fd, address, length) }
+            }
+        }
     }
 
     /// Hands the descriptor over; the caller closes it.
     fileprivate consuming func release() -> CInt {
         let fd = self.fd
-        discard self
+        self.fd = -1
         return fd
     }
 
-    deinit { Glibc.close(fd) }
+    deinit { if fd >= 0 { Glibc.close(fd) } }
 }
 
 /// Socket system calls used by netlife.
@@ -56,26 +80,30 @@ public enum SocketCalls {
     /// `unixMode`, so it never exists with wider permissions (no chmod after bind).
     /// The corresponding C functions are `socket`, `setsockopt`, `bind`, `listen` and `getsockname` (port 0).
     ///
-    /// A `prepared` socket of the address's family is bound instead of a new one: the listener then costs
-    /// only `bind`, `listen` (and the loop's `epoll_ctl`).
-    public static func listen(on address: SocketAddress, backlog: CInt, unixMode: UInt32 = 0o600,
-                              prepared: consuming PreparedSocket? = nil) throws(SystemError) -> (fd: CInt, bound: SocketAddress) {
+    /// A `prepared` socket made for `address` is bound instead of a new one: the listener then costs only
+    /// `bind`, `listen` (and the loop's `epoll_ctl`).
+    public static func listen(on address: SocketAddress, backlog: CInt, unixMode: UInt32 = 0o600) throws(SystemError) -> (fd: CInt, bound: SocketAddress) {
+        try listen(on: address, backlog: backlog, unixMode: unixMode, prepared: nil)
+    }
+
+    /// `listen(on:backlog:unixMode:)` with a socket made ahead, or nil. (No default argument: with Swift
+    /// 6.3.1 a defaulted `nil` for this noncopyable parameter, called from another module, crashed in memmove
+    /// on a null pointer; an explicit `nil` does not.)
+    public static func listen(on address: SocketAddress, backlog: CInt, unixMode: UInt32,
+                              prepared: consuming PreparedSocket?) throws(SystemError) -> (fd: CInt, bound: SocketAddress) {
         var fd: CInt = -1
-        if let socket = prepared.take(), socket.family == address.family { fd = socket.release() }
         do {
+            // A prepared socket made for another address (or none) is replaced by a new one.
+            let socket: PreparedSocket
+            if let ready = prepared.take(), ready.address == address { socket = ready } else { socket = try PreparedSocket(for: address) }
             if case .unix = address {
-                if fd < 0 { fd = try sys("socket") { socket(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_NONBLOCK.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0) } }
                 let previous = umask(~unixMode & 0o777)
                 defer { umask(previous) }
-                _ = try address.withSockAddr { pointer, length throws(SystemError) in
-                    try sys("bind") { bind(fd, pointer, length) }
-                }
+                try socket.bind()
             } else {
-                if fd < 0 { fd = try PreparedSocket(for: address).release() }
-                _ = try address.withSockAddr { pointer, length throws(SystemError) in
-                    try sys("bind") { bind(fd, pointer, length) }
-                }
+                try socket.bind()
             }
+            fd = socket.release()
             try sys("listen") { Glibc.listen(fd, backlog) }
             // Only port 0 needs the kernel's answer: a listener reopened on `foreground` already knows its
             // port (the address it kept from the first open), and 1,000 reopens skip 1,000 getsockname calls.
