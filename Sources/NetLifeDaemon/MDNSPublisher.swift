@@ -49,10 +49,11 @@ struct MDNSRegistry {
         return stale + [.publish(key, service)]
     }
 
+    /// Whether nothing is wanted or published: then a listener closing concerns no announcement.
+    var isEmpty: Bool { wanted.isEmpty && published.isEmpty }
+
     mutating func listenerClosed(_ key: MDNSServiceKey) -> [Action] {
-        // Most listeners have no mDNS: with nothing registered there is nothing to hash (1,000 listeners
-        // closing on one `background` spent a quarter of its instructions here).
-        guard !wanted.isEmpty || !published.isEmpty else { return [] }
+        guard !isEmpty else { return [] }
         wanted[key] = nil
         return published.remove(key) != nil ? [.withdraw(key)] : []
     }
@@ -127,6 +128,9 @@ final class MDNSPublisher {
             if client == nil && reconnectAt == nil { connect() }
             perform(registry.listenerOpened(MDNSServiceKey(app: app.name, listener: name), service))
         case .listenerClosed(let name):
+            // Most listeners have no mDNS: with nothing registered there is no key to make or hash (1,000
+            // listeners close on one `background`).
+            guard !registry.isEmpty else { return }
             perform(registry.listenerClosed(MDNSServiceKey(app: app.name, listener: name)))
         default:
             break
