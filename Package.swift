@@ -2,6 +2,8 @@
 // netlife: iOS multitasking discipline for Linux network services, on libevent.
 import PackageDescription
 
+let release: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
+
 let package = Package(
     name: "netlife",
     products: [
@@ -24,12 +26,12 @@ let package = Package(
             // the headers are in the default include path and module.modulemap names the libraries.
             providers: [.apt(["libavahi-client-dev"])]
         ),
-        .target(name: "NetLifeEvent", dependencies: ["CLibevent"]),
-        .target(name: "NetLife", dependencies: ["NetLifeEvent"]),
-        .target(name: "NetLifeServices", dependencies: ["NetLife"]),
-        .target(name: "NetLifeControl"),
-        .target(name: "NetLifeDaemon", dependencies: ["NetLife", "NetLifeServices", "NetLifeControl", "CAvahi"]),
-        .executableTarget(name: "netlifed", dependencies: ["NetLifeDaemon"]),
+        .target(name: "NetLifeEvent", dependencies: ["CLibevent"], swiftSettings: release),
+        .target(name: "NetLife", dependencies: ["NetLifeEvent"], swiftSettings: release),
+        .target(name: "NetLifeServices", dependencies: ["NetLife"], swiftSettings: release),
+        .target(name: "NetLifeControl", swiftSettings: release),
+        .target(name: "NetLifeDaemon", dependencies: ["NetLife", "NetLifeServices", "NetLifeControl", "CAvahi"], swiftSettings: release),
+        .executableTarget(name: "netlifed", dependencies: ["NetLifeDaemon"], swiftSettings: release),
         // netlifectl links the protocol alone: no event loop, no framework.
         .executableTarget(name: "netlifectl", dependencies: ["NetLifeControl"]),
 
