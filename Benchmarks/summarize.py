@@ -192,22 +192,37 @@ def main():
         out.append("")
 
     if "lifecycle" in groups:
-        results = [r["result"] for recs in groups["lifecycle"].values() for r in recs]
+        records = [r for recs in groups["lifecycle"].values() for r in recs]
+        results = [r["result"] for r in records if r["server"] == "netlifed"]
+        floors = {r["round"]: r["result"] for r in records if r["server"] == "floor"}
+        mine = {r["round"]: r["result"] for r in records if r["server"] == "netlifed"}
         first = results[0]
         lifecycle = {"listeners": first["listeners"], "connections": first["connections"],
                      "errors": sum(r["errors"] for r in results)}
         out += [f"Lifecycle: {first['listeners']:,} listeners, {first['connections']:,} connections "
-                f"(ms, pooled over {len(results)} round(s); the client's own time included):", "",
-                "| transition | p50 ms | p99 ms | max ms | samples | SPEC | meets |", "| --- | --- | --- | --- | --- | --- | --- |"]
+                f"(ms, pooled over {len(results)} round(s); the client's own time included). The C floor is the "
+                "same system calls made from C through libevent's listeners (listener-floor.c --libevent, as many "
+                "connections on the ports) in the same rounds; the ratio is netlifed's p50 over the floor's, per "
+                "round, then the median:", "",
+                "| transition | p50 ms | p99 ms | max ms | samples | C floor p50 / p99 ms | p50 ratio to the floor "
+                "| SPEC | meets |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for key, label, target in (("background_ms", "background acknowledged", "<= 10"),
                                    ("foreground_ms", "foreground (from background) acknowledged", "<= 10"),
                                    ("suspend_ms", "suspend acknowledged", None),
                                    ("foreground_from_suspended_ms", "foreground from suspended acknowledged", None),
                                    ("refused_after_reply_ms", "background reply -> first ECONNREFUSED", None)):
             stats = pooled(results, key)
+            floor_runs = [f for f in floors.values() if key in f]
+            if floor_runs:
+                stats["floor"] = pooled(floor_runs, key)
+                stats["ratio_to_floor_p50"] = median(ratio(mine[r][key]["p50"], floors[r][key]["p50"])
+                                                     for r in sorted(set(mine) & set(floors)))
             lifecycle[key] = stats
+            floor = stats.get("floor")
+            floor_text = f"{fmt(floor['p50'], 3)} / {fmt(floor['p99'], 3)}" if floor else ""
             out.append(f"| {label} | {fmt(stats['p50'], 3)} | {fmt(stats['p99'], 3)} | {fmt(stats['max'], 3)} "
-                       f"| {stats['samples']} | {target or ''} | {meets(stats['p99'], target)} |")
+                       f"| {stats['samples']} | {floor_text} | {fmt(stats.get('ratio_to_floor_p50'), 2) if floor else ''} "
+                       f"| {target or ''} | {meets(stats['p99'], target)} |")
         lifecycle["background_stages_ms_p50"] = median(r["background_stages_ms_p50"] for r in results)
         out += ["", f"(The daemon's own did-enter-background + will-resign-active stages: "
                     f"{fmt(lifecycle['background_stages_ms_p50'], 3)} ms, median.)", ""]
