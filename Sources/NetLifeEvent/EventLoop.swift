@@ -135,7 +135,7 @@ public final class EventLoop {
     /// Takes `object` out of the table and returns the table's reference, if it was kept.
     private func unkeep(_ object: LoopOwned) -> LoopOwned? {
         let slot = object.loopSlot
-        guard slot >= 0, Int(slot) < owners.count else { return nil }
+        guard slot >= 0, Int(slot) < owners.count, owners[Int(slot)] === object else { return nil }
         object.loopSlot = -1
         freeSlots.append(slot)
         ownerCount -= 1
