@@ -394,11 +394,20 @@ public final class ChildProcess {
     }
 
     /// A line from one of the pipes, read at `now`: delivered if the output limit lets it through (it is
-    /// decoded only then).
-    fileprivate func outputLine(_ bytes: UnsafeBufferPointer<UInt8>, now: MonotonicTime) {
-        guard onOutput != nil, outputLimit.admit(now: now) else { return }
+    /// decoded only then). Returns false when no further line read at `now` can pass (the limit refused
+    /// this one, or nobody listens): the reader then hands the rest of its chunk to `refuseLines(_:)`.
+    @discardableResult
+    fileprivate func outputLine(_ bytes: UnsafeBufferPointer<UInt8>, now: MonotonicTime) -> Bool {
+        guard onOutput != nil, outputLimit.admit(now: now) else { return false }
         reportDroppedOutput()
         onOutput?(.line(String(decoding: bytes, as: UTF8.self)))
+        return true
+    }
+
+    /// `count` more lines read at the instant of the last refused one: counted as dropped in one step.
+    fileprivate func refuseLines(_ count: Int) {
+        guard onOutput != nil else { return }
+        outputLimit.refuse(count)
     }
 
     private func reportDroppedOutput() {
@@ -449,19 +458,25 @@ private final class OutputPipe: LoopOwned {
         let consumed = pending.withUnsafeBufferPointer { buffer -> Int in
             guard let base = buffer.baseAddress else { return 0 }
             var start = 0
+            var refused = -1   // lines after the first refused one: counted, not offered one by one
             // memchr: a flood of short lines (`yes`) is split at memory speed.
             while start < buffer.count, let found = memchr(base + start, 0x0A, buffer.count - start) {
                 let newline = base.distance(to: found.assumingMemoryBound(to: UInt8.self))
-                owner.outputLine(UnsafeBufferPointer(rebasing: buffer[start..<newline]), now: now)
+                if refused >= 0 {
+                    refused += 1
+                } else if !owner.outputLine(UnsafeBufferPointer(rebasing: buffer[start..<newline]), now: now) {
+                    refused = 0
+                }
                 start = newline + 1
             }
+            if refused > 0 { owner.refuseLines(refused) }
             return start
         }
         pending.removeSubrange(..<consumed)
     }
 
     private func flushPartialLine(now: MonotonicTime) {
-        if !pending.isEmpty { pending.withUnsafeBufferPointer { owner?.outputLine($0, now: now) } }
+        if !pending.isEmpty { _ = pending.withUnsafeBufferPointer { owner?.outputLine($0, now: now) } }
         pending.removeAll()
     }
 

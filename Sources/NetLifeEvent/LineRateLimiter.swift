@@ -36,6 +36,12 @@ public struct LineRateLimiter: Sendable, Equatable {
         return false
     }
 
+    /// Counts `count` more lines refused at the instant of the last `admit(now:)` that refused one: no token
+    /// can have come since, so a reader can count the rest of a chunk read at that instant at once.
+    public mutating func refuse(_ count: Int) {
+        dropped += max(0, count)
+    }
+
     /// The count of refused lines, reset to zero.
     public mutating func takeDropped() -> Int {
         defer { dropped = 0 }

@@ -149,6 +149,27 @@ struct HardeningUnitTests {
         #expect(dropped > 0, "the rest were counted as dropped")
     }
 
+    /// Once the limit refuses a line, the rest of what was read at that instant is counted at once instead
+    /// of offered line by line; every line is still either delivered or counted, exactly.
+    @Test func everyLineOfAFloodIsDeliveredOrCountedExactly() throws {
+        let loop = try EventLoop()
+        var delivered = 0
+        var dropped = 0
+        var status: ChildExitStatus?
+        _ = try ChildProcess(loop: loop, arguments: ["seq", "1", "300000"], environment: ["PATH": "/usr/bin:/bin"],
+                             outputLimit: LineRateLimiter(burst: 100, perSecond: 10),
+                             onOutput: { output in
+                                 switch output {
+                                 case .line: delivered += 1
+                                 case .dropped(let count): dropped += count
+                                 }
+                             }, onExit: { status = $0 })
+        #expect(runLoop(loop, timeout: .seconds(30)) { status != nil })
+        #expect(status == .exited(0))
+        #expect(delivered >= 100 && delivered <= 100 + 10 * 30, "the burst and the rate: \(delivered)")
+        #expect(delivered + dropped == 300_000, "\(delivered) delivered + \(dropped) dropped")
+    }
+
     @Test func lineRateLimiterLetsABurstThroughThenARate() {
         var limiter = LineRateLimiter(burst: 3, perSecond: 2)
         let start = MonotonicTime(nanoseconds: 1_000_000_000)
@@ -157,6 +178,9 @@ struct HardeningUnitTests {
         #expect(limiter.admit(now: start + .milliseconds(600)) == true, "one token after 500 ms at 2/s")
         #expect(limiter.takeDropped() == 3)
         #expect(limiter.takeDropped() == 0)
+        limiter.refuse(5)
+        limiter.refuse(-1)
+        #expect(limiter.takeDropped() == 5, "lines refused in bulk are counted, a negative count is not")
         #expect(limiter.admit(now: start + .seconds(100)) == true)
         #expect(limiter.admit(now: start + .seconds(100)) == true)
         #expect(limiter.admit(now: start + .seconds(100)) == true)
