@@ -113,17 +113,11 @@ struct HardeningUnitTests {
 
     @Test func aFloodingChildNeitherHoldsTheLoopNorFloodsTheLog() throws {
         let loop = try EventLoop()
-        var delivered = 0
-        var dropped = 0
+        let output = OutputTally()
         var status: ChildExitStatus?
         let child = try ChildProcess(loop: loop, arguments: ["yes"], environment: ["PATH": "/usr/bin:/bin"],
                                      outputLimit: LineRateLimiter(burst: 100, perSecond: 10),
-                                     onOutput: { output in
-                                         switch output {
-                                         case .line: delivered += 1
-                                         case .dropped(let count): dropped += count
-                                         }
-                                     }, onExit: { status = $0 })
+                                     onOutput: output.count, onExit: { status = $0 })
         // A timer keeps firing on time while the child writes without pause.
         var ticks = 0
         var lateness: [Duration] = []
@@ -145,29 +139,23 @@ struct HardeningUnitTests {
         // turn slower, hence the modest bounds.
         #expect(ticks >= 10, "the loop kept turning: \(ticks) ticks in 500 ms")
         #expect((lateness.max() ?? .zero) < .milliseconds(200), "worst timer lateness \(lateness.max() ?? .zero)")
-        #expect(delivered <= 100 + 10, "delivered \(delivered) lines: the burst and the rate")
-        #expect(dropped > 0, "the rest were counted as dropped")
+        #expect(output.delivered <= 100 + 10, "delivered \(output.delivered) lines: the burst and the rate")
+        #expect(output.dropped > 0, "the rest were counted as dropped")
     }
 
     /// Once the limit refuses a line, the rest of what was read at that instant is counted at once instead
     /// of offered line by line; every line is still either delivered or counted, exactly.
     @Test func everyLineOfAFloodIsDeliveredOrCountedExactly() throws {
         let loop = try EventLoop()
-        var delivered = 0
-        var dropped = 0
+        let output = OutputTally()
         var status: ChildExitStatus?
         _ = try ChildProcess(loop: loop, arguments: ["seq", "1", "300000"], environment: ["PATH": "/usr/bin:/bin"],
                              outputLimit: LineRateLimiter(burst: 100, perSecond: 10),
-                             onOutput: { output in
-                                 switch output {
-                                 case .line: delivered += 1
-                                 case .dropped(let count): dropped += count
-                                 }
-                             }, onExit: { status = $0 })
+                             onOutput: output.count, onExit: { status = $0 })
         #expect(runLoop(loop, timeout: .seconds(30)) { status != nil })
         #expect(status == .exited(0))
-        #expect(delivered >= 100 && delivered <= 100 + 10 * 30, "the burst and the rate: \(delivered)")
-        #expect(delivered + dropped == 300_000, "\(delivered) delivered + \(dropped) dropped")
+        #expect(output.delivered >= 100 && output.delivered <= 100 + 10 * 30, "the burst and the rate: \(output.delivered)")
+        #expect(output.delivered + output.dropped == 300_000, "\(output.delivered) delivered + \(output.dropped) dropped")
     }
 
     @Test func lineRateLimiterLetsABurstThroughThenARate() {
@@ -202,5 +190,18 @@ struct HardeningUnitTests {
             _ = try Listener(loop: loop, address: .unix(long), onAccept: { _ in }, onError: { _ in })
         }
         #expect(access(String(long.utf8.prefix(107))!, F_OK) != 0, "nothing was bound at a shortened path")
+    }
+}
+
+/// A child's output as counts: the lines delivered and the lines reported dropped.
+private final class OutputTally {
+    var delivered = 0
+    var dropped = 0
+
+    func count(_ output: ChildOutput) {
+        switch output {
+        case .line: delivered += 1
+        case .dropped(let lines): dropped += lines
+        }
     }
 }
