@@ -61,8 +61,7 @@ final class AppListener: ConnectionTracker {
         wantsOpen = true
         guard listener == nil else { return true }
         do {
-            let listener = try Listener(loop: loop, address: address, backlog: configuration.backlog, unixMode: 0o600,
-                                        prepared: prepared.take(),
+            let listener = try Listener(loop: loop, address: address, backlog: configuration.backlog, prepared: prepared.take(),
                                         onAccept: acceptHandler, onError: acceptErrorHandler)
             self.listener = listener
             address = listener.address

@@ -60,7 +60,7 @@ public final class Listener {
 
     /// The same, binding `prepared` (a socket made ahead for `address`, see `PreparedSocket`) instead of a
     /// new socket when it is not nil.
-    public init(loop: EventLoop, address: SocketAddress, backlog: CInt, unixMode: UInt32,
+    public init(loop: EventLoop, address: SocketAddress, backlog: CInt = 511, unixMode: UInt32 = 0o600,
                 prepared: consuming PreparedSocket?,
                 onAccept: @escaping (AcceptedSocket) -> Void,
                 onError: @escaping (SystemError) -> Void) throws(SystemError) {

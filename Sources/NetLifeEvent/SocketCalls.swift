@@ -89,7 +89,7 @@ public enum SocketCalls {
     /// `listen(on:backlog:unixMode:)` with a socket made ahead, or nil. (No default argument: with Swift
     /// 6.3.1 a defaulted `nil` for this noncopyable parameter, called from another module, crashed in memmove
     /// on a null pointer; an explicit `nil` does not.)
-    public static func listen(on address: SocketAddress, backlog: CInt, unixMode: UInt32,
+    public static func listen(on address: SocketAddress, backlog: CInt, unixMode: UInt32 = 0o600,
                               prepared: consuming PreparedSocket?) throws(SystemError) -> (fd: CInt, bound: SocketAddress) {
         var fd: CInt = -1
         do {
