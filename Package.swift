@@ -2,6 +2,8 @@
 // netlife: iOS multitasking discipline for Linux network services, on libevent.
 import PackageDescription
 
+// Release builds skip the run-time exclusivity checks (about 80 instructions per access; a fifth of what a
+// lifecycle transition with 1,000 listeners executed). Debug builds, and so every test run, keep them.
 let release: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
 
 let package = Package(
