@@ -19,7 +19,6 @@ public final class EventLoop {
     /// Freed indices are reused, so that keeping and releasing cost no hashing (1,000 listeners close at once).
     private var owners: [LoopOwned?] = []
     private var freeSlots: [Int32] = []
-    private var ownerCount = 0
     /// Objects released since the reaper last ran, kept until the callback that released them has returned.
     private var released: [AnyObject] = []
     /// An event activated when `released` gains its first object; it runs after the current callback.
@@ -114,7 +113,6 @@ public final class EventLoop {
             object.loopSlot = Int32(owners.count)
             owners.append(object)
         }
-        ownerCount += 1
     }
 
     /// Ends what `retain(_:)` began. The object's deinit, if this was its last reference, runs after the
@@ -138,7 +136,6 @@ public final class EventLoop {
         guard slot >= 0, Int(slot) < owners.count, owners[Int(slot)] === object else { return nil }
         object.loopSlot = -1
         freeSlots.append(slot)
-        ownerCount -= 1
         return owners[Int(slot)].take()
     }
 
@@ -150,7 +147,7 @@ public final class EventLoop {
     }
 
     /// How many objects the loop keeps alive; tests use it to find leaks.
-    public var registeredObjectCount: Int { ownerCount }
+    public var registeredObjectCount: Int { owners.count - freeSlots.count }
 
     /// Whether `close()` has run.
     public private(set) var isClosed = false
@@ -180,7 +177,6 @@ public final class EventLoop {
         for case let object? in owners { object.loopSlot = -1 }
         owners.removeAll()
         freeSlots.removeAll()
-        ownerCount = 0
         reapReleased()
         resolver = nil
         stallWatchdog = nil
