@@ -53,7 +53,6 @@ struct MDNSRegistry {
     var isEmpty: Bool { wanted.isEmpty && published.isEmpty }
 
     mutating func listenerClosed(_ key: MDNSServiceKey) -> [Action] {
-        guard !isEmpty else { return [] }
         wanted[key] = nil
         return published.remove(key) != nil ? [.withdraw(key)] : []
     }
