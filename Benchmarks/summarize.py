@@ -193,9 +193,9 @@ def main():
 
     if "lifecycle" in groups:
         records = [r for recs in groups["lifecycle"].values() for r in recs]
-        results = [r["result"] for r in records if r["server"] == "netlifed"]
-        floors = {r["round"]: r["result"] for r in records if r["server"] == "floor"}
         mine = {r["round"]: r["result"] for r in records if r["server"] == "netlifed"}
+        floors = {r["round"]: r["result"] for r in records if r["server"] == "floor"}
+        results = [mine[r] for r in sorted(mine)]
         first = results[0]
         lifecycle = {"listeners": first["listeners"], "connections": first["connections"],
                      "errors": sum(r["errors"] for r in results)}
