@@ -185,6 +185,11 @@ public final class App {
 
     // MARK: The pipeline
 
+    /// How long after a transition's reply its opened listeners start accepting: long enough for the client
+    /// that was answered to run first on 2 cores (see `AppSockets.prepareReopen(on:)`), short next to a
+    /// connection's first round trip.
+    static let acceptAfterReply = Duration.milliseconds(1)
+
     private func runPipeline(_ plan: TransitionPlan, cause: TerminationCause, completion: @escaping (TransitionOutcome) -> Void) {
         autoSuspendTimer?.cancel()
         autoSuspendTimer = nil
@@ -211,6 +216,7 @@ public final class App {
             case .perform(.policy(let step), _):
                 perform(step)
             case .perform(.program, let event):
+                sockets.startAccepting(on: loop)
                 if deliverToProgram(event) { return }
             case .perform(.delegate, let event):
                 if let delegate { event.deliver(to: delegate, app: self) }
@@ -229,6 +235,8 @@ public final class App {
     /// Starts the stage's hook; returns whether the pipeline must wait for it.
     private func startPipelineHook(_ event: LifecycleEvent) -> Bool {
         guard let command = configuration.hooks[event] else { return false }
+        // The hook may connect to the app's own listeners: they accept before it runs.
+        sockets.startAccepting(on: loop)
         // A kill abandons the run, so its exit never advances a pipeline that is gone.
         return hooks.run(command, event: event.rawValue) { [weak self] _ in self?.advancePipeline() } != nil
     }
@@ -251,7 +259,9 @@ public final class App {
         }
         emit(.transitionFinished(command: plan.command, state: state, stages: stages))
         completion?(.completed(state, stages))
-        // After the reply: the closed listeners' sockets for the reopen on `foreground`.
+        // After the reply: the opened listeners start accepting (the reply waited only for them to listen),
+        // and the closed listeners' sockets are made for the reopen on `foreground`.
+        sockets.startAccepting(after: Self.acceptAfterReply, on: loop)
         if state == .background { sockets.prepareReopen(on: loop) }
         evaluateSuspension()
         runQueuedCommands()

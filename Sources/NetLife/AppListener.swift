@@ -53,16 +53,21 @@ final class AppListener: ConnectionTracker {
 
     // MARK: Opening and closing
 
-    /// Binds and listens on the listener's address (the same port as before, if it was open before). On
-    /// failure the error is kept for `status` and the open is retried with back-off until it succeeds or
-    /// `close()` is called. Returns whether the listener is open now.
+    /// Binds and listens on the listener's address (the same port as before, if it was open before), and
+    /// accepts, or with `accepting` false only listens until `startAccepting()`: the kernel completes
+    /// connections into the backlog meanwhile. On failure the error is kept for `status` and the open is
+    /// retried with back-off until it succeeds or `close()` is called; a retried open accepts at once.
+    /// Returns whether the listener is open now.
     @discardableResult
-    func open() -> Bool {
+    func open(accepting: Bool = true) -> Bool {
         wantsOpen = true
-        guard listener == nil else { return true }
+        guard listener == nil else {
+            if accepting { startAccepting() }
+            return true
+        }
         do {
             let listener = try Listener(loop: loop, address: address, backlog: configuration.backlog, prepared: prepared.take(),
-                                        onAccept: acceptHandler, onError: acceptErrorHandler)
+                                        startAccepting: accepting, onAccept: acceptHandler, onError: acceptErrorHandler)
             self.listener = listener
             address = listener.address
             openError = nil
@@ -88,6 +93,23 @@ final class AppListener: ConnectionTracker {
             if wantsOpen { open() }
         }
         retryDelay = min(retryDelay * 2, .seconds(5))
+    }
+
+    /// Registers an open listener with the loop (`Listener.startAccepting()`); nothing happens when it accepts
+    /// already or is closed. If that fails (memory is exhausted) the socket is closed and the open retried.
+    func startAccepting() {
+        guard let listener, !listener.isAccepting else { return }
+        do {
+            try listener.startAccepting()
+        } catch {
+            listener.close()
+            self.listener = nil
+            openError = "\(error)"
+            logger.warning("cannot accept on \(address): \(error); retrying in \(retryDelay)")
+            onEvent?(.listenerClosed(name: configuration.name))
+            onEvent?(.listenerFailed(name: configuration.name, error: "\(error)"))
+            scheduleRetry()
+        }
     }
 
     /// Closes the listening socket: connect() to its port is refused from now on, and the connections still

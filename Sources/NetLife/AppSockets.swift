@@ -13,6 +13,10 @@ final class AppSockets {
     private(set) var dataSockets: [DataSocket]
     /// Makes the closed listeners' sockets for their reopen, a few per loop turn (`prepareReopen(on:)`).
     private var preparing: EventTimer?
+    /// Registers the listeners with the loop after a transition's reply (`startAccepting(after:on:)`).
+    private var starting: EventTimer?
+    /// Whether `.openListeners` left listeners that do not accept yet.
+    private var awaitingAccept = false
     /// Listeners served per loop turn: each costs two system calls (a few microseconds).
     private static let preparedPerTurn = 32
     /// How long after the background reply the preparation starts (`prepareReopen(on:)`).
@@ -55,10 +59,14 @@ final class AppSockets {
     func perform(_ step: PolicyStep, state: AppState) {
         switch step {
         case .openListeners:
+            // Listening is what the transition waits for; accepting starts after its reply, or before any hook
+            // or program runs (`startAccepting(after:on:)`).
             stopPreparing()
-            for listener in listeners { listener.open() }
+            for listener in listeners { listener.open(accepting: false) }
+            awaitingAccept = !listeners.isEmpty
             for listener in handedListeners { listener.open() }
         case .closeListeners:
+            stopStarting()
             for listener in listeners { listener.close() }
             for listener in handedListeners { listener.close() }
         case .startProgram:
@@ -127,9 +135,32 @@ final class AppSockets {
         preparing = nil
     }
 
+    private func stopStarting() {
+        starting?.cancel()
+        starting = nil
+        awaitingAccept = false
+    }
+
+    /// Registers the listeners that `.openListeners` left listening with the loop (`AppListener.startAccepting`):
+    /// at once when `delay` is nil (a hook or the program is about to run, and may connect to its own port),
+    /// or `delay` from now (after a transition's reply, for the reason `prepareReopen(on:)` waits: the client
+    /// that was just answered runs first). Connections the kernel completed meanwhile wait in the backlog.
+    func startAccepting(after delay: Duration? = nil, on loop: EventLoop) {
+        guard awaitingAccept else { return }
+        guard let delay else { return acceptNow() }
+        starting?.cancel()
+        starting = loop.schedule(after: delay) { [weak self] in self?.acceptNow() }
+    }
+
+    private func acceptNow() {
+        stopStarting()
+        for listener in listeners { listener.startAccepting() }
+    }
+
     /// Closes every listener, every connection and every data socket (`mode` says how).
     func closeAll(_ mode: Connection.CloseMode) {
         stopPreparing()
+        stopStarting()
         for listener in listeners {
             listener.close()
             listener.discardPreparedSocket()

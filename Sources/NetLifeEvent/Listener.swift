@@ -31,9 +31,19 @@ public struct AcceptedSocket {
 }
 
 /// A TCP or Unix-stream listening socket on the loop.
+///
+/// Listening and accepting are two steps: once `listen` returns the kernel completes connections into the
+/// backlog, and `connect` succeeds; the socket is registered with the loop (`evconnlistener_new`, one
+/// `epoll_ctl`) when accepting starts. A listener made with `startAccepting: false` listens without
+/// accepting until `startAccepting()`, so that an app's `foreground` can reply once its 1,000 sockets listen
+/// and register them right after (`AppSockets.startAccepting(after:on:)`).
 public final class Listener {
     private unowned let loop: EventLoop
+    /// libevent's listener, once accepting.
     private var listener: OpaquePointer?
+    /// The listening descriptor while it does not accept yet; -1 once libevent's listener holds it, or
+    /// after `close()`.
+    private var idleDescriptor: CInt = -1
     /// Where the loop keeps this object (`LoopOwned`).
     var loopSlot: Int32 = -1
     private let onAccept: (AcceptedSocket) -> Void
@@ -55,13 +65,15 @@ public final class Listener {
     public convenience init(loop: EventLoop, address: SocketAddress, backlog: CInt = 511, unixMode: UInt32 = 0o600,
                             onAccept: @escaping (AcceptedSocket) -> Void,
                             onError: @escaping (SystemError) -> Void) throws(SystemError) {
-        try self.init(loop: loop, address: address, backlog: backlog, unixMode: unixMode, prepared: nil, onAccept: onAccept, onError: onError)
+        try self.init(loop: loop, address: address, backlog: backlog, unixMode: unixMode, prepared: nil,
+                      startAccepting: true, onAccept: onAccept, onError: onError)
     }
 
     /// The same, binding `prepared` (a socket made ahead for `address`, see `PreparedSocket`) instead of a
-    /// new socket when it is not nil.
+    /// new socket when it is not nil; with `startAccepting` false the socket listens, and accepting waits for
+    /// `startAccepting()`.
     public init(loop: EventLoop, address: SocketAddress, backlog: CInt = 511, unixMode: UInt32 = 0o600,
-                prepared: consuming PreparedSocket?,
+                prepared: consuming PreparedSocket?, startAccepting: Bool,
                 onAccept: @escaping (AcceptedSocket) -> Void,
                 onError: @escaping (SystemError) -> Void) throws(SystemError) {
         loop.assertInLoop()
@@ -70,44 +82,68 @@ public final class Listener {
         self.onError = onError
         let (fd, bound) = try SocketCalls.listen(on: address, backlog: backlog, unixMode: unixMode, prepared: prepared)
         self.address = bound
-        let context = Unmanaged.passUnretained(self).toOpaque()
-        // Backlog 0: the socket is already listening. CLOSE_ON_FREE: evconnlistener_free closes it.
-        let flags = UInt32(LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC)
-        do {
-            let listener = try libevent("evconnlistener_new") { evconnlistener_new(loop.base, connectionArrived, context, flags, 0, fd) }
-            evconnlistener_set_error_cb(listener, acceptFailed)
-            self.listener = listener
-        } catch {
-            SocketCalls.close(fd)
-            throw error
+        idleDescriptor = fd
+        if startAccepting {
+            do {
+                try self.startAccepting()
+            } catch {
+                SocketCalls.close(fd)
+                throw error
+            }
         }
         loop.retain(self)
+    }
+
+    /// Registers the listening socket with the loop: connections are accepted from the next loop turn (those
+    /// the kernel completed meanwhile first), or after `resume()` if the listener is paused. Nothing happens
+    /// when it accepts already or is closed. It fails only when memory is exhausted; the socket still listens.
+    /// The corresponding C function is `evconnlistener_new`.
+    public func startAccepting() throws(SystemError) {
+        guard listener == nil, idleDescriptor >= 0 else { return }
+        let fd = idleDescriptor
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        // Backlog 0: the socket is already listening. CLOSE_ON_FREE: evconnlistener_free closes it.
+        var flags = LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC
+        if isPaused { flags |= LEV_OPT_DISABLED }
+        let listener = try libevent("evconnlistener_new") { evconnlistener_new(loop.base, connectionArrived, context, UInt32(flags), 0, fd) }
+        evconnlistener_set_error_cb(listener, acceptFailed)
+        self.listener = listener
+        idleDescriptor = -1
     }
 
     /// Stops accepting; connections wait in the kernel's queue. The corresponding C function is
     /// `evconnlistener_disable`.
     public func pause() {
-        guard let listener, !isPaused else { return }
-        evconnlistener_disable(listener)
+        guard isOpen, !isPaused else { return }
+        if let listener { evconnlistener_disable(listener) }
         isPaused = true
     }
 
     /// Accepts again after `pause()`. The corresponding C function is `evconnlistener_enable`.
     public func resume() {
-        guard let listener, isPaused else { return }
-        evconnlistener_enable(listener)
+        guard isOpen, isPaused else { return }
+        if let listener { evconnlistener_enable(listener) }
         isPaused = false
     }
 
-    /// Whether the listener is still open.
-    public var isOpen: Bool { listener != nil }
+    /// Whether the listener is still open (listening, accepting or not).
+    public var isOpen: Bool { listener != nil || idleDescriptor >= 0 }
+
+    /// Whether the socket is registered with the loop (`startAccepting()`).
+    public var isAccepting: Bool { listener != nil }
 
     /// Closes the listening socket: from now on the kernel refuses new connections (ECONNREFUSED), and the
     /// connections still in its accept queue are reset. A Unix socket's file is removed.
     public func close() {
-        guard let listener else { return }
-        evconnlistener_free(listener)
-        self.listener = nil
+        if let listener {
+            evconnlistener_free(listener)
+            self.listener = nil
+        } else if idleDescriptor >= 0 {
+            SocketCalls.close(idleDescriptor)
+            idleDescriptor = -1
+        } else {
+            return
+        }
         if case .unix(let path) = address { unlink(path) }
         loop.release(self)
     }

@@ -47,6 +47,31 @@ struct ListenerPolicyTests {
         #expect(reopened?["address"] as? String == "127.0.0.1:\(port)")
     }
 
+    @Test func aHookThatCallsTheAppsOwnListenerIsServedWhileTheTransitionWaitsForIt() throws {
+        // `foreground` replies once the listeners listen and registers them with the loop after the reply;
+        // a hook that runs before the reply and connects to its own app's port must be served all the same.
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("netlife-hook-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let portFile = directory.appendingPathComponent("port").path
+        let answerFile = directory.appendingPathComponent("answer").path
+        let hook = "/bin/bash -c '[ -s \(portFile) ] || exit 0; exec 3<>/dev/tcp/127.0.0.1/$(cat \(portFile)); echo ping >&3; read -t 3 line <&3; echo \"got=$line\" > \(answerFile)'"
+        let daemon = try TestDaemon(config: echoConfig(port: 0, appLines: "on-did-become-active = \(hook)"))
+        defer { daemon.stop() }
+        let port = daemon.port(of: "echo")
+        try "\(port)".write(toFile: portFile, atomically: true, encoding: .utf8)
+        #expect(daemon.ctl("background", "echo").status == 0)
+        let started = Date()
+        let foreground = daemon.ctl("foreground", "echo")
+        #expect(foreground.status == 0, "\(foreground)")
+        #expect(Date().timeIntervalSince(started) < 2.5, "the hook was answered at once, not after its 3 s read timed out")
+        #expect((try? String(contentsOfFile: answerFile, encoding: .utf8)) == "got=ping\n")
+        // And a peer that connects right after the reply is served.
+        let peer = try #require(Peer.connect(port: port))
+        defer { peer.close() }
+        #expect(peer.roundTrip("after the reply\n") == "after the reply\n")
+    }
+
     @Test func aPortTakenMeanwhileIsReportedAndRetriedWhileTheAppBecomesActive() throws {
         let daemon = try TestDaemon(config: echoConfig(port: 0))
         defer { daemon.stop() }

@@ -113,6 +113,42 @@ struct LoopSourcesTests {
         again.close()
     }
 
+    @Test func aListenerThatIsNotAcceptingYetLetsTheKernelQueueConnectionsUntilItStarts() throws {
+        let loop = try EventLoop()
+        var accepted: [CInt] = []
+        let listener = try Listener(loop: loop, address: .ipv4("127.0.0.1", port: 0), prepared: nil, startAccepting: false,
+                                    onAccept: { accepted.append($0.fd) }, onError: { _ in })
+        let port = try #require(listener.address.port)
+        #expect(listener.isOpen && !listener.isAccepting)
+        #expect(tcpConnect(port: port) == 0, "the kernel completes a connection once the socket listens")
+        runLoop(loop, timeout: .milliseconds(50)) { false }
+        #expect(accepted.isEmpty, "nothing is accepted before startAccepting()")
+        // Paused before it starts: it starts paused, and accepts on resume.
+        listener.pause()
+        try listener.startAccepting()
+        #expect(listener.isAccepting)
+        runLoop(loop, timeout: .milliseconds(50)) { false }
+        #expect(accepted.isEmpty, "a paused listener starts paused")
+        listener.resume()
+        #expect(runLoop(loop) { accepted.count == 1 }, "the queued connection is accepted")
+        try listener.startAccepting()   // a second start does nothing
+        accepted.forEach { close($0) }
+        listener.close()
+        #expect(tcpConnect(port: port) == ECONNREFUSED)
+        #expect(loop.registeredObjectCount == 0)
+
+        // Closed before it ever accepted: refused, and let go by the loop.
+        let idle = try Listener(loop: loop, address: .ipv4("127.0.0.1", port: 0), prepared: nil, startAccepting: false,
+                                onAccept: { close($0.fd) }, onError: { _ in })
+        let idlePort = try #require(idle.address.port)
+        idle.close()
+        #expect(!idle.isOpen)
+        #expect(tcpConnect(port: idlePort) == ECONNREFUSED)
+        #expect(loop.registeredObjectCount == 0)
+        try idle.startAccepting()   // after close: nothing
+        #expect(!idle.isAccepting)
+    }
+
     @Test func aUnixListenerIsCreatedWithTheRequestedMode() throws {
         let loop = try EventLoop()
         let path = "/tmp/netlife-unit-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
