@@ -82,7 +82,7 @@ static inline int netlife_evbuffer_write(struct evbuffer *buf, int fd, int *erro
 // Keeps freed buffer memory in the process instead of handing it back to the kernel after every burst:
 // glibc trims the top of the heap once 128 KiB there is free (a brk call, and page faults to take the memory
 // back on the next read), and that threshold only grows after an mmap-served block is freed. A connection
-// frees its read blocks (up to 4 x 64 KiB) after each write, so with the defaults a bulk stream made a brk
+// frees its read blocks (up to 2 x 256 KiB) after each write, so with the defaults a bulk stream made a brk
 // call per read. Blocks below 1 MiB come from the heap; up to 16 MiB of free heap stays.
 static inline void netlife_keep_buffer_memory(void) {
     mallopt(M_MMAP_THRESHOLD, 1 << 20);

@@ -133,14 +133,14 @@ public final class Connection {
     public var inputEnded: Bool { endOfInputSeen }
     /// Told of each read callback of an ordinary connection; watches a reading `.control` one.
     private let context: ReadContext
-    /// The most reads one readable event makes before the delegate is told (SwiftNIO's default
-    /// `maxMessagesPerRead`): a bulk stream is echoed with one write per 4 reads, and one connection cannot
-    /// hold the loop for more than about 1 MiB.
-    public static let readsPerCallback = 4
+    /// The most reads one readable event makes before the delegate is told: a bulk stream is echoed with one
+    /// write per 2 reads of 256 KiB, and one connection cannot hold the loop for more than 512 KiB. (4, as
+    /// SwiftNIO's `maxMessagesPerRead`, made the stream burstier and slower: ReadSizer.largestShift.)
+    public static let readsPerCallback = 2
     /// The most writes one flush makes, and the bytes after which it makes no more, before the rest waits for
     /// the next turn: a write stops short of the socket's room when a file segment goes out alone (sendfile)
-    /// or a writev reaches 128 blocks. The bytes match a read callback's share (4 x 64 KiB); one write may
-    /// be larger (a 2 MiB file piece).
+    /// or a writev reaches 128 blocks. A flush's first write takes what the socket has room for, so a read
+    /// callback's share (2 x 256 KiB) goes out in one call; one write may be larger (a 2 MiB file piece).
     static let writesPerFlush = 16
     static let bytesPerFlush = 256 << 10
 

@@ -13,10 +13,11 @@ public struct ReadSizer: Equatable, Sendable {
     static let blockOverhead = 64
     /// log2 of the smallest block: 1 KiB, libevent's smallest.
     static let smallestShift: UInt8 = 10
-    /// log2 of the largest block: 64 KiB. With 4 reads per readable event (`Connection.readsPerCallback`)
-    /// it streamed as fast as 128 KiB and steadier than 256 KiB, with a quarter of the memory per read
-    /// (Benchmarks/README.md, "Read sizes").
-    static let largestShift: UInt8 = 16
+    /// log2 of the largest block: 256 KiB. With 2 reads per readable event (`Connection.readsPerCallback`)
+    /// one stream went 5.0 to 5.3 GB/s (medians) against 3.7 to 4.8 for 64 KiB x 4, 128 KiB x 2, 256 KiB x 4,
+    /// 512 KiB x 1 and x 2, in alternating rounds with a load generator that was not itself the bottleneck
+    /// (Benchmarks/README.md, "Read sizes, measured again").
+    static let largestShift: UInt8 = 18
     /// log2 of the first read's block: the smallest. A new connection counts as chatty until a read fills
     /// its space, so a chatty peer's first message lands in the scratch area and makes no input buffer.
     static let initialShift: UInt8 = smallestShift

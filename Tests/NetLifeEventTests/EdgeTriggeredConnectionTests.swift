@@ -62,8 +62,8 @@ struct EdgeTriggeredConnectionTests {
         #expect(read(theirs, &byte, 1) == 0, "the peer sees the end of stream")
     }
 
-    /// 1 MiB is in the socket at once and nothing more comes: far more than one callback reads (64 KiB, then
-    /// 4 x 64 KiB per turn). The connection keeps reading at the next turns without a new report, and every
+    /// 1 MiB is in the socket at once and nothing more comes: far more than one callback reads (960 bytes,
+    /// then growing blocks up to 2 x 256 KiB per turn). The connection keeps reading at the next turns without a new report, and every
     /// byte comes back.
     @Test func aBurstLargerThanOneTurnsShareIsReadToTheEnd() throws {
         let loop = try EventLoop()
