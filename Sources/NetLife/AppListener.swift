@@ -77,12 +77,18 @@ final class AppListener: ConnectionTracker {
             onEvent?(.listenerOpened(name: configuration.name, address: address, mdns: configuration.mdns))
             return true
         } catch {
-            openError = "\(error)"
-            logger.warning("cannot listen on \(address): \(error); retrying in \(retryDelay)")
-            onEvent?(.listenerFailed(name: configuration.name, error: "\(error)"))
-            scheduleRetry()
+            openFailed(error, doing: "listen")
             return false
         }
+    }
+
+    /// An open, or its registration with the loop (`doing` says which), failed: the error is kept for
+    /// `status`, told, and the open retried with back-off.
+    private func openFailed(_ error: SystemError, doing action: String) {
+        openError = "\(error)"
+        logger.warning("cannot \(action) on \(address): \(error); retrying in \(retryDelay)")
+        onEvent?(.listenerFailed(name: configuration.name, error: "\(error)"))
+        scheduleRetry()
     }
 
     private func scheduleRetry() {
@@ -104,11 +110,8 @@ final class AppListener: ConnectionTracker {
         } catch {
             listener.close()
             self.listener = nil
-            openError = "\(error)"
-            logger.warning("cannot accept on \(address): \(error); retrying in \(retryDelay)")
             onEvent?(.listenerClosed(name: configuration.name))
-            onEvent?(.listenerFailed(name: configuration.name, error: "\(error)"))
-            scheduleRetry()
+            openFailed(error, doing: "accept")
         }
     }
 
