@@ -14,7 +14,15 @@
 // generator is as busy as the server, so a full check made it the bottleneck: measured, netlifed streamed
 // 4,942 MB/s with it and 5,592 without, the C server (itself the bottleneck) the same either way. The
 // sampled check still sees a byte lost, doubled or reordered at any point (the pattern is offset-dependent
-// and every count is checked), within a few reads. A run warms
+// and every count is checked), within a few reads. --check sparse goes further: the reads that are not checked
+// whole are discarded in the kernel (recv with MSG_TRUNC: counted, never copied out), so a flipped byte there
+// goes unseen, while a lost or doubled one still shows at the next whole read.
+//
+// --send splice sends without a copy: the pattern's pages are referenced into a pipe (vmsplice; the pattern
+// never changes) and spliced from there into the socket. With --check sparse it makes the generator as cheap
+// per byte as this machine allows, which one stream needs: on loopback the sender also runs the receiver's
+// TCP input and wakes it, so a copying generator costs more per byte than an echo server and sets the pace
+// of any server faster than it (Benchmarks/README.md, "Streaming: a leaner generator"). A run warms
 // up for --warmup seconds, then measures for --duration seconds, and prints one JSON line: messages/s, MB/s
 // (10^6 bytes echoed back), latency p50/p99/p99.9 in microseconds (per message, from the moment it is
 // queued to the moment its last byte is back: the round trip in pingpong), errors, and, with --server-pid,
@@ -27,6 +35,7 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -40,6 +49,7 @@
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -54,10 +64,11 @@ static struct {
     double duration, warmup, hold;
     int server_pid;
     int threads;
-    bool sampled;   // --check sampled
+    enum check { CHECK_ALL, CHECK_SAMPLED, CHECK_SPARSE } check;
+    bool splice;    // --send splice
 } opt = { .mode = PINGPONG, .connections = 1, .size = 64, .inflight = 1, .duration = 5, .warmup = 1, .threads = 1 };
 
-enum { PERIOD = 4093, READ_SIZE = 256 * 1024, WRITE_CHUNK = 64 * 1024, CONNECT_BATCH = 256 };
+enum { PERIOD = 4093, READ_SIZE = 256 * 1024, WRITE_CHUNK = 64 * 1024, CONNECT_BATCH = 256, PIPE_SIZE = 256 * 1024 };
 // pattern[i] == pattern[i % PERIOD]: the bytes at any stream offset are contiguous from pattern + offset % PERIOD.
 static unsigned char pattern[PERIOD + READ_SIZE];
 
@@ -194,7 +205,9 @@ struct conn {
     uint64_t queued, sent, received;   // bytes
     uint64_t started, done;            // messages
     uint64_t *stamps;                  // queue time of each message in flight, by message number % inflight
-    uint32_t reads;                    // reads so far: with --check sampled, every 16th is checked whole
+    uint32_t reads;                    // reads so far: with --check sampled or sparse, every 16th is checked whole
+    int pipe[2];                       // --send splice: the pattern's pages go through this pipe
+    uint64_t piped;                    // bytes in the pipe, not yet in the socket
 };
 
 struct worker {
@@ -225,6 +238,7 @@ static void conn_fail(struct worker *w, struct conn *c, const char *why) {
     epoll_ctl(w->ep, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     c->fd = -1;
+    if (c->pipe[0] >= 0) { close(c->pipe[0]); close(c->pipe[1]); c->pipe[0] = c->pipe[1] = -1; }
 }
 
 static void set_write_interest(struct worker *w, struct conn *c, bool wanted) {
@@ -243,9 +257,35 @@ static void fill(struct conn *c, uint64_t t) {
     }
 }
 
+/// --send splice: the pattern's pages are referenced into the pipe (vmsplice, no copy; the pattern never
+/// changes) and moved from there into the socket (splice), so that sending costs the generator no copy.
+/// Returns false when the socket is full (write interest armed) or the connection failed.
+static bool splice_some(struct worker *w, struct conn *c, uint64_t left) {
+    if (c->piped == 0) {
+        struct iovec span = { pattern + (c->sent + (uint64_t)c->id * 17) % PERIOD, left > PIPE_SIZE ? PIPE_SIZE : (size_t)left };
+        ssize_t n = vmsplice(c->pipe[1], &span, 1, SPLICE_F_NONBLOCK);
+        if (n < 0) { if (errno == EINTR) return true; conn_fail(w, c, strerror(errno)); return false; }
+        c->piped = (uint64_t)n;
+    }
+    ssize_t n = splice(c->pipe[0], NULL, c->fd, NULL, (size_t)c->piped, SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+    if (n < 0) {
+        if (errno == EINTR) return true;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) { set_write_interest(w, c, true); return false; }
+        conn_fail(w, c, strerror(errno));
+        return false;
+    }
+    c->piped -= (uint64_t)n;
+    c->sent += (uint64_t)n;
+    return true;
+}
+
 /// Sends what is queued until the socket is full.
 static void pump(struct worker *w, struct conn *c) {
     while (c->sent < c->queued) {
+        if (opt.splice) {
+            if (!splice_some(w, c, c->queued - c->sent)) return;
+            continue;
+        }
         uint64_t left = c->queued - c->sent;
         size_t chunk = left > WRITE_CHUNK ? WRITE_CHUNK : (size_t)left;
         ssize_t n = send(c->fd, pattern + (c->sent + (uint64_t)c->id * 17) % PERIOD, chunk, MSG_NOSIGNAL);
@@ -265,9 +305,9 @@ enum { CHECK_WINDOW = 64, CHECK_STRIDE = 4096, CHECK_EVERY = 16 };
 /// Whether the N bytes just read into `buffer` are the pattern at the connection's offset: all of them, or
 /// with --check sampled (but for one read in CHECK_EVERY) windows at the start, every CHECK_STRIDE bytes and
 /// at the end.
-static bool echo_matches(struct conn *c, const unsigned char *buffer, size_t n) {
+static bool echo_matches(struct conn *c, const unsigned char *buffer, size_t n, bool whole) {
     const unsigned char *expected = pattern + (c->received + (uint64_t)c->id * 17) % PERIOD;
-    if (!opt.sampled || c->reads++ % CHECK_EVERY == 0 || n <= 2 * CHECK_WINDOW) return memcmp(buffer, expected, n) == 0;
+    if (whole || n <= 2 * CHECK_WINDOW) return memcmp(buffer, expected, n) == 0;
     for (size_t at = 0; at + CHECK_WINDOW <= n; at += CHECK_STRIDE) {
         if (memcmp(buffer + at, expected + at, CHECK_WINDOW) != 0) return false;
     }
@@ -275,13 +315,17 @@ static bool echo_matches(struct conn *c, const unsigned char *buffer, size_t n) 
 }
 
 static void readable(struct worker *w, struct conn *c, bool measuring) {
-    ssize_t n = read(c->fd, w->buffer, READ_SIZE);
+    bool whole = opt.check == CHECK_ALL || c->reads++ % CHECK_EVERY == 0;
+    // --check sparse: a read that is not checked whole is discarded in the kernel (MSG_TRUNC on a TCP socket
+    // drops the bytes without copying them out), so the generator spends no copy on it.
+    bool discard = opt.check == CHECK_SPARSE && !whole;
+    ssize_t n = recv(c->fd, discard ? NULL : w->buffer, READ_SIZE, discard ? MSG_TRUNC : 0);
     if (n <= 0) {
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
         conn_fail(w, c, n == 0 ? "the server closed the connection" : strerror(errno));
         return;
     }
-    if (c->received + (uint64_t)n > c->sent || !echo_matches(c, w->buffer, (size_t)n)) {
+    if (c->received + (uint64_t)n > c->sent || (!discard && !echo_matches(c, w->buffer, (size_t)n, whole))) {
         conn_fail(w, c, "the echo differs from what was sent");
         return;
     }
@@ -347,6 +391,15 @@ static const char *mode_name(enum mode mode) {
     return "?";
 }
 
+static const char *check_name(enum check check) {
+    switch (check) {
+    case CHECK_ALL: return "all";
+    case CHECK_SAMPLED: return "sampled";
+    case CHECK_SPARSE: return "sparse";
+    }
+    return "?";
+}
+
 static void raise_descriptor_limit(int wanted) {
     struct rlimit limit;
     if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
@@ -393,7 +446,8 @@ static int usage(void) {
     fprintf(stderr,
             "usage: loadgen --port PORT [--mode pingpong|pipeline|stream|idle] [--connections N] [--size BYTES]\n"
             "               [--inflight K] [--duration SECONDS] [--warmup SECONDS] [--threads N]\n"
-            "               [--server-pid PID] [--hold SECONDS (idle)] [--check all|sampled]\n"
+            "               [--server-pid PID] [--hold SECONDS (idle)] [--check all|sampled|sparse]\n"
+            "               [--send copy|splice]\n"
             "Connects to 127.0.0.1:PORT only. Prints one JSON line.\n");
     return 2;
 }
@@ -419,16 +473,21 @@ int main(int argc, char **argv) {
         else if (strcmp(name, "--hold") == 0) opt.hold = atof(value);
         else if (strcmp(name, "--server-pid") == 0) opt.server_pid = atoi(value);
         else if (strcmp(name, "--threads") == 0) opt.threads = atoi(value);
-        else if (strcmp(name, "--check") == 0) {
-            if (strcmp(value, "all") == 0) opt.sampled = false;
-            else if (strcmp(value, "sampled") == 0) opt.sampled = true;
+        else if (strcmp(name, "--send") == 0) {
+            if (strcmp(value, "copy") == 0) opt.splice = false;
+            else if (strcmp(value, "splice") == 0) opt.splice = true;
+            else return usage();
+        } else if (strcmp(name, "--check") == 0) {
+            if (strcmp(value, "all") == 0) opt.check = CHECK_ALL;
+            else if (strcmp(value, "sampled") == 0) opt.check = CHECK_SAMPLED;
+            else if (strcmp(value, "sparse") == 0) opt.check = CHECK_SPARSE;
             else return usage();
             check_given = true;
         } else return usage();
     }
     if (opt.mode == STREAM && !size_given) opt.size = 16 * 1024;
     if (opt.mode == STREAM && !inflight_given) opt.inflight = 8;
-    if (opt.mode == STREAM && !check_given) opt.sampled = true;
+    if (opt.mode == STREAM && !check_given) opt.check = CHECK_SAMPLED;
     if (opt.mode == PINGPONG) opt.inflight = 1;
     if (opt.port <= 0 || opt.port > 65535 || opt.connections < 1 || opt.size < 1 || opt.inflight < 1 ||
         opt.threads < 1 || opt.duration <= 0 || opt.warmup < 0) return usage();
@@ -459,7 +518,11 @@ int main(int argc, char **argv) {
     int live = 0;
     for (int i = 0; i < opt.connections; i++) {
         if (fds[i] < 0) continue;
-        conns[live] = (struct conn){ .fd = fds[i], .id = i, .stamps = stamps + (size_t)i * (size_t)opt.inflight };
+        conns[live] = (struct conn){ .fd = fds[i], .id = i, .stamps = stamps + (size_t)i * (size_t)opt.inflight, .pipe = { -1, -1 } };
+        if (opt.splice) {
+            if (pipe2(conns[live].pipe, O_CLOEXEC | O_NONBLOCK) != 0) die("pipe2");
+            if (fcntl(conns[live].pipe[1], F_SETPIPE_SZ, PIPE_SIZE) < 0) die("F_SETPIPE_SZ");
+        }
         live++;
     }
     for (int t = 0; t < opt.threads; t++) {
@@ -519,11 +582,11 @@ int main(int argc, char **argv) {
     double messages_per_s = (double)messages / seconds;
     double mb_per_s = (double)bytes / seconds / 1e6;
     printf("{\"mode\":\"%s\",\"connections\":%d,\"connected\":%d,\"size\":%zu,\"inflight\":%d,\"threads\":%d,"
-           "\"check\":\"%s\",\"duration_s\":%.3f,\"messages\":%llu,\"messages_per_s\":%.1f,\"mb_per_s\":%.2f,"
+           "\"check\":\"%s\",\"send\":\"%s\",\"duration_s\":%.3f,\"messages\":%llu,\"messages_per_s\":%.1f,\"mb_per_s\":%.2f,"
            "\"p50_us\":%.1f,\"p99_us\":%.1f,\"p999_us\":%.1f,\"errors\":%llu,"
            "\"server_cpu_s\":%.3f,\"messages_per_server_cpu_s\":%.1f,\"mb_per_server_cpu_s\":%.2f,\"client_cpu_s\":%.3f}\n",
            mode_name(opt.mode), opt.connections, live, opt.size, opt.inflight, opt.threads,
-           opt.sampled ? "sampled" : "all", seconds,
+           check_name(opt.check), opt.splice ? "splice" : "copy", seconds,
            (unsigned long long)messages, messages_per_s, mb_per_s,
            percentile_us(latencies, latency_count, 0.50), percentile_us(latencies, latency_count, 0.99),
            percentile_us(latencies, latency_count, 0.999), (unsigned long long)errors,

@@ -90,6 +90,11 @@ def echo_case(name, group, records):
     keys = [figure] if lower_is_better else [figure, "p50_us", "p99_us", "p999_us", per_cpu, "server_cpu_s", "client_cpu_s"]
     ratios = {key: median(ratio(netlifed[r].get(key), reference[r].get(key)) for r in rounds) for key in keys}
     errors = sum(result.get("errors", 0) for server in runs.values() for result in server.values())
+
+    def generator_bound(results):
+        # A round in which loadgen used 95% of a CPU or more: its pace, not the server's, may have set the figure.
+        return sum(1 for r in rounds if results[r].get("client_cpu_s", 0) >= 0.95 * results[r].get("duration_s", float("inf")))
+
     case = {
         "name": name,
         "group": group,
@@ -102,6 +107,7 @@ def echo_case(name, group, records):
         "other_mode": {m: medians(runs[m], keys) for m in candidates if m != mode},
         "ratio": ratios,
         "errors": errors,
+        "generator_bound_rounds": None if lower_is_better else {"netlifed": generator_bound(netlifed), "reference": generator_bound(reference)},
     }
     if lower_is_better:
         for side in ("netlifed", "reference"):
@@ -179,6 +185,14 @@ def main():
         summary["echo"] = echo_cases
         out += ["Echo (medians over rounds; ratio = netlifed / reference, per round, then the median):", ""]
         out += echo_table(echo_cases) + [""]
+        bound = [c for c in echo_cases if c["group"] == "streaming" and any(c["generator_bound_rounds"].values())]
+        for case in bound:
+            counts = case["generator_bound_rounds"]
+            out.append(f"{case['name']}: loadgen used 95% of a CPU or more in {counts['netlifed']} of netlifed's "
+                       f"{case['rounds']} rounds and {counts['reference']} of the reference's: there the generator, "
+                       "not the server, set the MB/s, and the per server CPU-second figure is the server's own.")
+        if bound:
+            out.append("")
 
     if "idle" in groups:
         idle = [echo_case(name, "idle", recs) for name, recs in groups["idle"].items()]
