@@ -77,58 +77,82 @@ extension JSON: ExpressibleByStringLiteral, ExpressibleByBooleanLiteral, Express
 extension JSON {
     /// The compact JSON text of the value (no newlines, so it fits one line of the protocol).
     public var serialized: String {
-        var out = ""
+        String(decoding: serializedBytes, as: UTF8.self)
+    }
+
+    /// The compact JSON text of the value as UTF-8 bytes.
+    public var serializedBytes: [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(1024)
         write(to: &out)
         return out
     }
 
-    private func write(to out: inout String) {
+    /// The value as one line of the control protocol: its compact text and a newline, as UTF-8 bytes.
+    public var serializedLine: [UInt8] {
+        var out = serializedBytes
+        out.append(UInt8(ascii: "\n"))
+        return out
+    }
+
+    // Bytes, not a String: appending to a String goes through its Unicode bookkeeping on every append, which
+    // made a 3.7 KB `status` reply cost 1.8 M instructions (Benchmarks/README.md, "Control replies").
+    private func write(to out: inout [UInt8]) {
         switch self {
-        case .null: out += "null"
-        case .bool(let b): out += b ? "true" : "false"
-        case .number(let n): out += JSON.format(n)
+        case .null: out.append(contentsOf: "null".utf8)
+        case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
+        case .number(let n): JSON.writeNumber(n, to: &out)
         case .string(let s): JSON.writeString(s, to: &out)
         case .array(let items):
-            out += "["
+            out.append(UInt8(ascii: "["))
             for (index, item) in items.enumerated() {
-                if index > 0 { out += "," }
+                if index > 0 { out.append(UInt8(ascii: ",")) }
                 item.write(to: &out)
             }
-            out += "]"
+            out.append(UInt8(ascii: "]"))
         case .object(let object):
-            out += "{"
+            out.append(UInt8(ascii: "{"))
             for (index, member) in object.members.enumerated() {
-                if index > 0 { out += "," }
+                if index > 0 { out.append(UInt8(ascii: ",")) }
                 JSON.writeString(member.key, to: &out)
-                out += ":"
+                out.append(UInt8(ascii: ":"))
                 member.value.write(to: &out)
             }
-            out += "}"
+            out.append(UInt8(ascii: "}"))
         }
     }
 
-    private static func format(_ n: Double) -> String {
-        guard n.isFinite else { return "null" }
-        if n.rounded() == n && abs(n) < 1e15 { return String(Int64(n)) }
-        return String(n)
+    private static func writeNumber(_ n: Double, to out: inout [UInt8]) {
+        guard n.isFinite else { return out.append(contentsOf: "null".utf8) }
+        let text = n.rounded() == n && abs(n) < 1e15 ? String(Int64(n)) : String(n)
+        out.append(contentsOf: text.utf8)
     }
 
-    private static func writeString(_ s: String, to out: inout String) {
-        out += "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
+    /// A JSON string literal: the UTF-8 bytes that need no escape are copied in runs.
+    private static func writeString(_ s: String, to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        var s = s
+        s.withUTF8 { bytes in
+            var run = 0
+            for (index, byte) in bytes.enumerated() where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run..<index]))
+                run = index + 1
+                switch byte {
+                case UInt8(ascii: "\""): out.append(contentsOf: #"\""#.utf8)
+                case UInt8(ascii: "\\"): out.append(contentsOf: #"\\"#.utf8)
+                case UInt8(ascii: "\n"): out.append(contentsOf: #"\n"#.utf8)
+                case UInt8(ascii: "\r"): out.append(contentsOf: #"\r"#.utf8)
+                case UInt8(ascii: "\t"): out.append(contentsOf: #"\t"#.utf8)
+                default:
+                    out.append(contentsOf: #"\u00"#.utf8)
+                    for nibble in [byte >> 4, byte & 0xF] {
+                        out.append(nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10)
+                    }
+                }
             }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run...]))
         }
-        out += "\""
+        out.append(UInt8(ascii: "\""))
     }
 }
 

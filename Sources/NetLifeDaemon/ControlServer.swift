@@ -145,7 +145,7 @@ final class ControlServer {
     }
 
     private func reject(_ connection: Connection, _ code: ControlErrorCode, _ message: String) {
-        connection.output.append(Reply.error(code, message).serialized + "\n")
+        connection.output.append(Reply.error(code, message).serializedLine)
         connection.close(.afterFlush)
     }
 

@@ -100,7 +100,7 @@ final class ControlSession: ConnectionDelegate {
     }
 
     /// Appends one line to a streaming session and writes what the socket takes now.
-    func stream(_ line: String) {
+    func stream(_ line: [UInt8]) {
         guard connection.state == .open else { return }
         connection.output.append(line)
         connection.flush()
@@ -202,7 +202,7 @@ final class ControlSession: ConnectionDelegate {
     @discardableResult
     func send(_ reply: JSON) -> Bool {
         guard connection.state == .open else { return false }
-        connection.output.append(reply.serialized + "\n")
+        connection.output.append(reply.serializedLine)
         connection.flush()
         return connection.state == .open
     }

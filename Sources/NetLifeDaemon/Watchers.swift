@@ -52,7 +52,7 @@ final class Watchers {
     }
 
     private func broadcast(_ event: WatchEvent, app: String?) {
-        let line = event.json.serialized + "\n"
+        let line = event.json.serializedLine
         for (session, filter) in sessions.values where filter == nil || app == nil || filter == app {
             if session.connection.output.count > Self.maxUnreadBytes {
                 logger.warning("dropping a watcher that left \(session.connection.output.count) bytes unread")
@@ -67,7 +67,7 @@ final class Watchers {
         sessions[ObjectIdentifier(session)] = nil
         var event = WatchEvent(kind: .end, at: WallClock.now())
         event.error = reason
-        session.stream(event.json.serialized + "\n")
+        session.stream(event.json.serializedLine)
         session.connection.close(.afterFlush)
     }
 

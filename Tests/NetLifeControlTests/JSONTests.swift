@@ -34,6 +34,27 @@ import Testing
         #expect(try JSON.parse(value.serialized) == value)
     }
 
+    @Test func everyControlCharacterIsEscapedAndOtherTextIsCopiedAsIs() throws {
+        let controls = String(String.UnicodeScalarView((0..<0x20).compactMap(Unicode.Scalar.init)))
+        let text = "\"" + controls + "\\ é 😀 \u{7f}\"end"
+        let line = JSON.string(text).serializedLine
+        #expect(line.last == UInt8(ascii: "\n"))
+        #expect(line.dropLast().allSatisfy { $0 >= 0x20 }, "one protocol line: no raw control byte")
+        let written = String(decoding: line.dropLast(), as: UTF8.self)
+        #expect(written.hasPrefix(#""\"\u0000\u0001"#))
+        #expect(written.contains(#"\b"#) == false, "backspace is written as \\u0008, which every parser reads")
+        #expect(written.contains(#"\u0008\t\n\u000b\u000c\r\u000e"#))
+        #expect(written.hasSuffix(#"\u001f\\ é 😀 \#u{7f}\"end""#))
+        #expect(try JSON.parse(Array(line.dropLast())) == .string(text))
+    }
+
+    @Test func serializesNumbersAndEmptyContainers() throws {
+        let value: JSON = [-42, 0, 1e15, 123456789012345, -0.5, "", [], .object([:])]
+        #expect(value.serialized == #"[-42,0,1000000000000000.0,123456789012345,-0.5,"",[],{}]"#)
+        #expect(value.serializedBytes == Array(value.serialized.utf8))
+        #expect(try JSON.parse(value.serialized) == value)
+    }
+
     @Test func numbersBeyondADoubleAreRejected() throws {
         // Found by fuzz-json: `[1e999]` parsed as infinity, which serializes as null.
         #expect(throws: JSONParseError.self) { try JSON.parse([0x5b, 0x31, 0x65, 0x39, 0x39, 0x39, 0x5d]) }
