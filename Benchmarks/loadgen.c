@@ -27,7 +27,8 @@
 // (10^6 bytes echoed back), latency p50/p99/p99.9 in microseconds (per message, from the moment it is
 // queued to the moment its last byte is back: the round trip in pingpong), errors, and, with --server-pid,
 // the server's CPU seconds over the measured period (utime + stime from /proc/PID/stat) and the work per
-// server CPU-second. It always targets 127.0.0.1 and stops by itself (an alarm ends a stuck run).
+// server CPU-second, and the CPU time the hypervisor took from the machine meanwhile (steal_s). It always
+// targets 127.0.0.1 and stops by itself (an alarm ends a stuck run).
 //
 // Build: cc -O2 -pthread -o loadgen loadgen.c
 
@@ -109,6 +110,17 @@ static double server_cpu_seconds(int pid) {
     // Fields 3..13 precede utime (14) and stime (15).
     if (sscanf(after + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) != 2) return -1;
     return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/// The CPU time the hypervisor took from this machine (all CPUs: the steal column of /proc/stat), in seconds,
+/// or -1. A round in which it took much was run on a machine with less CPU than the others.
+static double machine_steal_seconds(void) {
+    FILE *file = fopen("/proc/stat", "r");
+    if (file == NULL) return -1;
+    unsigned long long user, nice, system, idle, iowait, irq, softirq, steal;
+    int fields = fscanf(file, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &user, &nice, &system, &idle, &iowait, &irq, &softirq, &steal);
+    fclose(file);
+    return fields == 8 ? (double)steal / (double)sysconf(_SC_CLK_TCK) : -1;
 }
 
 /// VmRSS of the server in KiB, or -1.
@@ -548,6 +560,7 @@ int main(int argc, char **argv) {
 
     sleep_seconds(opt.warmup);
     double cpu0 = server_cpu_seconds(opt.server_pid);
+    double steal0 = machine_steal_seconds();
     struct timespec client0, client1;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &client0);
     uint64_t t0 = now_ns();
@@ -556,6 +569,7 @@ int main(int argc, char **argv) {
     atomic_store(&phase, 2);
     uint64_t t1 = now_ns();
     double cpu1 = server_cpu_seconds(opt.server_pid);
+    double steal1 = machine_steal_seconds();
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &client1);
     for (int t = 0; t < opt.threads; t++) pthread_join(workers[t].thread, NULL);
 
@@ -584,14 +598,15 @@ int main(int argc, char **argv) {
     printf("{\"mode\":\"%s\",\"connections\":%d,\"connected\":%d,\"size\":%zu,\"inflight\":%d,\"threads\":%d,"
            "\"check\":\"%s\",\"send\":\"%s\",\"duration_s\":%.3f,\"messages\":%llu,\"messages_per_s\":%.1f,\"mb_per_s\":%.2f,"
            "\"p50_us\":%.1f,\"p99_us\":%.1f,\"p999_us\":%.1f,\"errors\":%llu,"
-           "\"server_cpu_s\":%.3f,\"messages_per_server_cpu_s\":%.1f,\"mb_per_server_cpu_s\":%.2f,\"client_cpu_s\":%.3f}\n",
+           "\"server_cpu_s\":%.3f,\"messages_per_server_cpu_s\":%.1f,\"mb_per_server_cpu_s\":%.2f,\"client_cpu_s\":%.3f,\"steal_s\":%.3f}\n",
            mode_name(opt.mode), opt.connections, live, opt.size, opt.inflight, opt.threads,
            check_name(opt.check), opt.splice ? "splice" : "copy", seconds,
            (unsigned long long)messages, messages_per_s, mb_per_s,
            percentile_us(latencies, latency_count, 0.50), percentile_us(latencies, latency_count, 0.99),
            percentile_us(latencies, latency_count, 0.999), (unsigned long long)errors,
            server_cpu, server_cpu > 0 ? (double)messages / server_cpu : -1,
-           server_cpu > 0 ? (double)bytes / server_cpu / 1e6 : -1, client_cpu);
+           server_cpu > 0 ? (double)bytes / server_cpu / 1e6 : -1, client_cpu,
+           steal0 >= 0 && steal1 >= 0 ? steal1 - steal0 : -1);
     fflush(stdout);
     return 0;
 }
