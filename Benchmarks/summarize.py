@@ -97,8 +97,9 @@ def echo_case(name, group, records):
 
     # The rounds in which the hypervisor took less than a quarter of a CPU from either run: on a shared machine
     # it sometimes takes most of one for tens of seconds, and a pair of runs split by that is no comparison.
-    steady = [r for r in rounds if not lower_is_better
-              and all(side[r].get("steal_s", 0) < 0.25 * side[r].get("duration_s", 0) for side in (netlifed, reference))]
+    steady = [] if lower_is_better else [
+        r for r in rounds
+        if all(side[r].get("steal_s", 0) < 0.25 * side[r].get("duration_s", 0) for side in (netlifed, reference))]
 
     case = {
         "name": name,
