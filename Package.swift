@@ -37,11 +37,13 @@ let package = Package(
         // netlifectl links the protocol alone: no event loop, no framework.
         .executableTarget(name: "netlifectl", dependencies: ["NetLifeControl"]),
 
-        .testTarget(name: "NetLifeEventTests", dependencies: ["NetLifeEvent"]),
+        // What several test targets share (loop and socket helpers); a plain target, so the tests can import it.
+        .target(name: "NetLifeTestSupport", dependencies: ["NetLifeEvent"], path: "Tests/NetLifeTestSupport"),
+        .testTarget(name: "NetLifeEventTests", dependencies: ["NetLifeEvent", "NetLifeTestSupport"]),
         .testTarget(name: "NetLifeTests", dependencies: ["NetLife"]),
         .testTarget(name: "NetLifeServicesTests", dependencies: ["NetLifeServices"]),
         .testTarget(name: "NetLifeControlTests", dependencies: ["NetLifeControl"]),
-        .testTarget(name: "NetLifeDaemonTests", dependencies: ["NetLifeDaemon"]),
+        .testTarget(name: "NetLifeDaemonTests", dependencies: ["NetLifeDaemon", "NetLifeTestSupport"]),
         .testTarget(name: "IntegrationTests", dependencies: ["netlifed", "netlifectl"]),
     ],
     swiftLanguageModes: [.v6]

@@ -166,7 +166,8 @@ public struct LifecycleChannelState: Sendable {
     }
 
     /// Takes bytes the program sent: each complete line is handled in order; an incomplete one waits for
-    /// the rest (at most `maxLineBytes` of it are kept). Linear in the bytes.
+    /// the rest (at most `maxLineBytes` of it are kept; past that it is refused at once and the rest of it
+    /// skipped up to its newline). Linear in the bytes.
     ///
     /// - Parameter beginTask: begins a background task of the program (name, or nil) on the app's registry
     ///   and returns its id, 0 when refused; called once for each begin-task line, in order.
@@ -179,8 +180,13 @@ public struct LifecycleChannelState: Sendable {
             let piece = bytes[start..<(newline ?? bytes.endIndex)]
             if !skipping {
                 if partialLine.count + piece.count > Self.maxLineBytes {
+                    // Refused as soon as the limit is passed, not at a newline that may never come: the rest
+                    // of the line is thrown away as it arrives, and a program that sends one endless line
+                    // still meets the error count.
                     skipping = true
                     partialLine.removeAll()
+                    actions += refuse("a line longer than \(Self.maxLineBytes) bytes")
+                    if isClosed { break }
                 } else {
                     partialLine.append(contentsOf: piece)
                 }
@@ -189,7 +195,6 @@ public struct LifecycleChannelState: Sendable {
             start = bytes.index(after: newline)
             if skipping {
                 skipping = false
-                actions += refuse("a line longer than \(Self.maxLineBytes) bytes")
             } else {
                 let line = partialLine
                 partialLine.removeAll(keepingCapacity: true)

@@ -25,7 +25,7 @@ final class ProcessProgram: AppProgram {
     private var cgroup: ProcessCgroup?
     private var cleanup: EventTimer?
     private var channel = LifecycleChannelState()
-    private var channelSession: ChannelSession?
+    private var channelSession: LifecycleChannelSession?
     /// Called when the stage awaited is answered.
     private var answered: (() -> Void)?
     /// Set once netlifed asked the program to end: its exit is then expected and not reported.
@@ -89,7 +89,7 @@ final class ProcessProgram: AppProgram {
             throw error
         }
         do {
-            let session = try ChannelSession(loop: loop, fd: pair[0]) { [weak self] bytes in self?.received(bytes) }
+            let session = try LifecycleChannelSession(loop: loop, fd: pair[0]) { [weak self] bytes in self?.received(bytes) }
                 closed: { [weak self] in self?.perform(self?.channel.peerClosed() ?? []) }
             channelSession = session
         } catch {

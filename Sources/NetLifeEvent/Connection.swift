@@ -56,7 +56,7 @@ public protocol ConnectionTracker: AnyObject {
     func connectionClosed(_ connection: Connection)
 }
 
-/// A connected, non-blocking stream socket on the loop.
+/// A connected stream socket on the loop, non-blocking from its adoption on.
 public final class Connection {
     /// The life of a connection.
     public enum State: Equatable, Sendable {
@@ -174,9 +174,9 @@ public final class Connection {
     /// further report comes for the end of input.
     private var peerFinReported = false
 
-    /// Takes ownership of the connected, non-blocking descriptor `fd` and starts reading, its events served
-    /// at `priority`. If the connection cannot be set up, `fd` is closed and the error thrown. The
-    /// corresponding C functions are `event_new` and `event_priority_set`.
+    /// Takes ownership of the connected descriptor `fd`, makes it non-blocking if it is not, and starts
+    /// reading, its events served at `priority`. If the connection cannot be set up, `fd` is closed and the
+    /// error thrown. The corresponding C functions are `fcntl`, `event_new` and `event_priority_set`.
     public init(loop: EventLoop, fd: CInt, priority: EventPriority = .normal) throws(SystemError) {
         loop.assertInLoop()
         self.loop = loop
@@ -186,6 +186,10 @@ public final class Connection {
         // The read event only fails when memory is exhausted.
         let context = Unmanaged.passUnretained(self).toOpaque()
         do {
+            // Checked here, where every connection's descriptor is adopted, rather than trusted of each
+            // caller: a blocking socketpair end once let a program that never read its replies block a
+            // writev, and the whole loop, until the loop watchdog aborted the daemon.
+            try SocketCalls.makeNonBlocking(fd)
             readEvent = try libevent("event_new") { event_new(loop.base, fd, Int16(EV_READ | EV_PERSIST | EV_ET | EV_CLOSED), connectionReadable, context) }
             if priority != .normal { event_priority_set(readEvent, priority.rawValue) }
         } catch {

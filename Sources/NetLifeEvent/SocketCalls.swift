@@ -165,6 +165,15 @@ public enum SocketCalls {
         }
     }
 
+    /// Makes `fd` non-blocking, if it is not already (one `fcntl(F_GETFL)` when it is). A descriptor adopted
+    /// from elsewhere (a socketpair end, one inherited or handed over) may be blocking, and one blocking read
+    /// or write on the loop holds every app. The corresponding C function is `fcntl`.
+    public static func makeNonBlocking(_ fd: CInt) throws(SystemError) {
+        let flags = try sys("fcntl(F_GETFL)") { fcntl(fd, F_GETFL) }
+        guard flags & O_NONBLOCK == 0 else { return }
+        _ = try sys("fcntl(F_SETFL, O_NONBLOCK)") { fcntl(fd, F_SETFL, flags | O_NONBLOCK) }
+    }
+
     /// Closes a descriptor. EINTR is not retried: on Linux the descriptor is released even then.
     public static func close(_ fd: CInt) {
         _ = Glibc.close(fd)

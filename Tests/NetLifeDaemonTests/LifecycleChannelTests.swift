@@ -186,9 +186,26 @@ private func isError(_ action: LifecycleChannelState.Action?) -> Bool {
     @Test func theCodecIsLinearOnLargeInput() {
         // A megabyte of one unterminated line, then a megabyte of short lines: the kept part stays bounded.
         var channel = LifecycleChannelState()
-        _ = channel.receive(Array(repeating: UInt8(ascii: "x"), count: 1 << 20), now: at(0)) { _ in 0 }
+        let refused = channel.receive(Array(repeating: UInt8(ascii: "x"), count: 1 << 20), now: at(0)) { _ in 0 }
+        #expect(refused.count == 1 && isError(refused.first), "one overlong line, refused as it arrives")
         let actions = channel.receive(Array(repeating: UInt8(ascii: "\n"), count: 1 << 20), now: at(0)) { _ in 0 }
-        #expect(actions.count == 1 && isError(actions.first), "one overlong line, then empty lines that ask nothing")
+        #expect(actions.isEmpty, "then empty lines that ask nothing")
+    }
+
+    @Test func aLineIsRefusedWhenItPassesTheLimitNotAtItsNewline() {
+        var channel = LifecycleChannelState()
+        let exactly = channel.receive(String(repeating: "x", count: LifecycleChannelState.maxLineBytes))
+        #expect(exactly.isEmpty, "a line of exactly the limit waits for its newline")
+        let passed = channel.receive("x")
+        #expect(passed.count == 1 && isError(passed.first), "one byte more and it is refused at once")
+        #expect(channel.receive(String(repeating: "y", count: 1 << 16)).isEmpty, "the rest is skipped, not refused again")
+        #expect(channel.errorCount == 1)
+        // A 10 MB line, then 20 bad lines: 1 + 15 errors reach the cut-off.
+        var endless = LifecycleChannelState()
+        _ = endless.receive(Array(repeating: UInt8(ascii: "z"), count: 10 << 20), now: at(0)) { _ in 0 }
+        let actions = endless.receive("\n" + String(repeating: "bad\n", count: 20))
+        #expect(endless.isClosed && endless.errorCount == LifecycleChannelState.maxErrors)
+        #expect(actions.contains { if case .cutOff = $0 { return true }; return false })
     }
 }
 

@@ -6,6 +6,7 @@
 import Foundation
 @testable import NetLifeEvent
 import Testing
+import NetLifeTestSupport
 
 /// What this machine offers, probed once.
 enum CgroupMachine {

@@ -7,6 +7,7 @@
 import Foundation
 @testable import NetLifeEvent
 import Testing
+import NetLifeTestSupport
 
 @Suite(.timeLimit(.minutes(2)))
 struct ChildLaunchTests {

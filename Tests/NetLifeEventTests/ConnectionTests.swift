@@ -3,6 +3,7 @@
 import Glibc
 import NetLifeEvent
 import Testing
+import NetLifeTestSupport
 
 /// Echoes, and records what happened.
 private final class RecordingEcho: ConnectionDelegate {

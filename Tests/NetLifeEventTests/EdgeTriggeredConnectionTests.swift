@@ -5,6 +5,7 @@
 import Glibc
 import NetLifeEvent
 import Testing
+import NetLifeTestSupport
 
 /// Echoes small reads straight back (as the echo service does), and buffered reads with `send`.
 private final class Echo: ConnectionDelegate {

@@ -5,6 +5,7 @@
 import Glibc
 import NetLifeEvent
 import Testing
+import NetLifeTestSupport
 
 /// Holds on to a connection's buffers past its close, as a service might.
 private final class BufferHolder: ConnectionDelegate {

@@ -5,6 +5,7 @@ import Foundation
 import NetLifeEvent
 import Synchronization
 import Testing
+import NetLifeTestSupport
 
 @Suite(.timeLimit(.minutes(5)))
 struct LoopStallWatchdogTests {

@@ -6,6 +6,7 @@
 import Foundation
 @testable import NetLifeEvent
 import Testing
+import NetLifeTestSupport
 
 @Suite(.timeLimit(.minutes(2)))
 struct ProcessSocketsParserTests {

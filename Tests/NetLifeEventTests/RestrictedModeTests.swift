@@ -4,6 +4,7 @@
 import Glibc
 import NetLifeEvent
 import Testing
+import NetLifeTestSupport
 
 private final class Recorder: ConnectionDelegate {
     var received: [UInt8] = []
