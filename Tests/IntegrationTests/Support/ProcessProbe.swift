@@ -21,6 +21,9 @@ struct ProcessProbe {
     /// Resident memory in bytes (`VmRSS:` in /proc/PID/status, which the kernel gives in KiB).
     var residentBytes: Int { (statusField("VmRSS") ?? 0) * 1024 }
 
+    /// The most resident memory the process has had, in bytes (`VmHWM:`, its high-water mark).
+    var peakResidentBytes: Int { (statusField("VmHWM") ?? 0) * 1024 }
+
     private func statusField(_ name: String) -> Int? {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
               let line = text.split(separator: "\n").first(where: { $0.hasPrefix(name + ":") }) else { return nil }

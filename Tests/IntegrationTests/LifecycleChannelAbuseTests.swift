@@ -1,0 +1,93 @@
+// Programs that misbehave on their lifecycle channel (NETLIFE_EVENTS), against the real netlifed: one that
+// floods requests and never reads the answers, one that writes an endless line, one that sends a hello
+// after 200,000 blank lines. Each ends with the daemon alive, `status` answering within a few
+// milliseconds, the daemon's memory bounded, and the program cut off (or answered) as the protocol says.
+
+import Foundation
+import Testing
+
+/// A Python program that waits for the file `go` beside it, then does `body` (with `events`, the channel's
+/// descriptor, and `write_all(bytes)`), then writes the file `done` and sleeps.
+private func channelProgram(_ directory: TemporaryDirectory, _ body: String) -> String {
+    let script = directory.file("program.py")
+    directory.write("program.py", """
+        import os, sys, time
+        here = os.path.dirname(os.path.abspath(__file__))
+        events = int(os.environ["NETLIFE_EVENTS"])
+        def write_all(data):
+            view = memoryview(data)
+            while view:
+                view = view[os.write(events, view):]
+        while not os.path.exists(os.path.join(here, "go")):
+            time.sleep(0.01)
+        \(body)
+        open(os.path.join(here, "done"), "w").close()
+        time.sleep(600)
+
+        """)
+    return "\(systemPython) \(script)"
+}
+
+@Suite(.timeLimit(.minutes(2)))
+struct LifecycleChannelAbuseTests {
+    @Test func aProgramThatFloodsRequestsAndNeverReadsIsCutOffWithoutStallingTheLoop() throws {
+        let scripts = TemporaryDirectory()
+        defer { scripts.remove() }
+        let program = channelProgram(scripts, """
+            write_all(b'{"hello":1}\\n' + b'{"begin-task":"t"}\\n' * 20000)
+            """)
+        let daemon = try TestDaemon(config: "[app flood]\nexec = \(program)\n" + echoApp("other"))
+        defer { daemon.stop() }
+        let baseline = ResourceBaseline(daemon.probe)
+        scripts.write("go", "")
+        #expect(waitUntil(timeout: 20) { FileManager.default.fileExists(atPath: scripts.file("done")) }, "the program wrote its 20,000 requests")
+        #expect(waitUntil(timeout: 10) { daemon.log.contains("lifecycle channel cut off: it does not read what netlifed sends") },
+                "the program is cut off; log tail:\n\(daemon.log.suffix(2000))")
+        #expect(daemon.state("flood") == "active", "the app goes on without the protocol")
+        #expect(daemon.state("other") == "active")
+        daemon.expectHealthy(comparedTo: baseline, label: "a program flooding requests and reading no answer")
+    }
+
+    @Test func anEndlessLineKeepsTheDaemonsMemoryBoundedAndStillCountsTowardTheCutOff() throws {
+        let scripts = TemporaryDirectory()
+        defer { scripts.remove() }
+        // 64 MB without a newline, then the end of that line and 20 lines that are not JSON.
+        let program = channelProgram(scripts, """
+            chunk = b'x' * (1 << 20)
+            for _ in range(64):
+                write_all(chunk)
+            write_all(b'\\n' + b'not json\\n' * 20)
+            """)
+        let daemon = try TestDaemon(config: "[app endless]\nexec = \(program)\n")
+        defer { daemon.stop() }
+        let before = daemon.probe.residentBytes
+        scripts.write("go", "")
+        #expect(waitUntil(timeout: 60) { FileManager.default.fileExists(atPath: scripts.file("done")) }, "the program wrote its 64 MB")
+        #expect(waitUntil(timeout: 10) { daemon.log.contains("lifecycle channel cut off: 16 protocol errors") },
+                "1 overlong line and 15 bad lines reach the cut-off; log tail:\n\(daemon.log.suffix(2000))")
+        let peak = daemon.probe.peakResidentBytes
+        print("endless line: resident \(before >> 10) KiB before, peak \(peak >> 10) KiB after 64 MB without a newline")
+        #expect(peak - before < 16 << 20, "the daemon grew by \((peak - before) >> 10) KiB")
+        daemon.expectHealthy(comparedTo: nil, label: "a program writing a 64 MB line")
+    }
+
+    @Test func aHelloAfter200000BlankLinesIsAnswered() throws {
+        let scripts = TemporaryDirectory()
+        defer { scripts.remove() }
+        let program = channelProgram(scripts, """
+            write_all(b'\\n' * 200000 + b'{"hello":1}\\n')
+            reply = b''
+            while not reply.endswith(b'\\n'):
+                reply += os.read(events, 4096)
+            open(os.path.join(here, "reply"), "wb").write(reply)
+            """)
+        let daemon = try TestDaemon(config: "[app patient]\nexec = \(program)\n")
+        defer { daemon.stop() }
+        scripts.write("go", "")
+        #expect(waitUntil(timeout: 20) { FileManager.default.fileExists(atPath: scripts.file("done")) },
+                "the hello was answered; log tail:\n\(daemon.log.suffix(2000))")
+        #expect(scripts.read("reply") == "{\"hello\":1}\n")
+        #expect(daemon.program("patient")["protocol"] as? Bool == true)
+        daemon.expectHealthy(comparedTo: nil, label: "a hello after 200,000 blank lines")
+    }
+}
