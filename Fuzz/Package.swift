@@ -32,6 +32,7 @@ let package = Package(
         fuzzTarget("fuzz-download"),
         fuzzTarget("fuzz-ftp"),
         fuzzTarget("fuzz-lifecycle"),
+        fuzzTarget("fuzz-channel"),
     ],
     swiftLanguageModes: [.v6]
 )

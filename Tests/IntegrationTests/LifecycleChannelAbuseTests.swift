@@ -91,3 +91,33 @@ struct LifecycleChannelAbuseTests {
         daemon.expectHealthy(comparedTo: nil, label: "a hello after 200,000 blank lines")
     }
 }
+
+@Suite(.timeLimit(.minutes(2)))
+struct LifecycleChannelSilenceTests {
+    @Test func aProgramThatSaysHelloThenNeitherReadsNorAnswersIsKilledAtItsBudgetAndLeavesNothing() throws {
+        let scripts = TemporaryDirectory()
+        defer { scripts.remove() }
+        // It forks a child that ignores SIGTERM too, so that only the cgroup's kill can end both.
+        let program = channelProgram(scripts, """
+            import signal
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            if os.fork() == 0:
+                time.sleep(600)
+            write_all(b'{"hello":1}\\n')
+            """)
+        let daemon = try TestDaemon(config: "[app silent]\nexec = \(program)\nbackground-budget = 500ms\n" + echoApp("other"))
+        defer { daemon.stop() }
+        let baseline = ResourceBaseline(daemon.probe)
+        scripts.write("go", "")
+        #expect(waitUntil(timeout: 10) { daemon.program("silent")["protocol"] as? Bool == true }, "the program said hello")
+        let cgroup = (daemon.program("silent")["cgroup"] as? String).map(CgroupProbe.init)
+        let members = cgroup?.members ?? []
+        let background = daemon.ctl("background", "silent")
+        #expect(background.status == 1 && background.stderr.contains("0x8badf00d"), "\(background)")
+        #expect(daemon.lastTermination("silent")?["reason"] as? String == "watchdog")
+        #expect(waitUntil(timeout: 6) { members.allSatisfy(processIsGone) && !(cgroup?.exists ?? false) },
+                "left: \(members.filter { !processIsGone($0) }), cgroup \(cgroup?.exists == true ? "still there" : "gone")")
+        #expect(daemon.state("other") == "active")
+        daemon.expectHealthy(comparedTo: baseline, label: "a program silent on its channel")
+    }
+}

@@ -120,3 +120,32 @@ struct LifecycleChannelSessionTests {
         #expect(closedAfter == input.count, "every byte was handed over before the end")
     }
 }
+
+/// The harness fuzz-channel runs, on streams of protocol lines, garbage, blank floods and endless lines,
+/// written whole, in tiny and in large pieces, by programs that read their answers and ones that never do.
+@Suite(.timeLimit(.minutes(2)))
+struct LifecycleChannelSessionHarnessTests {
+    @Test func theHarnessHoldsOnFloodsEndlessLinesAndGarbage() throws {
+        let loop = try EventLoop()
+        let streams: [(String, [UInt8])] = [
+            ("hello and tasks", Array(("{\"hello\":1}\n" + String(repeating: "{\"begin-task\":\"t\"}\n{\"end-task\":1}\n", count: 300)).utf8)),
+            ("blank lines then a hello", [UInt8](repeating: 10, count: 60_000) + Array("{\"hello\":1}\n".utf8)),
+            ("one endless line", [UInt8](repeating: UInt8(ascii: "x"), count: 65_536)),
+            ("garbage", (0..<20_000).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ $0 >> 3) }),
+            ("voip declarations", Array(String(repeating: "{\"voip\":3}\n", count: 5_000).utf8)),
+        ]
+        // A fixed linear congruential sequence: a failure repeats.
+        var seed: UInt64 = 0x5eed
+        for (name, stream) in streams {
+            for plan in [ChannelSessionPlan(repetitions: 1, largestPiece: 1, programReads: true),
+                         ChannelSessionPlan(repetitions: 8, largestPiece: 4096, programReads: false),
+                         ChannelSessionPlan(repetitions: 8, largestPiece: 256 << 10, programReads: true)] {
+                let failure = checkLifecycleChannelSession(stream, plan: plan, loop: loop) {
+                    seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+                    return seed >> 11
+                }
+                #expect(failure == nil, "\(name), \(plan): \(failure ?? "")")
+            }
+        }
+    }
+}

@@ -1,0 +1,1 @@
+../../../Tests/NetLifeDaemonTests/LifecycleChannelSessionHarness.swift
