@@ -23,6 +23,10 @@ public enum ControlProtocol {
     public static let requestTimeout: Duration = .seconds(5)
     /// The most replies a session may leave unread before it is no longer read.
     public static let maxUnreadReplyBytes = 1 << 20
+    /// How long a session may leave more than `maxUnreadReplyBytes` of replies unread (its requests are not
+    /// read meanwhile) before it is told `slow-reader` and closed. A client that takes its replies within
+    /// this time loses none, however long it took to send its requests.
+    public static let unreadRepliesTimeout: Duration = .seconds(60)
     /// The most open background tasks per app.
     public static let maxTasksPerApp = 1024
     /// The longest background task name, in bytes of UTF-8.
@@ -45,6 +49,8 @@ public enum ControlErrorCode: String, Sendable {
     case configError = "config-error"
     case busy
     case timeout
+    /// The client left its replies unread for `ControlProtocol.unreadRepliesTimeout`.
+    case slowReader = "slow-reader"
     case limit
     case reloaded
     /// A code this client does not know (a newer daemon).

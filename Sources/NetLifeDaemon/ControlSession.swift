@@ -2,8 +2,10 @@
 // stretch. A turn of the loop handles at most `linesPerTurn` lines or `timePerTurn` of work, then yields; a
 // session whose unread replies pass the connection's high-water mark is not read until the client takes
 // them; a request must be completed within `request` of the previous reply (or of connecting), and a session
-// with nothing pending is closed after `idle`. Replies to requests whose client has gone are dropped; the
-// commands still complete.
+// with nothing pending is closed after `idle`. While the session is held back by its unread replies it waits
+// for the client to read, not to send: the requests it holds may be complete, so the request deadline does
+// not run; a client that leaves its replies unread for `unreadReplies` is told so after them and closed.
+// Replies to requests whose client has gone are dropped; the commands still complete.
 
 import NetLife
 import NetLifeControl
@@ -18,6 +20,8 @@ final class ControlSession: ConnectionDelegate {
         var request: Duration = ControlProtocol.requestTimeout
         /// How long a session that has completed its exchanges may stay open without a new request.
         var idle: Duration = ControlProtocol.idleTimeout
+        /// How long the client may leave its replies unread once they pass the connection's high-water mark.
+        var unreadReplies: Duration = ControlProtocol.unreadRepliesTimeout
     }
 
     /// Lines handled per loop turn before the session yields to other work.
@@ -30,11 +34,23 @@ final class ControlSession: ConnectionDelegate {
     let connection: Connection
     private weak var server: ControlServer?
     private let timeouts: Timeouts
-    /// The deadline of the current wait: for a request to be completed, or for an idle session.
+    /// What the session waits for from its client, against `deadline`.
+    private enum Wait: Equatable {
+        /// A complete request line: the client has begun one, or has sent nothing since connecting.
+        case request
+        /// A new request, after every exchange completed.
+        case idle
+        /// The client to take its replies: reading is paused because they passed the high-water mark.
+        case repliesTaken
+        /// Nothing: a command is running, or the session streams events.
+        case nothing
+    }
+
+    /// The deadline of the current wait (`wait`).
     private var deadline: EventTimer?
     /// Re-enters `processInput` on the next loop turn: after a yield, or after an asynchronous reply.
     private var continuation: EventTimer?
-    private var deadlineIsForRequest = true
+    private var wait = Wait.request
     /// Whether a command is running (its reply has not been sent yet), or the session streams events: such a
     /// session is never evicted to make room.
     var isBusy: Bool { commandRunning || isStreaming }
@@ -53,9 +69,7 @@ final class ControlSession: ConnectionDelegate {
         self.connection = connection
         self.server = server
         self.timeouts = timeouts
-        deadline = EventTimer(loop: loop) { [weak self] in
-            self?.end(.timeout, "no complete request within the time allowed; closing the connection")
-        }
+        deadline = EventTimer(loop: loop) { [weak self] in self?.deadlinePassed() }
         continuation = EventTimer(loop: loop) { [weak self] in self?.processInput() }
         connection.delegate = self
         deadline?.arm(after: timeouts.request)
@@ -66,9 +80,8 @@ final class ControlSession: ConnectionDelegate {
     func connectionDidRead(_ connection: Connection) {
         processInput()
         // The first bytes of a new request after an idle period start the (shorter) request deadline.
-        if !isBusy, !deadlineIsForRequest, !connection.input.isEmpty, connection.state == .open {
-            deadlineIsForRequest = true
-            deadline?.arm(after: timeouts.request)
+        if wait == .idle, !connection.input.isEmpty, connection.state == .open {
+            startWaiting(for: .request)
         }
     }
 
@@ -78,6 +91,9 @@ final class ControlSession: ConnectionDelegate {
     }
 
     func connectionDidDrainOutput(_ connection: Connection) {
+        // The client took its replies: the session waits for requests again (those already buffered are
+        // handled now, and each reply restarts the deadline).
+        if wait == .repliesTaken { startWaiting(for: connection.input.isEmpty ? .idle : .request) }
         processInput()
     }
 
@@ -96,7 +112,7 @@ final class ControlSession: ConnectionDelegate {
     func startStreaming(onEnd: @escaping () -> Void) {
         isStreaming = true
         onStreamEnd = onEnd
-        deadline?.cancel()
+        startWaiting(for: .nothing)
     }
 
     /// Appends one line to a streaming session and writes what the socket takes now.
@@ -132,7 +148,12 @@ final class ControlSession: ConnectionDelegate {
         var handled = 0
         let sliceEnd = MonotonicTime.now() + Self.timePerTurn
         while !isBusy && connection.state == .open {
-            if connection.pauseReadingIfOutputIsHigh() { return }   // resumed by connectionDidDrainOutput
+            if connection.pauseReadingIfOutputIsHigh() {
+                // Resumed by connectionDidDrainOutput. The wait begins when reading first pauses, not at each
+                // reply that finds it paused.
+                if wait != .repliesTaken { startWaiting(for: .repliesTaken) }
+                return
+            }
             if handled == Self.linesPerTurn || (handled > 0 && MonotonicTime.now() >= sliceEnd) {
                 continuation?.arm(after: .zero)
                 return
@@ -173,7 +194,7 @@ final class ControlSession: ConnectionDelegate {
     }
 
     private func handle(_ bytes: [UInt8]) {
-        deadline?.cancel()
+        startWaiting(for: .nothing)
         let request: JSON
         do {
             request = try JSON.parse(bytes, maxDepth: ControlProtocol.maxRequestDepth,
@@ -191,11 +212,43 @@ final class ControlSession: ConnectionDelegate {
         commandRunning = false
         guard send(reply), !isStreaming else { return }
         waitingSince = .now()
-        deadlineIsForRequest = !connection.input.isEmpty
-        deadline?.arm(after: deadlineIsForRequest ? timeouts.request : timeouts.idle)
+        startWaiting(for: connection.input.isEmpty ? .idle : .request)
         // A reply given later than the request (a transition) resumes reading on the next turn, never by
         // recursing from inside the command.
         if !isProcessing { continuation?.arm(after: .zero) }
+    }
+
+    // MARK: Deadlines
+
+    /// Starts waiting for `next`, with its deadline from now.
+    private func startWaiting(for next: Wait) {
+        wait = next
+        switch next {
+        case .request: deadline?.arm(after: timeouts.request)
+        case .idle: deadline?.arm(after: timeouts.idle)
+        case .repliesTaken: deadline?.arm(after: timeouts.unreadReplies)
+        case .nothing: deadline?.cancel()
+        }
+    }
+
+    /// The client did not do what the session waited for in time: it is told why (after every reply already
+    /// queued) and the connection closes once they are written, or when the client takes none of them for
+    /// the connection's flush timeout.
+    private func deadlinePassed() {
+        switch wait {
+        case .request, .idle:
+            end(.timeout, "no complete request within the time allowed; closing the connection")
+        case .repliesTaken:
+            end(.slowReader, "replies not read for \(Self.text(timeouts.unreadReplies)) (more than \(ControlProtocol.maxUnreadReplyBytes >> 10) KiB waiting); closing the connection")
+        case .nothing:
+            break
+        }
+    }
+
+    /// `60s`, `250ms`: a duration as the config writes it.
+    private static func text(_ duration: Duration) -> String {
+        let milliseconds = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+        return milliseconds % 1000 == 0 ? "\(milliseconds / 1000)s" : "\(milliseconds)ms"
     }
 
     /// Writes one reply line; returns whether the connection is still open to carry it.

@@ -1,5 +1,5 @@
-// The control server on a real loop, with a short idle timeout: requests are answered in order, and an
-// idle connection is closed.
+// The control server on a real loop, with short timeouts: requests are answered in order, an idle connection
+// is closed, and a client that leaves its replies unread is held back, not timed out, until its own limit.
 
 @testable import NetLifeDaemon
 import Glibc
@@ -11,16 +11,21 @@ import Testing
 @Suite(.timeLimit(.minutes(5)))
 struct ControlServerTests {
     /// Runs `body` with a server whose commands are answered by `handle` (by default, an echo of `cmd`).
-    private func withServer(idleTimeout: Duration, handle: @escaping (JSON) -> Void = { _ in },
+    /// `padding` bytes are added to each reply (a `status` of a few apps is a few hundred bytes), so that
+    /// pipelined requests can pass the unread-reply mark.
+    private func withServer(idleTimeout: Duration, unreadReplies: Duration = ControlProtocol.unreadRepliesTimeout,
+                            padding: Int = 0, handle: @escaping (JSON) -> Void = { _ in },
                             _ body: (EventLoop, String) throws -> Void) throws {
         let loop = try EventLoop()
         let directory = "/tmp/netlife-unit-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         let path = directory + "/control.sock"
         let server = ControlServer(path: path, group: nil, loop: loop, logger: Logger(label: "test", minimumLevel: .critical)) { request, _, reply in
             handle(request)
-            reply(.object(["ok": true, "echo": request["cmd"] ?? .null]))
+            var fields: JSONObject = ["ok": true, "echo": request["cmd"] ?? .null]
+            if padding > 0 { fields["pad"] = .string(String(repeating: "p", count: padding)) }
+            reply(.object(fields))
         }
-        server.timeouts = ControlSession.Timeouts(request: idleTimeout, idle: idleTimeout)
+        server.timeouts = ControlSession.Timeouts(request: idleTimeout, idle: idleTimeout, unreadReplies: unreadReplies)
         try server.start()
         defer {
             server.close()
@@ -162,6 +167,83 @@ struct ControlServerTests {
             #expect(read(newcomer, on: loop).text == "{\"ok\":true,\"echo\":\"hello\"}\n", "the newcomer is served")
             let oldest = readToEnd(clients[0], on: loop)
             #expect(oldest.ended && oldest.text.contains("too-many-connections"), "the oldest idle session was told and closed")
+        }
+    }
+
+    /// A client that pipelines `count` requests on a non-blocking socket while the loop runs, reads nothing
+    /// until `pause` after its last request went out, then reads until end of stream, `expectedLines` lines
+    /// or `timeout`. Returns the lines read, whether every request went out before the pause ended, and
+    /// whether the stream ended.
+    private func pipelineThenReadLate(_ count: Int, to path: String, on loop: EventLoop, pause: Duration,
+                                      expectedLines: Int, timeout: Duration = .seconds(30)) throws -> (lines: [Substring], allSent: Bool, ended: Bool) {
+        let fd = try SocketCalls.connectUnixBlocking(path: path)
+        defer { close(fd) }
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        let requests = Array(String(repeating: "{\"cmd\":\"status\"}\n", count: count).utf8)
+        var sent = 0
+        var sentAll: MonotonicTime?
+        var allSentBeforeReading = false
+        var received: [UInt8] = []
+        var newlines = 0
+        var ended = false
+        let deadline = MonotonicTime.now() + timeout
+        var poller: EventTimer?
+        poller = EventTimer(loop: loop) {
+            if sent < requests.count {
+                let result = requests[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, CInt(MSG_DONTWAIT | MSG_NOSIGNAL)) }
+                if result > 0 { sent += result }
+                if sent == requests.count { sentAll = .now() }
+            }
+            if let sentAll, MonotonicTime.now() - sentAll >= pause {
+                allSentBeforeReading = allSentBeforeReading || sent == requests.count
+                var buffer = [UInt8](repeating: 0, count: 65536)
+                while true {
+                    let result = recv(fd, &buffer, buffer.count, CInt(MSG_DONTWAIT))
+                    if result == 0 { ended = true }
+                    guard result > 0 else { break }
+                    received += buffer[0..<result]
+                    newlines += buffer[0..<result].count(where: { $0 == 0x0A })
+                }
+            }
+            if ended || newlines >= expectedLines || MonotonicTime.now() > deadline { loop.stop() } else { poller?.arm(after: .milliseconds(1)) }
+        }
+        poller?.arm(after: .zero)
+        try loop.run()
+        poller?.close()
+        poller = nil
+        return (received.split(separator: 0x0A).map { Substring(decoding: $0, as: UTF8.self) }, allSentBeforeReading, ended)
+    }
+
+    /// Pipelined requests whose replies the client reads only long after the request timeout are all
+    /// answered: while the session waits for its replies to be taken it is not waiting for a request.
+    @Test(.timeLimit(.minutes(1)))
+    func aClientThatReadsItsRepliesLateGetsEveryOne() throws {
+        try withServer(idleTimeout: .milliseconds(200), padding: 400) { loop, path in
+            let count = 10_000
+            let result = try pipelineThenReadLate(count, to: path, on: loop, pause: .seconds(1), expectedLines: count)
+            let allSent = result.allSent
+            #expect(allSent, "the requests all went out before the client began reading")
+            let ok = result.lines.filter { $0.hasPrefix("{\"ok\":true,\"echo\":\"status\"") }.count
+            #expect(ok == count, "\(ok) replies of \(count); the last line: \(result.lines.last?.prefix(200) ?? "none")")
+            let lines = result.lines.count
+            #expect(lines == count)
+        }
+    }
+
+    /// A client that takes none of its replies is held back (not read) until its own limit, then told why
+    /// after every reply already queued, and closed.
+    @Test(.timeLimit(.minutes(1)))
+    func aClientThatNeverReadsIsToldAfterItsQueuedReplies() throws {
+        try withServer(idleTimeout: .seconds(60), unreadReplies: .milliseconds(300), padding: 400) { loop, path in
+            let count = 10_000
+            let result = try pipelineThenReadLate(count, to: path, on: loop, pause: .seconds(1), expectedLines: count + 1)
+            let ended = result.ended
+            #expect(ended, "the connection closed after the error")
+            let last = try #require(result.lines.last)
+            #expect(last.contains("\"code\":\"slow-reader\""), "\(last.prefix(200))")
+            let replies = result.lines.dropLast()
+            #expect(replies.count > 0 && replies.count < count, "\(replies.count) replies before the error")
+            #expect(replies.allSatisfy { $0.hasPrefix("{\"ok\":true,\"echo\":\"status\"") }, "every reply queued before the error arrives whole, in order")
         }
     }
 }
