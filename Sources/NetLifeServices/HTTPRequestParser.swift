@@ -81,11 +81,27 @@ public struct HTTPRequestHead: Equatable, Sendable {
         return codings.last.map { HTTPSyntax.lowercased($0) == "chunked" } ?? false
     }
 
-    /// The path of an origin-form target (`/a%20b?x=1` gives `/a b`): percent-decoded, query dropped. Nil
-    /// when the target is not origin-form (`*`, `http://host/`), holds a bad percent escape, decodes to bytes
+    /// The path of an origin-form target (`/a%20b?x=1` gives `/a b`), or of an absolute-form one
+    /// (`http://host:8080/a%20b?x=1` gives `/a b` too; `http://host` gives `/`): percent-decoded, query
+    /// dropped. Nil when the target is neither (`*`, `host:443`), holds a bad percent escape, decodes to bytes
     /// that are not UTF-8 or that hold NUL, or has a `.` or `..` segment once decoded (`/a/%2e%2e/b`), so
     /// that a path never leaves the root it is joined to.
-    public var path: String? { HTTPSyntax.decodedPath(target) }
+    public var path: String? { originForm.flatMap(HTTPSyntax.decodedPath) }
+
+    /// The target as origin-form: the target itself when it starts with `/`; the path and query of an
+    /// absolute-form target (RFC 9112 section 3.2.2), `/` when its path is empty; nil otherwise.
+    public var originForm: String? {
+        if target.utf8.first == UInt8(ascii: "/") { return target }
+        return (try? HTTPSyntax.absoluteForm(target))?.originForm
+    }
+
+    /// The host (and port) the request is for: the authority of an absolute-form target, which overrides the
+    /// Host field (RFC 9112 sections 3.2.2 and 7.2), else the Host field; nil for an HTTP/1.0 request
+    /// without either.
+    public var authority: String? {
+        if let absolute = try? HTTPSyntax.absoluteForm(target) { return absolute.authority }
+        return value(of: "host")
+    }
 
     /// How many bytes of content follow the head (RFC 9112 section 6.3): its Content-Length, 0 without one.
     /// A chunked body is refused with 411 (Length Required): the service stores bodies as they stream to a
@@ -122,7 +138,9 @@ public struct HTTPParseError: Error, Equatable, Sendable, CustomStringConvertibl
 /// - Lines end in CRLF or a bare LF; any other CR is a control character (400). Empty lines before the
 ///   request line are skipped (RFC 9112 section 2.2) but count toward `maxHeadBytes`.
 /// - The request line is exactly `METHOD SP target SP HTTP/d.d`: a method that is a token, a target of
-///   visible ASCII, one space each. `HTTP/1.x` is accepted; any other `HTTP/d.d` is 505; a line without a
+///   visible ASCII, one space each. A target that starts with a scheme and `:` is absolute-form, which a
+///   server must accept (RFC 9112 section 3.2.2): `http` or `https` with `//`, a host and an optional port,
+///   no userinfo and no fragment; any other is 400. `HTTP/1.x` is accepted; any other `HTTP/d.d` is 505; a line without a
 ///   version (HTTP/0.9) or with a malformed one is 400.
 /// - A field line is `name ":" OWS value OWS`. A line that starts with whitespace (obsolete folding), a space
 ///   before the colon, a name that is not a token, or a control character in a value is 400.
@@ -152,6 +170,10 @@ public struct HTTPRequestParser: Sendable {
 
     /// A parser at the start of a request.
     public init() {}
+
+    /// The method of the request line once it has been read, also after an error in what follows it (so that
+    /// the error's answer to a HEAD has no body); nil before.
+    public var requestMethod: String? { requestLine?.method }
 
     /// Looks for a complete request head at the start of `bytes` (the connection's unread input). Returns the
     /// head and how many bytes it took (what follows is a body or the next pipelined request), nil when more
@@ -227,7 +249,11 @@ public struct HTTPRequestParser: Sendable {
     /// A line ended (held in `line`, without its line end): the head when it was the empty line ending it.
     private mutating func endOfLine() throws(HTTPParseError) -> HTTPRequestHead? {
         guard let requestLine else {
-            if !line.isEmpty { requestLine = try Self.parseRequestLine(line[...]) }
+            if !line.isEmpty {
+                let parsed = try Self.parseRequestLine(line[...])
+                requestLine = parsed
+                _ = try HTTPSyntax.absoluteForm(parsed.target)
+            }
             return nil
         }
         if line.isEmpty {
@@ -423,6 +449,66 @@ enum HTTPSyntax {
             if segment.elementsEqual(".".utf8) || segment.elementsEqual("..".utf8) { return nil }
         }
         return path
+    }
+
+    /// The authority and origin-form (path and query, `/` for an empty path) of an absolute-form target
+    /// (RFC 9112 section 3.2.2); nil when `target` does not start with a scheme and `:` (origin-form starts
+    /// with `/`, asterisk-form is `*`; authority-form `host:port`, whose "scheme" is followed by digits, is
+    /// left to the method that uses it). A scheme other than `http` or `https` (any case), no `//`, an empty
+    /// host, userinfo (RFC 9110 section 4.2.4 asks a recipient to treat it as an error), a host or port of
+    /// other bytes than RFC 3986 allows, or a fragment is 400.
+    static func absoluteForm(_ target: String) throws(HTTPParseError) -> (authority: String, originForm: String)? {
+        let bytes = Array(target.utf8)
+        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), colon > 0, isLetter(bytes[0]),
+              bytes[1..<colon].allSatisfy({ isLetter($0) || isDigit($0) || "+-.".utf8.contains($0) }) else { return nil }
+        // `host:443` (CONNECT's authority-form) has a "scheme" followed by a port, not by `//`.
+        if colon + 1 < bytes.count, isDigit(bytes[colon + 1]) { return nil }
+        func refuse(_ why: String) -> HTTPParseError {
+            HTTPParseError(status: 400, message: "absolute-form request-target \(why): \"\(shown(bytes[...]))\"")
+        }
+        let scheme = lowercased(string(bytes[..<colon]))
+        guard scheme == "http" || scheme == "https" else { throw refuse("with a scheme other than http or https") }
+        let afterScheme = bytes[(colon + 1)...]
+        guard afterScheme.starts(with: "//".utf8) else { throw refuse("without an authority") }
+        guard !bytes.contains(UInt8(ascii: "#")) else { throw refuse("with a fragment") }
+        let rest = afterScheme.dropFirst(2)
+        let authorityEnd = rest.firstIndex(where: { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") }) ?? rest.endIndex
+        let authority = rest[..<authorityEnd]
+        guard !authority.contains(UInt8(ascii: "@")) else { throw refuse("with userinfo") }
+        var host = authority[...]
+        var port = authority[authority.endIndex...]
+        if host.first == UInt8(ascii: "[") {
+            // An IP literal: `[` address `]`, then an optional port.
+            guard let close = host.firstIndex(of: UInt8(ascii: "]")), close > host.startIndex + 1,
+                  host[(host.startIndex + 1)..<close].allSatisfy({ hexValue($0) != nil || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") }) else {
+                throw refuse("with an invalid IP literal")
+            }
+            port = host[(close + 1)...]
+            host = host[...close]
+            if !port.isEmpty {
+                guard port.first == UInt8(ascii: ":") else { throw refuse("with an invalid port") }
+                port = port.dropFirst()
+            }
+        } else if let portColon = host.firstIndex(of: UInt8(ascii: ":")) {
+            port = host[(portColon + 1)...]
+            host = host[..<portColon]
+        }
+        guard !host.isEmpty else { throw refuse("without a host") }
+        guard host.allSatisfy(isRegisteredNameByte) || host.first == UInt8(ascii: "[") else { throw refuse("with an invalid host") }
+        // RFC 3986 allows an empty port (`host:`); a present one is a number of at most 65535.
+        guard port.isEmpty || (port.allSatisfy(isDigit) && (decimal(port) ?? .max) <= 65535) else { throw refuse("with an invalid port") }
+        let pathAndQuery = rest[authorityEnd...]
+        let originForm = pathAndQuery.first == UInt8(ascii: "/") ? string(pathAndQuery) : "/" + string(pathAndQuery)
+        return (string(authority), originForm)
+    }
+
+    static func isLetter(_ byte: UInt8) -> Bool {
+        (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+    }
+
+    /// A byte of a reg-name (RFC 3986 section 3.2.2): unreserved, sub-delims or part of a percent escape.
+    static func isRegisteredNameByte(_ byte: UInt8) -> Bool {
+        isLetter(byte) || isDigit(byte) || "-._~%!$&'()*+,;=".utf8.contains(byte)
     }
 
     static func hexValue(_ byte: UInt8) -> UInt8? {

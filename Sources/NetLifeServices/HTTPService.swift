@@ -223,7 +223,7 @@ public final class HTTPService: Service, ConnectionDelegate {
                 do {
                     parsed = try state.parser.parse(bytes)
                 } catch {
-                    return fail(connection, state, status: error.status)
+                    return fail(connection, state, status: error.status, method: state.parser.requestMethod)
                 }
                 guard let (head, consumed) = parsed else { return }
                 connection.input.drain(consumed)
@@ -250,7 +250,7 @@ public final class HTTPService: Service, ConnectionDelegate {
         do {
             bodyLength = try head.bodyLength()
         } catch {
-            return fail(connection, state, status: error.status)
+            return fail(connection, state, status: error.status, method: head.method)
         }
         if let uploads {
             switch uploads.route(head) {
@@ -261,13 +261,13 @@ public final class HTTPService: Service, ConnectionDelegate {
             }
         }
         guard head.method == "GET" || head.method == "HEAD" else {
-            return fail(connection, state, status: 405)
+            return fail(connection, state, status: 405, method: head.method)
         }
         guard bodyLength == 0 else {
-            return fail(connection, state, status: 400)
+            return fail(connection, state, status: 400, method: head.method)
         }
         guard let path = head.path, case let (fd, info)? = openFile(path) else {
-            return fail(connection, state, status: 404)
+            return fail(connection, state, status: 404, method: head.method)
         }
         let response = HTTPFileResponder.respond(to: head, file: info, contentType: HTTPFileResponder.contentType(forPath: path),
                                                  maxRanges: maxRanges, now: now)
@@ -287,13 +287,12 @@ public final class HTTPService: Service, ConnectionDelegate {
         if connection.output.isEmpty && state.closeWhenSent { connection.close(.afterFlush) }
     }
 
-    /// An error page, then the connection closes.
-    private func fail(_ connection: Connection, _ state: ConnectionState, status: Int) {
+    /// An error page, then the connection closes. `method` is the request's, when its request line was read.
+    private func fail(_ connection: Connection, _ state: ConnectionState, status: Int, method: String?) {
         guard let page = HTTPFileResponder.errorResponse(status: status, now: now) else {
             return connection.close(.now)
         }
-        connection.output.append(page.head)
-        connection.output.append(page.body)
+        append(head: page.head, body: Array(page.body.utf8), method: method, connection)
         state.closeWhenSent = true
         connection.close(.afterFlush)
     }
@@ -391,7 +390,7 @@ public final class HTTPService: Service, ConnectionDelegate {
             send(response, to: head, bodyLength: bodyLength, connection, state)
         case .create, .append:
             // Made by the callers above; here only if a decision came without what it needs.
-            fail(connection, state, status: 500)
+            fail(connection, state, status: 500, method: head.method)
         }
     }
 
@@ -408,8 +407,16 @@ public final class HTTPService: Service, ConnectionDelegate {
 
     private func write(_ response: UploadResponse, keepAlive: Bool, head: HTTPRequestHead, _ connection: Connection) {
         let fileResponse = HTTPFileResponse(status: response.status, headers: response.headers, body: nil)
-        connection.output.append(HTTPFileResponder.serialize(fileResponse, keepAlive: keepAlive, minorVersion: head.minorVersion))
-        if head.method != "HEAD" { connection.output.append(response.body) }
+        append(head: HTTPFileResponder.serialize(fileResponse, keepAlive: keepAlive, minorVersion: head.minorVersion),
+               body: response.body, method: head.method, connection)
+    }
+
+    /// Queues a response whose body is in memory (an error page, an upload's answer): the head, then the body
+    /// unless the request was a HEAD. RFC 9110 section 9.3.2: the answer to a HEAD has the head a GET would
+    /// get, Content-Length included, and no content. (A file's body is the responder's: nil for a HEAD.)
+    private func append(head: String, body: [UInt8], method: String?, _ connection: Connection) {
+        connection.output.append(head)
+        if method != "HEAD" { connection.output.append(body) }
     }
 
     /// `100 Continue` to a client that waits for it before sending the body.

@@ -267,4 +267,76 @@ func sha256(_ path: String) -> String {
         #expect(daemon.ctl("foreground", "files").status == 0)
         #expect(peer.readUntil("aaaa").hasSuffix("aaaa"))
     }
+
+    /// RFC 9110 section 9.3.2: an error answered to a HEAD has the head a GET gets, Content-Length included,
+    /// and no content, whether the error comes from the file lookup, the request's framing or its fields.
+    @Test(.timeLimit(.minutes(1)))
+    func aHeadOfAnErrorHasTheHeadOfTheGetAndNoBody() throws {
+        let files = TemporaryDirectory()
+        defer { files.remove() }
+        files.write("a.txt", "aaaa")
+        let daemon = try TestDaemon(config: httpApp(root: files.path))
+        defer { daemon.stop() }
+        let port = daemon.port(of: "files")
+        /// Everything the server sends to `request` before it closes.
+        func exchange(_ request: String) -> String {
+            guard let peer = Peer.connect(port: port) else { return "" }
+            defer { peer.close() }
+            peer.send(request)
+            var received: [UInt8] = []
+            while case .bytes(let bytes) = peer.read(timeout: 3) { received += bytes }
+            return String(decoding: received, as: UTF8.self)
+        }
+        func contentLength(_ response: String) -> String? {
+            response.components(separatedBy: "\r\n").first { $0.lowercased().hasPrefix("content-length:") }
+                .map { $0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces) }
+        }
+        let cases: [(String, Int)] = [
+            (" /missing HTTP/1.1\r\nHost: x\r\n\r\n", 404),
+            (" /a.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc", 400),
+            (" /a.txt HTTP/1.1\r\n\r\n", 400),                                    // no Host: a parse error
+            (" /a.txt HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501),
+        ]
+        for (rest, status) in cases {
+            let get = exchange("GET" + rest)
+            let head = exchange("HEAD" + rest)
+            #expect(get.hasPrefix("HTTP/1.1 \(status) "), "GET\(rest.debugDescription): \(get.debugDescription)")
+            #expect(head.hasPrefix("HTTP/1.1 \(status) "), "HEAD\(rest.debugDescription): \(head.debugDescription)")
+            #expect(head.hasSuffix("\r\n\r\n"), "HEAD\(rest.debugDescription) has no body: \(head.debugDescription)")
+            let length = contentLength(get)
+            #expect(length != nil && length != "0" && contentLength(head) == length, "the Content-Length the GET gets")
+        }
+        #expect(daemon.isRunning)
+    }
+
+    /// RFC 9112 section 3.2.2: a server must accept absolute-form targets; the path is taken from it and its
+    /// authority overrides Host. Malformed ones are 400.
+    @Test(.timeLimit(.minutes(1)))
+    func absoluteFormTargetsAreServedAndMalformedOnesAre400() throws {
+        let files = TemporaryDirectory()
+        defer { files.remove() }
+        files.write("a b.txt", "aaaa")
+        let daemon = try TestDaemon(config: httpApp(root: files.path))
+        defer { daemon.stop() }
+        let port = daemon.port(of: "files")
+        func exchange(_ target: String, method: String = "GET") -> HTTPExchange? {
+            guard let peer = Peer.connect(port: port) else { return nil }
+            defer { peer.close() }
+            return peer.http("\(method) \(target) HTTP/1.1\r\nHost: elsewhere\r\n\r\n", head: method == "HEAD")
+        }
+        for target in ["http://127.0.0.1:\(port)/a%20b.txt", "https://127.0.0.1/a%20b.txt?x=1", "HTTP://localhost:\(port)/a%20b.txt",
+                       "http://[::1]:\(port)/a%20b.txt"] {
+            let response = exchange(target)
+            #expect(response?.status == 200, "\(target): \(String(describing: response?.status))")
+            #expect(response?.body == Array("aaaa".utf8), "\(target)")
+        }
+        #expect(exchange("http://127.0.0.1:\(port)/a%20b.txt", method: "HEAD")?.headers["content-length"] == "4")
+        #expect(exchange("http://127.0.0.1:\(port)/missing")?.status == 404)
+        for target in ["http:///a%20b.txt", "http://user@127.0.0.1/a%20b.txt", "http://127.0.0.1:x/a%20b.txt",
+                       "http://127.0.0.1:99999/a%20b.txt", "ftp://127.0.0.1/a%20b.txt", "http:/a%20b.txt",
+                       "http://127.0.0.1/a%20b.txt#frag", "http://[zz]/a%20b.txt", "http://h<st/a%20b.txt"] {
+            #expect(exchange(target)?.status == 400, "\(target)")
+        }
+        #expect(daemon.isRunning)
+    }
 }

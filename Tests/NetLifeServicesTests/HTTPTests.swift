@@ -191,7 +191,7 @@ extension HTTPTests {
                 ("GET / HTTP/1.0\r\n\r\n", { $0.minorVersion == 0 }),                 // HTTP/1.0 needs no Host
                 ("GET / HTTP/1.2\r\nHost: h\r\n\r\n", { $0.minorVersion == 1 }),     // a higher minor version is 1.1
                 ("OPTIONS * HTTP/1.1\r\nHost: h\r\n\r\n", { $0.target == "*" && $0.path == nil }),
-                ("GET http://h/x HTTP/1.1\r\nHost: h\r\n\r\n", { $0.target == "http://h/x" && $0.path == nil }),
+                ("GET http://h/x HTTP/1.1\r\nHost: h\r\n\r\n", { $0.target == "http://h/x" && $0.path == "/x" }),
                 ("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 007\r\n\r\n", { $0.contentLength == 7 }),
                 ("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5, 5\r\nContent-Length: 5\r\n\r\n", { $0.contentLength == 5 }),
                 ("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: Chunked\r\n\r\n", { $0.isChunked && $0.contentLength == nil }),
@@ -202,6 +202,46 @@ extension HTTPTests {
                 let parsed = try #require(try parseOnce(bytes(input)), "\(input.debugDescription)")
                 #expect(check(parsed.head), "\(input.debugDescription)")
             }
+        }
+
+        /// RFC 9112 section 3.2.2: a server must accept absolute-form; its authority overrides Host.
+        @Test func absoluteFormTargetsGiveTheirPathAndAuthority() throws {
+            let accepted: [(String, String, String)] = [
+                ("http://example.com/a?b", "/a?b", "example.com"),
+                ("https://example.com:8443", "/", "example.com:8443"),
+                ("HtTp://127.0.0.1:80/x", "/x", "127.0.0.1:80"),
+                ("http://[::1]:8080/x", "/x", "[::1]:8080"),
+                ("http://h:/x", "/x", "h:"),        // RFC 3986 allows an empty port
+                ("http://a.b-c_d~%41/x", "/x", "a.b-c_d~%41"),
+            ]
+            for (target, originForm, authority) in accepted {
+                let parsed = try #require(try parseOnce(bytes("GET \(target) HTTP/1.1\r\nHost: other\r\n\r\n")), "\(target)")
+                #expect(parsed.head.target == target)
+                #expect(parsed.head.originForm == originForm, "\(target)")
+                #expect(parsed.head.authority == authority, "\(target): the authority, not Host")
+            }
+            let origin = try #require(try parseOnce(bytes("GET /x HTTP/1.1\r\nHost: other\r\n\r\n")))
+            #expect(origin.head.authority == "other" && origin.head.originForm == "/x")
+            for target in ["http:///x", "http://", "http://user@h/x", "http://user:pw@h/x", "http://h:x/", "http://h:99999/",
+                           "http://h:1:2/", "ftp://h/x", "mailto:a@b", "http:/x", "http:x", "https:", "http://h/x#f",
+                           "http://[::1/x", "http://[]/x", "http://[zz]/x", "http://[::1]x/", "http://h\"/x", "http://h<>/x"] {
+                #expect(errorStatus("GET \(target) HTTP/1.1\r\nHost: h\r\n\r\n") == 400, "\(target)")
+            }
+            // Absolute-form does not lift RFC 9112 section 3.2's Host requirement for HTTP/1.1.
+            #expect(errorStatus("GET http://h/x HTTP/1.1\r\n\r\n") == 400)
+            #expect(try parseOnce(bytes("GET http://h/x HTTP/1.0\r\n\r\n"))?.head.authority == "h")
+        }
+
+        /// After an error in the fields, the request line's method is still known (a HEAD's error page then
+        /// has no body); before the request line, there is none.
+        @Test func theMethodIsKnownOnceTheRequestLineIsRead() {
+            var parser = HTTPRequestParser()
+            #expect(throws: HTTPParseError.self) { try parser.parse(bytes("HEAD / HTTP/1.1\r\nBad Field: x\r\n\r\n")) }
+            #expect(parser.requestMethod == "HEAD")
+            var fresh = HTTPRequestParser()
+            #expect(fresh.requestMethod == nil)
+            #expect(throws: HTTPParseError.self) { try fresh.parse(bytes("HEAD / HTTP/2.0\r\n")) }
+            #expect(fresh.requestMethod == nil)
         }
 
         @Test func keepAliveFollowsTheVersionAndConnection() {
@@ -242,7 +282,13 @@ extension HTTPTests {
                 ("/%4", nil),
                 ("/a%", nil),
                 ("*", nil),
-                ("http://h/a", nil),
+                ("http://h/a", "/a"),                // absolute-form: the path is taken from it
+                ("https://h:8080/a%20b?x", "/a b"),
+                ("HTTP://h", "/"),
+                ("http://h?q", "/"),
+                ("http://h/../etc/passwd", nil),
+                ("ftp://h/a", nil),
+                ("h:443", nil),                     // authority-form (CONNECT)
                 ("a/b", nil),
             ]
             for (target, path) in cases {
