@@ -114,8 +114,8 @@ public final class HTTPService: Service, ConnectionDelegate {
     private final class ConnectionState {
         var parser = HTTPRequestParser()
         var timer: AppTimer?
-        /// While a response is being sent: the bytes still to send at the last check.
-        var unsentAtLastCheck = Int.max
+        /// While a response is being sent: the fewest bytes seen still to send, and when that was seen.
+        var sendProgress = (unsent: Int.max, at: MonotonicTime.now())
         var closeWhenSent = false
         /// The request body being read, if one is.
         var body: BodyReader?
@@ -125,9 +125,10 @@ public final class HTTPService: Service, ConnectionDelegate {
     private final class BodyReader {
         let head: HTTPRequestHead
         var remaining: Int
-        /// Bytes read so far, and at the last check of the body timer.
+        /// Bytes read so far.
         var received = 0
-        var receivedAtLastCheck = 0
+        /// When the last of them was read (or the head, before any): the body timer's deadline runs from it.
+        var lastByteAt = MonotonicTime.now()
         /// Where they go: nil to throw them away.
         var upload: UploadWrite?
         var lastProgress = MonotonicTime.now()
@@ -235,8 +236,7 @@ public final class HTTPService: Service, ConnectionDelegate {
                 }
             }
             if connection.pauseReadingIfOutputIsHigh() {
-                state.timer?.cancel()
-                state.unsentAtLastCheck = Int.max
+                state.sendProgress = (connection.output.count, .now())
                 armSendTimer(connection, state)
                 return
             }
@@ -460,6 +460,7 @@ public final class HTTPService: Service, ConnectionDelegate {
             input.drain(count)
             body.remaining -= count
             body.received += count
+            body.lastByteAt = .now()
         }
         if body.remaining > 0 {
             sendProgress(body, connection)
@@ -543,34 +544,40 @@ public final class HTTPService: Service, ConnectionDelegate {
         }
     }
 
-    /// Reading a body: each `requestTimeout` the peer must have sent bytes, or the connection is closed (the
-    /// bytes it did send stay in the upload).
+    /// Reading a body: the connection is closed `requestTimeout` after the last byte of it arrived (the bytes
+    /// it did send stay in the upload). The timer is armed for that moment, and when it fires after newer
+    /// bytes, for the moment they give. (A check every `requestTimeout` that found bytes since the last one
+    /// gave a stalled body up to twice the time.)
     private func armBodyTimer(_ connection: Connection, _ state: ConnectionState) {
         state.timer?.cancel()
-        guard let app else { return }
-        state.timer = app.schedule(after: requestTimeout) { [weak self, weak connection, weak state] in
-            guard let self, let connection, let state, let body = state.body else { return }
-            if body.received > body.receivedAtLastCheck {
-                body.receivedAtLastCheck = body.received
-                armBodyTimer(connection, state)
-            } else {
-                connection.close(.now)
-            }
+        guard let app, let body = state.body else { return }
+        let remaining = requestTimeout - (MonotonicTime.now() - body.lastByteAt)
+        guard remaining > .zero else { return connection.close(.now) }
+        state.timer = app.schedule(after: remaining) { [weak self, weak connection, weak state] in
+            guard let self, let connection, let state, state.body != nil else { return }
+            armBodyTimer(connection, state)
         }
     }
 
-    /// Sending a response: each `requestTimeout` the peer must have taken bytes, or it is reset.
+    /// How often a response that waits for the peer is looked at, in parts of `requestTimeout`.
+    static let sendChecksPerTimeout = 10
+
+    /// Sending a response: the peer is reset once it has taken no byte for `requestTimeout`. Nothing tells the
+    /// service of a partial write, so the unsent bytes are looked at every tenth of the timeout, and the
+    /// deadline runs from the check that saw them fall: the reset comes between 1 and 1.1 timeouts after
+    /// the last byte taken. (A check every `requestTimeout` that only compared with the last check gave up
+    /// to twice the time, and the first check, against no count, always passed.)
     private func armSendTimer(_ connection: Connection, _ state: ConnectionState) {
+        state.timer?.cancel()
         guard let app else { return }
-        state.timer = app.schedule(after: requestTimeout) { [weak self, weak connection, weak state] in
+        let now = MonotonicTime.now()
+        let unsent = connection.output.count
+        if unsent < state.sendProgress.unsent { state.sendProgress = (unsent, now) }
+        let remaining = requestTimeout - (now - state.sendProgress.at)
+        guard remaining > .zero else { return connection.close(.reset) }
+        state.timer = app.schedule(after: min(remaining, requestTimeout / Self.sendChecksPerTimeout)) { [weak self, weak connection, weak state] in
             guard let self, let connection, let state, !connection.output.isEmpty else { return }
-            let unsent = connection.output.count
-            if unsent >= state.unsentAtLastCheck {
-                connection.close(.reset)
-            } else {
-                state.unsentAtLastCheck = unsent
-                armSendTimer(connection, state)
-            }
+            armSendTimer(connection, state)
         }
     }
 }

@@ -339,4 +339,44 @@ func sha256(_ path: String) -> String {
         }
         #expect(daemon.isRunning)
     }
+
+    /// The body-stall timer (a request body that stops arriving) and the send-stall timer (a client that stops
+    /// taking its response) fire `request-timeout` after the stall began, not up to twice that.
+    @Test(.timeLimit(.minutes(1)))
+    func stallTimersFireAtTheRequestTimeout() throws {
+        let files = TemporaryDirectory()
+        let uploads = TemporaryDirectory()
+        defer { files.remove(); uploads.remove() }
+        // 64 MiB, sparse: far more than the sockets' buffers hold.
+        let fd = open(files.file("big.bin"), O_WRONLY | O_CREAT, 0o644)
+        #expect(fd >= 0 && ftruncate(fd, off_t(64 << 20)) == 0)
+        close(fd)
+        let daemon = try TestDaemon(config: httpApp(root: files.path, listenerLines: "request-timeout = 1s\nupload-root = \(uploads.path)"))
+        defer { daemon.stop() }
+        let port = daemon.port(of: "files")
+
+        // A body: its head and 1,000 of its 3,000 bytes, then nothing.
+        let uploader = try #require(Peer.connect(port: port))
+        defer { uploader.close() }
+        uploader.send("POST /up.bin HTTP/1.1\r\nHost: x\r\nUpload-Complete: ?1\r\nContent-Length: 3000\r\n\r\n" + String(repeating: "u", count: 1000))
+        var start = Date()
+        let end = uploader.readEnd(timeout: 5)
+        let bodyStall = Date().timeIntervalSince(start)
+        #expect(end == .endOfStream || end == .error(ECONNRESET), "\(end)")
+        #expect(bodyStall >= 0.9 && bodyStall < 1.3 * slowdown, "the body stall was cut after \(bodyStall) s")
+
+        // A response: the client asks for 64 MiB and reads none of it. The server fills the sockets' buffers
+        // within milliseconds, then waits; the reset shows as an error on the socket (poll reports it whatever
+        // the events asked for).
+        let reader = try #require(Peer.connect(port: port))
+        defer { reader.close() }
+        reader.send("GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+        start = Date()
+        var poller = pollfd(fd: reader.fd, events: 0, revents: 0)
+        let ready = poll(&poller, 1, 5000)
+        let sendStall = Date().timeIntervalSince(start)
+        #expect(ready == 1 && poller.revents & Int16(POLLERR | POLLHUP) != 0, "the connection ended: \(poller.revents)")
+        #expect(sendStall >= 0.9 && sendStall < 1.3 * slowdown, "the send stall was cut after \(sendStall) s")
+        #expect(daemon.isRunning)
+    }
 }
