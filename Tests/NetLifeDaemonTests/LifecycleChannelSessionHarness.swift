@@ -80,7 +80,11 @@ func checkLifecycleChannelSession(_ stream: [UInt8], plan: ChannelSessionPlan, l
     } catch {
         return "the session could not be made: \(error)"
     }
-    defer { session?.close() }
+    // The closures above hold `session` (through `perform`): let go of it at the end, or it keeps itself.
+    defer {
+        session?.close()
+        session = nil
+    }
 
     let stopper = EventTimer(loop: loop) { loop.stop() }
     defer { stopper.close() }
