@@ -146,9 +146,8 @@ public final class Connection {
 
     private var readEvent: OpaquePointer?
     private var writeEvent: OpaquePointer?
-    private var closeTimer: EventTimer?
-    /// While closing after a flush: the bytes not yet taken by the peer when the flush timer was last armed.
-    private var unsentAtLastCheck = Int.max
+    /// While closing after a flush: the timer that watches the peer take the bytes still to send.
+    private var flushWatch: FlushWatch?
     /// The read and write events on a restricted-mode base while a restricted run serves this connection.
     private var restrictedEvents: (read: OpaquePointer, write: OpaquePointer)?
 
@@ -560,10 +559,9 @@ public final class Connection {
             updateReadInterest()
             flush()
             if currentState == .closing {
-                unsentAtLastCheck = unsentBytes
                 let timer = EventTimer(loop: loop) { [weak self] in self?.flushTimerFired() }
-                timer.arm(after: flushTimeout)
-                closeTimer = timer
+                flushWatch = FlushWatch(timer: timer, unsent: unsentBytes, lastProgress: .now())
+                timer.arm(after: FlushWatch.interval(of: flushTimeout))
             }
         case (_, .now), (_, .reset):
             finishClose(error: nil, how: mode)
@@ -591,15 +589,21 @@ public final class Connection {
         outputCount + max(0, Int(netlife_unsent_bytes(fd)))
     }
 
-    /// The flush timer: the peer took bytes since the last check (progress: wait again), or none (reset).
+    /// The flush timer: the peer has taken no byte for `flushTimeout` (reset), or it has (look again, no later
+    /// than the timeout after its last progress).
     private func flushTimerFired() {
-        guard currentState == .closing else { return }
+        guard currentState == .closing, let watch = flushWatch else { return }
+        let now = MonotonicTime.now()
         let unsent = unsentBytes
-        if unsent < unsentAtLastCheck {
-            unsentAtLastCheck = unsent
-            closeTimer?.arm(after: flushTimeout)
-        } else {
+        if unsent < watch.unsent {
+            watch.unsent = unsent
+            watch.lastProgress = now
+        }
+        let stalled = now - watch.lastProgress
+        if stalled >= flushTimeout {
             finishClose(error: nil, how: .reset)
+        } else {
+            watch.timer.arm(after: min(FlushWatch.interval(of: flushTimeout), flushTimeout - stalled))
         }
     }
 
@@ -611,8 +615,8 @@ public final class Connection {
         guard currentState != .closed else { return }
         currentState = .closed
         leaveRestrictedMode()
-        closeTimer?.close()
-        closeTimer = nil
+        flushWatch?.timer.close()
+        flushWatch = nil
         if let readEvent { event_free(readEvent) }
         if let writeEvent { event_free(writeEvent) }
         readEvent = nil
@@ -673,4 +677,22 @@ private func connectionReadable(_: CInt, _ events: Int16, _ context: UnsafeMutab
 private func connectionWritable(_: CInt, _: Int16, _ context: UnsafeMutableRawPointer?) {
     guard let context else { return }
     Unmanaged<Connection>.fromOpaque(context)._withUnsafeGuaranteedRef { $0.writable() }
+}
+
+/// What a connection closing after a flush keeps to tell a slow reader from a stalled one: the bytes the peer
+/// had not taken at the last look, and when it last took some. The timer looks every tenth of the timeout, so
+/// a stall is found between 1 and 1.1 timeouts after the peer's last progress (a look every whole timeout
+/// found it up to 2 timeouts after). Only a closing connection has one.
+private final class FlushWatch {
+    let timer: EventTimer
+    var unsent: Int
+    var lastProgress: MonotonicTime
+
+    init(timer: EventTimer, unsent: Int, lastProgress: MonotonicTime) {
+        self.timer = timer
+        self.unsent = unsent
+        self.lastProgress = lastProgress
+    }
+
+    static func interval(of timeout: Duration) -> Duration { timeout / 10 }
 }

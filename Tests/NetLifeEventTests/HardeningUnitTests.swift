@@ -100,6 +100,33 @@ struct HardeningUnitTests {
         #expect(runLoop(loop, timeout: .seconds(2)) { connection.state == .closed })
     }
 
+    @Test func aPeerThatStopsReadingIsResetOneTimeoutAfterItsLastProgressNotTwo() throws {
+        let loop = try EventLoop()
+        let (mine, theirs) = socketPair()
+        defer { close(theirs) }
+        var small: CInt = 4096
+        setsockopt(mine, SOL_SOCKET, SO_SNDBUF, &small, socklen_t(MemoryLayout<CInt>.size))
+        let connection = try Connection(loop: loop, fd: mine)
+        connection.flushTimeout = .milliseconds(300)
+        connection.output.append([UInt8](repeating: 0x61, count: 1 << 20))
+        connection.close(.afterFlush)
+        // The peer takes one piece 30 ms into the flush, then nothing: the last progress the connection sees.
+        let started = MonotonicTime.now()
+        var lastRead: MonotonicTime?
+        let closed = runLoop(loop, timeout: .seconds(3)) {
+            if lastRead == nil, MonotonicTime.now() - started >= .milliseconds(30) {
+                var chunk = [UInt8](repeating: 0, count: 16384)
+                _ = recv(theirs, &chunk, chunk.count, CInt(MSG_DONTWAIT))
+                lastRead = .now()
+            }
+            return connection.state == .closed
+        }
+        #expect(closed)
+        let stalled = MonotonicTime.now() - (lastRead ?? started)
+        // A look every whole timeout found this stall at about 570 ms (1.9 timeouts).
+        #expect(stalled >= .milliseconds(290) && stalled < .milliseconds(400), "reset \(stalled) after the last progress")
+    }
+
     @Test func aChildsOwnEndsOfItsPipesBlock() throws {
         let loop = try EventLoop()
         var status: ChildExitStatus?
