@@ -97,15 +97,17 @@ public struct HTTPClientRequest: Equatable, Sendable {
 ///   Anything else is rejected: the connection closes, the part is truncated to 0 and a plain GET restarts.
 ///   A 206 that stops before the total is followed by a request for the rest.
 /// - 416: `HEAD` (no Range): a 200 with the record's validator and a Content-Length equal to the bytes on disk
-///   means the part is complete; anything else restarts from 0.
+///   (and to the recorded total, when there is one) means the part is complete; anything else restarts
+///   from 0.
 /// - 3xx with a Location (not 304): followed with the same request, absolute or relative, at most
 ///   `maxRedirects` times per start, to http only. The record keeps the URL asked for: a temporary redirect
 ///   is followed again on resume.
 /// - Other 4xx and 5xx: `failed("server answered 404 Not Found")`; part and record are kept. Any other
 ///   status, a 206 to a request without Range and a 416 to one without are failures too (a broken server).
 /// - Finished: the length must equal the total (a 200 without one, chunked or until close, defines it
-///   when it ends); with a digest, the shell computes the part's and the machine compares; then the part is
-///   renamed into place and the record removed.
+///   when it ends; an empty body is a finished one); with a digest, the shell computes the part's and the
+///   machine compares; then the part is renamed into place (the shell checks the part's length on disk
+///   against the total first, and pauses instead on a mismatch) and the record removed.
 public struct ResumableDownload: Sendable {
     /// Where a download is, as `transfers` shows it.
     public typealias State = TransferState
@@ -372,8 +374,10 @@ public struct ResumableDownload: Sendable {
 
     /// The answer to the HEAD sent after a 416.
     private mutating func revalidated(_ head: HTTPResponseHead) -> [Action] {
+        // A length that contradicts the recorded total says the server's answers do not fit together (the
+        // file changed under an unchanged validator, or the server lies): the part cannot be trusted.
         guard head.status == 200, let validator = record.validator, Self.strongValidator(head) == validator,
-              bytesDone > 0, head.contentLength == bytesDone else {
+              bytesDone > 0, head.contentLength == bytesDone, record.total.map({ $0 == bytesDone }) ?? true else {
             return restart()
         }
         record.total = bytesDone
@@ -397,6 +401,9 @@ public struct ResumableDownload: Sendable {
     }
 
     private mutating func complete() -> [Action] {
+        // Only a part of the entity's length is ever renamed into place; every path here has checked it, and
+        // this keeps a later change from breaking that unseen.
+        guard let total = record.total, bytesDone == total else { return restart() }
         phase = .renaming
         return [.renameIntoPlace]
     }

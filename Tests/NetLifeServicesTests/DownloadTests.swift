@@ -1052,6 +1052,39 @@ extension DownloadTests {
             }
         }
 
+        @Test func a416WhoseHEADContradictsTheRecordedTotalRestartsFromZero() {
+            // 300,000 of 1,000,000 bytes on disk; the server says 416, then a HEAD with the same ETag and a
+            // length of 300,000: the answers contradict the record, and the short part must not become done.
+            var (download, _) = resumedAt(300_000, total: 1_000_000)
+            let head = HTTPClientRequest(method: "HEAD", url: fileURL, headers: baseHeaders())
+            #expect(download.responseHead(response(416, [("Content-Range", "bytes */300000")])) == [.closeConnection, .sendRequest(head)])
+            let lying = response(200, [("ETag", "\"v1\""), ("Content-Length", "300000")])
+            #expect(download.responseHead(lying) == [.closeConnection, .truncatePart(to: 0), get()])
+            #expect(download.state == .running && download.bytesDone == 0 && download.total == nil)
+            // Through the fake shell: the server now holds 300,000 bytes under the same tag; the restart fetches
+            // them whole and only that file, of its own length, goes into place.
+            let data = content(300_000)
+            var server = FakeServer(content: data)
+            var shell = FakeShell()
+            shell.part = content(300_000, seed: 9)
+            shell.recordFile = DownloadRecord(url: fileURL, validator: .etag("\"v1\""), total: 1_000_000, offset: 300_000).encoded()
+            shell.pieceSize = 65536
+            download = shell.reopened(fileURL)
+            shell.run(download.start(), &download, &server)
+            #expect(server.requests.map(\.method) == ["GET", "HEAD", "GET"])
+            #expect(shell.output == data && download.state == .done)
+        }
+
+        @Test func anEmptyBodyIsAFinishedFile() {
+            var server = FakeServer(content: [])
+            var download = ResumableDownload(url: fileURL, existing: nil, partSize: 0)
+            var shell = FakeShell()
+            shell.run(download.start(), &download, &server)
+            #expect(shell.performed.contains(.appendBody(.length(0))))
+            #expect(shell.output == [] && download.state == .done && download.total == 0)
+            #expect(shell.recordFile == nil)
+        }
+
         @Test func redirectsAreFollowedFiveTimesToHTTPOnly() {
             let data = content(300)
             var server = FakeServer(content: data)
