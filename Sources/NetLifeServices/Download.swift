@@ -69,7 +69,8 @@ public final class Download: Transfer, ConnectionDelegate {
         case .appendBody(let framing):
             phase = .body(framing, remaining: framing.length)
             chunked = ChunkedDecoder()
-            if case .none = framing { return perform(machine.bodyEnded()) }
+            // An empty body (none, or Content-Length: 0) is complete now: no byte will come to say so.
+            if framing.length == 0 { return perform(machine.bodyEnded()) }
             readBody()
         case .closeConnection:
             closeConnection()
@@ -80,6 +81,10 @@ public final class Download: Transfer, ConnectionDelegate {
         case .computeDigest(let algorithm):
             computeDigest(algorithm)
         case .renameIntoPlace:
+            if let mismatch = part.lengthMismatch(expectedLength: machine.total) {
+                closeConnection()
+                return perform(machine.pause(mismatch))
+            }
             if let error = part.renameIntoPlace() { return failIO(error) }
             logger.info("done: \(machine.bytesDone) bytes")
             perform(machine.renamed())

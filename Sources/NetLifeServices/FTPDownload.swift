@@ -90,6 +90,10 @@ public final class FTPDownload: Transfer, ConnectionDelegate {
         case .writeRecord(let record):
             return part.writeRecord(record)
         case .renameIntoPlace:
+            if let mismatch = part.lengthMismatch(expectedLength: machine.total) {
+                perform(machine.fileFailed(mismatch))
+                return nil
+            }
             if let error = part.renameIntoPlace() { return error }
             logger.info("done: \(machine.bytesDone) bytes")
             perform(machine.renamed())

@@ -64,6 +64,16 @@ final class PartFile {
         return writeFileAtomically(recordPath, Array(record.encoded().utf8))
     }
 
+    /// Why the part may not go into place as the finished file: nil when it holds exactly `expectedLength`
+    /// bytes, the entity's length. Whatever a machine believes, a file of another length (or of a length
+    /// nobody knows, a machine's bug) is refused, so that a short or long file is never shown as finished.
+    func lengthMismatch(expectedLength: Int?) -> String? {
+        var info = stat()
+        let size = stat(path, &info) == 0 ? Int(info.st_size) : 0
+        guard let expectedLength else { return "the file's length is unknown; \(size) bytes not renamed into place" }
+        return size == expectedLength ? nil : "the part holds \(size) bytes, not the \(expectedLength) of the file; not renamed into place"
+    }
+
     /// fsyncs and closes the part, renames it to the output path and fsyncs the directory.
     func renameIntoPlace() -> SystemError? {
         if let error = open() { return error }
