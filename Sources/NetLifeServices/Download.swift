@@ -29,12 +29,21 @@ public final class Download: Transfer, ConnectionDelegate {
     private var phase: Phase = .idle
     private var chunked = ChunkedDecoder()
     private var digestWork: EventTimer?
+    /// The idle and low-speed limits each request is held to, from connecting to the body's end.
+    public let limits: TransferLimits
+    private let pace: TransferPaceTimer
+    /// Bytes received on the connections of this request; what the limits are judged on.
+    private var bytesReceived = 0
+    /// What the connection's input held after the last read was handled: bytes beyond it are new.
+    private var inputSeen = 0
 
     /// Reads what an earlier run left (`OUTPUT.part` and its record), ready to `start()`.
-    public init(url: URLParts, output: String, loop: EventLoop, logger: Logger) {
+    public init(url: URLParts, output: String, loop: EventLoop, logger: Logger, limits: TransferLimits = .defaults) {
         self.url = url
         self.output = output
         self.loop = loop
+        self.limits = limits
+        pace = TransferPaceTimer(loop: loop)
         self.logger = logger.labeled("\(logger.label) download \(output)")
         part = PartFile(output: output)
         let (partSize, existing) = part.leftOver()
@@ -93,7 +102,10 @@ public final class Download: Transfer, ConnectionDelegate {
         case .report(let state):
             if case .paused(let reason) = state { logger.info("paused: \(reason)") }
             if case .failed(let reason) = state { logger.warning("failed: \(reason)") }
-            if state != .running { part.close() }
+            if state != .running {
+                part.close()
+                pace.stop()
+            }
             onChange?(self)
         }
     }
@@ -106,6 +118,13 @@ public final class Download: Transfer, ConnectionDelegate {
         logger.debug("\(request.method) \(request.url)\(range.map { " (\($0))" } ?? "")")
         parser = HTTPResponseParser()
         phase = .head
+        bytesReceived = 0
+        inputSeen = 0
+        pace.start(limits: limits, bytes: { [weak self] in self?.bytesReceived ?? 0 }) { [weak self] stall in
+            guard let self else { return }
+            closeConnection()
+            perform(machine.connectionFailed("\(stall)"))
+        }
         connector = HostConnector(loop: loop, host: request.url.host.connectName, port: UInt16(clamping: request.url.port)) { [weak self] result in
             guard let self else {
                 if case .success(let fd) = result { SocketCalls.close(fd) }
@@ -133,6 +152,7 @@ public final class Download: Transfer, ConnectionDelegate {
         connector?.cancel()
         connector = nil
         phase = .closed
+        pace.stop()
         guard let connection else { return }
         self.connection = nil
         connection.delegate = nil
@@ -140,11 +160,13 @@ public final class Download: Transfer, ConnectionDelegate {
     }
 
     public func connectionDidRead(_ connection: Connection) {
+        bytesReceived += max(0, connection.input.count - inputSeen)
         switch phase {
         case .head: readHead(connection)
         case .body: readBody()
         case .idle, .closed: connection.input.removeAll()
         }
+        if connection === self.connection { inputSeen = connection.input.count }
     }
 
     public func connectionDidReachEnd(_ connection: Connection) {

@@ -28,12 +28,20 @@ public final class FTPDownload: Transfer, ConnectionDelegate {
     private var data: Connection?
     /// Whether the data connection's bytes go to the part (from RETR until the session closes it).
     private var receiving = false
+    /// The idle and low-speed limits the session is held to, from connecting to the final reply: a server
+    /// that never greets, says `150` and falls silent, or never sends `226`, pauses the download.
+    public let limits: TransferLimits
+    private let pace: TransferPaceTimer
+    /// Bytes received on the control and data connections of this session.
+    private var bytesReceived = 0
 
     /// Reads what an earlier run left (`OUTPUT.part` and its record), ready to `start()`.
-    public init(url: URLParts, output: String, loop: EventLoop, logger: Logger) {
+    public init(url: URLParts, output: String, loop: EventLoop, logger: Logger, limits: TransferLimits = .defaults) {
         self.url = url
         self.output = output
         self.loop = loop
+        self.limits = limits
+        pace = TransferPaceTimer(loop: loop)
         self.logger = logger.labeled("\(logger.label) download \(output)")
         part = PartFile(output: output)
         let (partSize, existing) = part.leftOver()
@@ -102,7 +110,10 @@ public final class FTPDownload: Transfer, ConnectionDelegate {
         case .report(let state):
             if case .paused(let reason) = state { logger.info("paused: \(reason)") }
             if case .failed(let reason) = state { logger.warning("failed: \(reason)") }
-            if state != .running { part.close() }
+            if state != .running {
+                part.close()
+                pace.stop()
+            }
             onChange?(self)
         }
         return nil
@@ -113,6 +124,13 @@ public final class FTPDownload: Transfer, ConnectionDelegate {
     private func connectControl() {
         closeControl()
         replies = FTPReplyParser()
+        bytesReceived = 0
+        pace.start(limits: limits, bytes: { [weak self] in self?.bytesReceived ?? 0 }) { [weak self] stall in
+            guard let self else { return }
+            closeData()
+            closeControl()
+            perform(machine.controlFailed("\(stall)"))
+        }
         controlConnector = HostConnector(loop: loop, host: url.host.connectName, port: UInt16(clamping: url.port)) { [weak self] result in
             guard let self else {
                 if case .success(let fd) = result { SocketCalls.close(fd) }
@@ -176,6 +194,8 @@ public final class FTPDownload: Transfer, ConnectionDelegate {
     private func closeControl() {
         controlConnector?.cancel()
         controlConnector = nil
+        // Without the control connection the session waits on nothing more from the network.
+        pace.stop()
         guard let control else { return }
         self.control = nil
         control.delegate = nil
@@ -229,6 +249,7 @@ public final class FTPDownload: Transfer, ConnectionDelegate {
     private func readReplies(_ connection: Connection) {
         let bytes = connection.input.peekBytes()
         connection.input.drain(bytes.count)
+        bytesReceived += bytes.count
         var found: [FTPReply] = []
         var failure: FTPReplyError?
         do {
@@ -247,6 +268,7 @@ public final class FTPDownload: Transfer, ConnectionDelegate {
     private func readData(_ connection: Connection) {
         while receiving, connection === data, !connection.input.isEmpty {
             let count = min(connection.input.count, 1 << 20)
+            bytesReceived += count
             if let error = part.append(connection.input, count) {
                 closeData()
                 closeControl()

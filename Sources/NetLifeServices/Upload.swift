@@ -19,9 +19,10 @@ public final class Upload: Transfer, ConnectionDelegate {
     /// Told after every change of state or progress worth showing.
     public var onChange: ((any Transfer) -> Void)?
 
-    /// How long a request may go without the server taking a byte of it or answering: then it counts as a
-    /// broken connection (paused).
-    public var stallTimeout: Duration = .seconds(60)
+    /// The idle and low-speed limits each request is held to, from connecting to the final response head:
+    /// bytes the server takes of the request and bytes it answers both count. A limit hit counts as a broken
+    /// connection (paused).
+    public let limits: TransferLimits
 
     private var machine: ResumableUpload
     private unowned let loop: EventLoop
@@ -31,11 +32,18 @@ public final class Upload: Transfer, ConnectionDelegate {
     private var parser = HTTPResponseParser()
     /// Whether the final head of the request sent is still awaited.
     private var awaitingHead = false
-    private var stallTimer: EventTimer?
-    private var unsentAtLastCheck = Int.max
+    private let pace: TransferPaceTimer
+    /// The length of the request (head and body) as queued on the connection: what has left the output
+    /// since was taken by the server.
+    private var requestLength = 0
+    /// Bytes of responses received on this request's connection.
+    private var bytesReceived = 0
 
     /// Reads the record an earlier run left at `recordPath`, ready to `start()`.
-    public init(file: String, url: URLParts, recordPath: String, loop: EventLoop, logger: Logger) {
+    public init(file: String, url: URLParts, recordPath: String, loop: EventLoop, logger: Logger,
+                limits: TransferLimits = .defaults) {
+        self.limits = limits
+        pace = TransferPaceTimer(loop: loop)
         self.url = url
         output = file
         self.recordPath = recordPath
@@ -97,6 +105,7 @@ public final class Upload: Transfer, ConnectionDelegate {
             if case .paused(let reason) = state { logger.info("paused at \(machine.bytesDone) bytes: \(reason)") }
             if case .failed(let reason) = state { logger.warning("failed: \(reason)") }
             if state == .done { logger.info("done: \(machine.bytesDone) bytes") }
+            if state != .running { pace.stop() }
             onChange?(self)
         }
     }
@@ -108,6 +117,13 @@ public final class Upload: Transfer, ConnectionDelegate {
         logger.debug("\(request.method) \(request.url)\(request.value(of: "Upload-Offset").map { " from \($0)" } ?? "")")
         parser.reset()
         awaitingHead = true
+        requestLength = 0
+        bytesReceived = 0
+        pace.start(limits: limits, bytes: { [weak self] in self?.bytesMoved ?? 0 }) { [weak self] stall in
+            guard let self else { return }
+            closeConnection()
+            perform(machine.connectionFailed("\(stall)"))
+        }
         connector = HostConnector(loop: loop, host: request.url.host.connectName, port: UInt16(clamping: request.url.port)) { [weak self] result in
             guard let self else {
                 if case .success(let fd) = result { SocketCalls.close(fd) }
@@ -150,16 +166,20 @@ public final class Upload: Transfer, ConnectionDelegate {
                 return perform(machine.connectionFailed("cannot send the file: \(error)"))
             }
         }
+        requestLength = connection.output.count
         connection.flush()
-        armStallTimer()
+    }
+
+    /// What the limits are judged on: the bytes of the request the server has taken, and of its answers.
+    private var bytesMoved: Int {
+        bytesReceived + max(0, requestLength - (connection?.output.count ?? requestLength))
     }
 
     private func closeConnection() {
         connector?.cancel()
         connector = nil
         awaitingHead = false
-        stallTimer?.close()
-        stallTimer = nil
+        pace.stop()
         guard let connection else { return }
         self.connection = nil
         connection.delegate = nil
@@ -168,6 +188,8 @@ public final class Upload: Transfer, ConnectionDelegate {
 
     public func connectionDidRead(_ connection: Connection) {
         guard connection === self.connection, awaitingHead else { return connection.input.removeAll() }
+        // Every head is parsed from the start of the input and drained, or the input dropped: all is new.
+        bytesReceived += connection.input.count
         // Each head is handled before the next is parsed: a final one may close the connection.
         while awaitingHead, connection === self.connection, !connection.input.isEmpty {
             let bytes = connection.input.peekBytes(limit: HTTPResponseParser.maxHeadBytes + 1)
@@ -199,32 +221,5 @@ public final class Upload: Transfer, ConnectionDelegate {
         self.connection = nil
         guard awaitingHead else { return }
         perform(machine.connectionFailed(error.map { "\($0)" } ?? "the connection closed"))
-    }
-
-    /// Each `stallTimeout` the server must have taken bytes of the request; once all is sent, it must have
-    /// answered by the next check.
-    private func armStallTimer() {
-        unsentAtLastCheck = connection?.output.count ?? 0
-        let timer = EventTimer(loop: loop) { [weak self] in self?.stallCheck() }
-        timer.arm(after: stallTimeout)
-        stallTimer?.close()
-        stallTimer = timer
-    }
-
-    private func stallCheck() {
-        guard let connection, awaitingHead else { return }
-        let unsent = connection.output.count
-        if unsent > 0 && unsent < unsentAtLastCheck {
-            unsentAtLastCheck = unsent
-            stallTimer?.arm(after: stallTimeout)
-            return
-        }
-        if unsent == 0 && unsentAtLastCheck > 0 {
-            // Everything went out since the last check: the answer gets one more period.
-            unsentAtLastCheck = 0
-            stallTimer?.arm(after: stallTimeout)
-            return
-        }
-        perform(machine.connectionFailed("no progress for \(stallTimeout)"))
     }
 }
