@@ -41,6 +41,12 @@ enum OtherDurationKeys {
     static let autoSuspend = DurationKey(key: "auto-suspend", range: .zero ... .seconds(86_400))
     static let loopStall = DurationKey(key: "loop-stall", range: .milliseconds(100) ... .seconds(600))
     static let keepaliveMinimum = DurationKey(key: "keepalive-min", range: .seconds(1) ... .seconds(86_400))
+    /// A transfer always has an idle limit: without one a silent server holds it (and its app's background
+    /// task) for ever.
+    static let transferIdleTimeout = DurationKey(key: "transfer-idle-timeout", range: .milliseconds(100) ... .seconds(86_400))
+    static let transferLowSpeedTime = DurationKey(key: "transfer-low-speed-time", range: .milliseconds(100) ... .seconds(86_400))
+    /// Bytes per second; 0 turns the low-speed limit off, as curl's 0 does.
+    static let transferLowSpeedLimitRange = 0 ... (1 << 30)
 }
 
 /// Key names that follow from the framework's vocabulary.

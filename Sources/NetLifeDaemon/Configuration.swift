@@ -5,6 +5,7 @@
 @preconcurrency import Glibc
 import NetLife
 import NetLifeEvent
+import NetLifeServices
 
 /// The whole configuration of a daemon.
 public struct DaemonConfiguration: Sendable, Equatable {
@@ -21,6 +22,9 @@ public struct DaemonConfiguration: Sendable, Equatable {
     public var loopStall: Duration = .seconds(2)
     /// `keepalive-min`: the shortest VoIP keep-alive interval allowed.
     public var keepaliveMinimum: Duration = .seconds(600)
+    /// `transfer-idle-timeout`, `transfer-low-speed-limit`, `transfer-low-speed-time`: what every download
+    /// and upload is held to (curl's `--speed-limit`/`--speed-time`); a limit hit pauses the transfer.
+    public var transferLimits: TransferLimits = .defaults
     /// `debug-commands`: enables `netlifectl debug ...` (off by default).
     public var debugCommands = false
     /// `log-level`: the least important log records written.
@@ -151,6 +155,16 @@ private struct ConfigReader {
                 if let value = duration(entry, OtherDurationKeys.loopStall) { configuration.loopStall = value }
             case "keepalive-min":
                 if let value = duration(entry, OtherDurationKeys.keepaliveMinimum) { configuration.keepaliveMinimum = value }
+            case "transfer-idle-timeout":
+                if let value = duration(entry, OtherDurationKeys.transferIdleTimeout) { configuration.transferLimits.idleTimeout = value }
+            case "transfer-low-speed-time":
+                if let value = duration(entry, OtherDurationKeys.transferLowSpeedTime) { configuration.transferLimits.lowSpeedTime = value }
+            case "transfer-low-speed-limit":
+                if let value = Int(entry.value), OtherDurationKeys.transferLowSpeedLimitRange.contains(value) {
+                    configuration.transferLimits.lowSpeedLimit = value
+                } else {
+                    error(entry.line, "transfer-low-speed-limit must be a whole number of bytes per second between 0 (no limit) and \(OtherDurationKeys.transferLowSpeedLimitRange.upperBound), got '\(entry.value)'")
+                }
             case "debug-commands":
                 if let value = boolean(entry) { configuration.debugCommands = value }
             case "log-level":

@@ -61,7 +61,8 @@ final class DaemonRuntime {
         let stateDirectory = configuration.stateDirectory
             ?? environment["STATE_DIRECTORY"].flatMap { $0.split(separator: ":").first.map(String.init) }.flatMap { $0.hasPrefix("/") ? $0 : nil }
             ?? directoryName(controlPath)
-        transfers = Transfers(loop: loop, logger: logger, journalPath: stateDirectory + "/transfers.json")
+        transfers = Transfers(loop: loop, logger: logger, journalPath: stateDirectory + "/transfers.json",
+                              limits: configuration.transferLimits)
         var hookEnvironment = environment
         hookEnvironment["NETLIFE_CONTROL"] = controlPath
         // systemd's notification and watchdog settings are the daemon's, not its hooks'.

@@ -84,6 +84,8 @@ extension DaemonRuntime {
         applied.controlGroup = configuration.controlGroup
         logger.minimumLevel = applied.logLevel
         if applied.loopStall != configuration.loopStall { restartStallWatchdog(threshold: applied.loopStall) }
+        // Transfers made from now on (new, or restarted by a new `download`) are held to the new limits.
+        transfers.limits = applied.transferLimits
         configuration = applied
 
         var pending = 1

@@ -38,11 +38,14 @@ final class Transfers {
     private var lastJournal: String?
     /// Finds an app by name (the supervisor's current one).
     var appNamed: (String) -> App? = { _ in nil }
+    /// The idle and low-speed limits of the transfers made from now on.
+    var limits: TransferLimits
 
-    init(loop: EventLoop, logger: Logger, journalPath: String?) {
+    init(loop: EventLoop, logger: Logger, journalPath: String?, limits: TransferLimits = .defaults) {
         self.loop = loop
         self.logger = logger
         self.journalPath = journalPath
+        self.limits = limits
     }
 
     /// Starts (or resumes) downloading `url` to `output` for `app`.
@@ -94,7 +97,7 @@ final class Transfers {
         let logger = logger.labeled("app \(app)")
         switch direction {
         case .download:
-            return makeDownload(url: url, output: file, loop: loop, logger: logger)
+            return makeDownload(url: url, output: file, loop: loop, logger: logger, limits: limits)
         case .upload:
             guard let journalPath else {
                 return .failure(ControlError(.unsupported, "uploads need a state directory for their records"))
@@ -103,7 +106,7 @@ final class Transfers {
             digest.update(Array((file + "\n" + url.description).utf8))
             let name = digest.finish().prefix(16).map { String($0, radix: 16).leftPadded(to: 2) }.joined()
             let record = directoryName(journalPath) + "/upload-" + name + ".json"
-            return .success(Upload(file: file, url: url, recordPath: record, loop: loop, logger: logger))
+            return .success(Upload(file: file, url: url, recordPath: record, loop: loop, logger: logger, limits: limits))
         }
     }
 
