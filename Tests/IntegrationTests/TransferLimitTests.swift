@@ -1,7 +1,7 @@
 // Misbehaving servers against the real netlifed's downloader and uploader (Support/MisbehavingServers.swift):
 // a server that accepts and never answers, falls silent after the head, says `150` and falls silent, or
 // never says `226`, pauses the transfer after `transfer-idle-timeout` (part and record kept, the background
-// task ended); an empty body or file is a finished, empty file; a 416 followed by a HEAD whose length
+// task ended), and one that trickles a byte at a time pauses it after `transfer-low-speed-time`; an empty body or file is a finished, empty file; a 416 followed by a HEAD whose length
 // contradicts the first answer restarts from 0 and never renames a short file as done. Each test ends with
 // the daemon alive, `status` answering in milliseconds, and its descriptor and thread counts back where they
 // began.
@@ -97,6 +97,31 @@ private func expectPausedByTheIdleLimit(_ daemon: TestDaemon, _ transfer: [Strin
         #expect(out.read("file.bin.part.meta").contains("offset=100000"), "the record vouches for it")
         #expect(sizeOf(output) == -1)
         daemon.expectHealthy(comparedTo: baseline, label: "an HTTP server silent after the head")
+    }
+
+    @Test func aTrickleUnderTheLowSpeedLimitPausesTheDownload() throws {
+        let server = try MisbehavingServer(http: .trickle, content: patternBytes(10_000, seed: 36))
+        defer { server.stop() }
+        let out = TemporaryDirectory()
+        defer { out.remove() }
+        // Five bytes a second never leave the transfer idle for 1 s, but stay far under 1,000 bytes/s.
+        let daemon = try TestDaemon(config: limitsConfig.replacingOccurrences(
+            of: "transfer-idle-timeout = 1s", with: "transfer-idle-timeout = 1s\ntransfer-low-speed-limit = 1000\ntransfer-low-speed-time = 2s"))
+        defer { daemon.stop() }
+        let url = "http://127.0.0.1:\(server.port)/file.bin"
+        let baseline = baselineAfterOneStall(daemon, url, out.file("first.bin"))
+        let (transfer, seconds) = downloadUntilStopped(daemon, url, out.file("file.bin"))
+        print("HTTP trickle: paused after \(String(format: "%.2f", seconds)) s: \(transfer["reason"] ?? "-")")
+        #expect(transfer["state"] as? String == "paused", "\(transfer)")
+        let reason = transfer["reason"] as? String ?? ""
+        #expect(reason.hasPrefix("slower than 1000 bytes/s for 2s ("), "\(transfer)")
+        #expect(seconds >= 2 && seconds < 6 * slowdown, "paused after \(seconds) s")
+        let bytes = transfer["bytes"] as? Int ?? 0
+        #expect(bytes > 0 && bytes < 100, "some bytes arrived, slowly: \(bytes)")
+        #expect(sizeOf(out.file("file.bin.part")) == bytes, "the part is kept")
+        let tasks = daemon.status("fetcher")["tasks"] as? [[String: Any]]
+        #expect(tasks?.isEmpty == true, "\(tasks ?? [])")
+        daemon.expectHealthy(comparedTo: baseline, label: "a trickling HTTP server")
     }
 
     @Test func anEmptyBodyIsAFinishedEmptyFile() throws {

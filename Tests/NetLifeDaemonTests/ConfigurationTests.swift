@@ -196,6 +196,17 @@ private func errors(_ text: String) -> [String] {
         #expect(errors("[app web]\nuser = nobody\n") == ["test.conf:2: user needs exec = PROGRAM in the same [app] section"])
     }
 
+    @Test func transferLimitsHaveDefaultsAndRanges() throws {
+        #expect(try parse("[daemon]\n").transferLimits == TransferLimits(idleTimeout: .seconds(60), lowSpeedLimit: 100, lowSpeedTime: .seconds(60)))
+        let set = try parse("[daemon]\ntransfer-idle-timeout = 250ms\ntransfer-low-speed-limit = 0\ntransfer-low-speed-time = 2m\n")
+        #expect(set.transferLimits == TransferLimits(idleTimeout: .milliseconds(250), lowSpeedLimit: 0, lowSpeedTime: .seconds(120)))
+        #expect(errors("[daemon]\ntransfer-idle-timeout = 0\n") == ["test.conf:2: transfer-idle-timeout must be between 100ms and 24h, got '0'"])
+        #expect(errors("[daemon]\ntransfer-low-speed-time = 50ms\n") == ["test.conf:2: transfer-low-speed-time must be between 100ms and 24h, got '50ms'"])
+        for bad in ["-1", "1k", "", "1073741825", "99999999999999999999"] {
+            #expect(errors("[daemon]\ntransfer-low-speed-limit = \(bad)\n").first?.hasPrefix("test.conf:2: transfer-low-speed-limit must be a whole number") == true, "\(bad)")
+        }
+    }
+
     @Test func keepaliveMustReachKeepaliveMin() {
         let below = errors("[daemon]\nkeepalive-min = 30s\n[app a]\n[socket a.s]\nconnect = 127.0.0.1:9\nprotocol = line\nkeepalive = 10s\nkeepalive-message = PING\n")
         #expect(below == ["test.conf:7: keepalive must be between 30s and 24h, got '10s'"])

@@ -1,6 +1,6 @@
 // Servers that misbehave in the ways the downloader must survive, written in Python (standard library only)
 // on raw sockets so that each misbehaviour is exact: an HTTP server that accepts and never answers, sends a
-// head and part of the body and falls silent, sends an empty body, or answers a resume with 416 and a HEAD
+// head and part of the body and falls silent, trickles a byte at a time, sends an empty body, or answers a resume with 416 and a HEAD
 // whose length contradicts what it announced; and an FTP server that never greets, says `150` and falls
 // silent, sends the data but never `226`, or serves an empty file. Each listens on 127.0.0.1 port 0, prints
 // the port it got, logs each request (`GET bytes=300000-`, `CMD RETR file.bin`) to `requests.log`, and is
@@ -17,6 +17,8 @@ final class MisbehavingServer {
         case silentAfterAccept = "silent-after-accept"
         /// Answers 200 with the whole length and a strong ETag, sends `cut` bytes, then holds the connection.
         case silentAfterHead = "silent-after-head"
+        /// Answers 200 with the whole length, then sends one byte every 200 ms: never idle, always slow.
+        case trickle
         /// Answers 200 with `Content-Length: 0` and a strong ETag.
         case emptyBody = "empty-body"
         /// The first GET as `silentAfterHead`; any GET with Range gets 416 `bytes */CUT`; a HEAD gets 200 with the
@@ -133,6 +135,12 @@ final class MisbehavingServer {
                         state["gets"] += 1
                     first = state["gets"] == 1
                 base = [("ETag", '"v1"'), ("Accept-Ranges", "bytes"), ("Connection", "close")]
+                if mode == "trickle":
+                    answer(conn, "200 OK", base + [("Content-Length", str(len(data)))])
+                    for byte in data:
+                        time.sleep(0.2)
+                        conn.sendall(bytes([byte]))
+                    return
                 if mode == "empty-body":
                     return answer(conn, "200 OK", base + [("Content-Length", "0")])
                 if mode == "silent-after-head" or (method == "GET" and rng == "-" and first):
