@@ -1,8 +1,9 @@
 // One resumable HTTP download on the event loop: the thin shell of ResumableDownload. It connects
 // (OutboundConnector), writes the request, reads the response with HTTPResponseParser and ChunkedDecoder,
 // appends the body to `OUTPUT.part`, keeps the record in `OUTPUT.part.meta` (write, fsync, rename), checks
-// a digest in slices across loop turns, and renames the file into place. The decisions (Range, If-Range,
-// what a 200, 206 or 416 means) are the machine's.
+// a digest in slices across loop turns, and renames the file into place (only at the entity's length). Each
+// request is held to the transfer limits (TransferPace) from connecting to its body's end: a limit hit is a
+// broken connection, a pause. The decisions (Range, If-Range, what a 200, 206 or 416 means) are the machine's.
 
 @preconcurrency import Glibc
 import NetLife

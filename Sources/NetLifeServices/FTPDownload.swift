@@ -1,8 +1,9 @@
 // One FTP download on the event loop: the thin shell of FTPDownloadSession. It keeps the control connection
 // (replies cut by FTPReplyParser, commands written with CRLF) and the passive data connection (connected to
 // the control connection's peer at the port the server names, its bytes appended to `OUTPUT.part`), and the
-// part and its record through PartFile, as the HTTP shell does. The decisions (REST or not, EPSV or PASV,
-// when the file is complete) are the session's.
+// part and its record through PartFile, as the HTTP shell does. Bytes on either connection count towards the
+// transfer limits (TransferPace), watched from connecting to the final reply. The decisions (REST or not,
+// EPSV or PASV, when the file is complete) are the session's.
 
 import NetLife
 import NetLifeEvent

@@ -1,7 +1,8 @@
 // One resumable HTTP upload on the event loop: the thin shell of ResumableUpload. It connects (HostConnector),
 // writes each request's head and then the file's bytes as a libevent file segment (sendfile: the file is
 // never read into memory), reads response heads with HTTPResponseParser (104 progress included), keeps the
-// record (write, fsync, rename) and checks before each body that the file is still the one being sent. The
+// record (write, fsync, rename) and checks before each body that the file is still the one being sent. Each
+// request is held to the transfer limits (TransferPace), counting the bytes the server takes and sends. The
 // decisions (create, HEAD for the offset, PATCH from it, what a 409 or a 404 means) are the machine's.
 
 @preconcurrency import Glibc
