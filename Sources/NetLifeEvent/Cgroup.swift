@@ -27,10 +27,13 @@ public struct CgroupLayout: Equatable, Sendable {
     public var unified: Hierarchy?
     /// The v1 freezer hierarchy, likewise.
     public var freezer: Hierarchy?
+    /// The v1 memory hierarchy, likewise (a hybrid layout accounts memory there, not in cgroup2).
+    public var memory: Hierarchy?
 
-    public init(unified: Hierarchy?, freezer: Hierarchy?) {
+    public init(unified: Hierarchy?, freezer: Hierarchy?, memory: Hierarchy? = nil) {
         self.unified = unified
         self.freezer = freezer
+        self.memory = memory
     }
 
     /// The longest text of /proc/self/cgroup or /proc/self/mountinfo read (a machine with thousands of
@@ -42,18 +45,22 @@ public struct CgroupLayout: Equatable, Sendable {
     public init(procSelfCgroup: String, mountinfo: String) {
         var unifiedPath: String?
         var freezerPath: String?
+        var memoryPath: String?
         for line in procSelfCgroup.split(separator: "\n", omittingEmptySubsequences: true) {
             // ID:CONTROLLERS:PATH; the path may itself contain colons.
             let parts = line.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
             guard parts.count == 3, parts[2].hasPrefix("/") else { continue }
             if parts[0] == "0" && parts[1].isEmpty {
                 unifiedPath = String(parts[2])
-            } else if parts[1].split(separator: ",").contains("freezer") {
-                freezerPath = String(parts[2])
+            } else {
+                let controllers = parts[1].split(separator: ",")
+                if controllers.contains("freezer") { freezerPath = String(parts[2]) }
+                if controllers.contains("memory") { memoryPath = String(parts[2]) }
             }
         }
         var unified: Hierarchy?
         var freezer: Hierarchy?
+        var memory: Hierarchy?
         for line in mountinfo.split(separator: "\n", omittingEmptySubsequences: true) {
             guard let mount = MountinfoLine(line) else { continue }
             // A later mount on the same point hides an earlier one: the last that fits wins.
@@ -63,8 +70,12 @@ public struct CgroupLayout: Equatable, Sendable {
                       let path = freezerPath, let found = mount.hierarchy(for: path) {
                 freezer = found
             }
+            if mount.fileSystem == "cgroup", mount.superOptions.contains("memory"),
+               let path = memoryPath, let found = mount.hierarchy(for: path) {
+                memory = found
+            }
         }
-        self.init(unified: unified, freezer: freezer)
+        self.init(unified: unified, freezer: freezer, memory: memory)
     }
 
     /// The layout of this process. The corresponding files are /proc/self/cgroup and /proc/self/mountinfo.
@@ -203,15 +214,16 @@ public final class ProcessCgroup {
         }
     }
 
-    /// A fresh name for an app's cgroup, `netlife-APP-XXXXXXXX`: the app's name with anything but letters,
-    /// digits, `-` and `_` replaced by `_` (at most 64 bytes), and 32 random bits.
-    public static func name(forApp app: String) -> String {
+    /// A fresh name for an app's cgroup, `netlife-APP-XXXXXXXX` (`netlife-APP-rRUN-XXXXXXXX` for run RUN):
+    /// the app's name with anything but letters, digits, `-` and `_` replaced by `_` (at most 64 bytes), and
+    /// 32 random bits, so that no run's cgroup is ever another's, nor one a previous netlifed left.
+    public static func name(forApp app: String, run: Int? = nil) -> String {
         let safe = app.unicodeScalars.prefix(64).map { scalar -> Character in
             scalar.isASCII && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || scalar == "-" || scalar == "_")
                 ? Character(scalar) : "_"
         }
         let random = String(UInt32.random(in: 0...UInt32.max), radix: 16)
-        return "netlife-\(String(safe))-\(String(repeating: "0", count: 8 - random.count))\(random)"
+        return "netlife-\(String(safe))-\(run.map { "r\($0)-" } ?? "")\(String(repeating: "0", count: 8 - random.count))\(random)"
     }
 
     /// Whether netlifed may make cgroups in `directory` and move processes into them: the directory and its
@@ -303,10 +315,11 @@ public final class ProcessCgroup {
         }
     }
 
-    /// Sends SIGKILL to every member once. v2 writes `cgroup.kill` (kernel 5.14 and later: the kernel kills
-    /// forks under way too); v1, or a v2 kernel without `cgroup.kill`, asks the cgroup to freeze (so that
+    /// Sends SIGKILL to every member, and to every member of the cgroups below it, once. v2 writes
+    /// `cgroup.kill` (kernel 5.14 and later: the kernel kills the whole subtree, forks under way too); v1, or
+    /// a v2 kernel without `cgroup.kill`, asks the cgroup to freeze (descendants freeze with it, so that
     /// members stop forking; freezing is asynchronous, and a process forked before it took hold is caught by
-    /// the next round), signals each member, and thaws it so that they die. Members leave the cgroup as they
+    /// the next round), signals each member of the subtree, and thaws it so that they die. Members leave the cgroup as they
     /// exit, asynchronously: `killUntilEmpty(loop:timeout:_:)` repeats this until none is left.
     ///
     /// - Returns: how many members were signalled one by one (0 when `cgroup.kill` did it).
@@ -321,38 +334,18 @@ public final class ProcessCgroup {
             }
         }
         try freeze()
-        let pids = try members()
-        for pid in pids { _ = Glibc.kill(pid, SIGKILL) }
+        let count = signalSubtree(SIGKILL)
         try thaw()
-        return pids.count
+        return count
     }
 
-    /// The memory the cgroup uses, in bytes: v2's `memory.current` when the memory controller is enabled for
-    /// it, else the sum of the members' resident sets (`VmRSS` in /proc/PID/status).
-    public func memoryBytes() throws(SystemError) -> UInt64 {
-        if kind == .v2 {
-            do {
-                let text = try KernelFile.read(directory + "/memory.current", limit: 64)
-                if let bytes = UInt64(KernelFile.trimmed(String(decoding: text, as: UTF8.self))) { return bytes }
-            } catch where error.errno.rawValue == ENOENT {
-                // No memory controller here (a hybrid layout's unified hierarchy has none).
-            }
-        }
-        var total: UInt64 = 0
-        for pid in try members() {
-            // A member that exits meanwhile counts for nothing.
-            guard let status = try? KernelFile.read("/proc/\(pid)/status", limit: 64 * 1024) else { continue }
-            total += Self.residentBytes(status: String(decoding: status, as: UTF8.self)) ?? 0
-        }
-        return total
-    }
-
-    /// `VmRSS` of a /proc/PID/status text, in bytes (the kernel writes kB, meaning KiB).
-    static func residentBytes(status: String) -> UInt64? {
-        guard let value = KernelFile.field("VmRSS", in: status) else { return nil }
-        let parts = value.split(separator: " ")
-        guard let number = parts.first.flatMap({ UInt64($0) }), parts.count == 2, parts[1] == "kB" else { return nil }
-        return number.multipliedReportingOverflow(by: 1024).overflow ? nil : number * 1024
+    /// The memory the cgroup and its descendants use, in bytes: v2's `memory.current`, present when the
+    /// parent cgroup enables the memory controller for its children; nil without it (a hybrid layout's
+    /// cgroup2 has no controllers: `MemoryCgroup` counts there). No process's own files are read: a sum of
+    /// resident sets costs a /proc read per process and counts shared pages once per process.
+    public func memoryBytes() -> UInt64? {
+        guard kind == .v2, let text = try? KernelFile.read(directory + "/memory.current", limit: 64) else { return nil }
+        return UInt64(KernelFile.trimmed(String(decoding: text, as: UTF8.self)))
     }
 
     /// Removes the cgroup, which must be empty (EBUSY otherwise). Calling it again does nothing.
@@ -377,14 +370,15 @@ extension ProcessCgroup {
         }, done: done)
     }
 
-    /// Kills every member (`kill()`), then again at each poll while members are left, until the cgroup is
-    /// empty (`done(true)`) or `timeout` passes (`done(false)`). Close the returned timer to stop.
+    /// Kills every member of the subtree (`kill()`), then again at each poll while members are left, until
+    /// the cgroup and every cgroup below it are empty (`done(true)`) or `timeout` passes (`done(false)`).
+    /// Close the returned timer to stop.
     @discardableResult
     public func killUntilEmpty(loop: EventLoop, timeout: Duration, _ done: @escaping (Bool) -> Void) -> EventTimer {
         _ = try? kill()
         return Self.poll(loop: loop, timeout: timeout, check: { [weak self] in
-            guard let self, let members = try? self.members() else { return nil }
-            if members.isEmpty { return true }
+            guard let self else { return nil }
+            if self.subtreeMemberCount() == 0 { return true }
             _ = try? self.kill()
             return nil
         }, done: done)
