@@ -214,6 +214,7 @@ public final class App {
             case .enterState(let newState, _):
                 enter(newState)
             case .perform(.policy(let step), _):
+                if step == .startProgram, waitForEarlierRuns() { return }
                 perform(step)
             case .perform(.program, let event):
                 sockets.startAccepting(on: loop)
@@ -343,6 +344,18 @@ public final class App {
         if state == .background { for listener in handed { listener.close() } }
     }
 
+    /// A launch while an earlier run of the program still ends (a terminate's grace, a cgroup still
+    /// emptying) waits for it, under the launch budget, then starts the program and goes on; returns whether
+    /// the pipeline waits.
+    private func waitForEarlierRuns() -> Bool {
+        guard let program else { return false }
+        return program.afterEarlierRunsEnd { [weak self] in
+            guard let self, pipeline != nil else { return }
+            perform(.startProgram)
+            advancePipeline()
+        }
+    }
+
     /// Tells the program the stage; whether the pipeline waits for its answer.
     private func deliverToProgram(_ event: LifecycleEvent) -> Bool {
         guard let program, program.isRunning, let pipeline else { return false }
@@ -417,7 +430,8 @@ public final class App {
     /// Stops everything the app runs: hooks (killed and abandoned), sockets, tasks, timers.
     private func tearDown(closing mode: Connection.CloseMode) {
         hooks.killAll()
-        if let program, program.isRunning {
+        // Also when it does not run: an earlier run may still be ending, or a launch waiting for it.
+        if let program {
             if mode == .now { program.kill() } else { program.stop(grace: configuration.budgets.terminate) }
         }
         sockets.closeAll(mode)

@@ -58,6 +58,11 @@ public protocol AppProgram: AnyObject {
     var isGone: Bool { get }
     /// Whether the program has said hello on the protocol: its stages are then awaited.
     var speaksProtocol: Bool { get }
+    /// Calls `done` once nothing of an earlier run of the program is left, and returns true, when one is
+    /// still ending (asked to stop and within its grace, or its cgroup still emptying); returns false, and
+    /// never calls `done`, when none is. `done` is not called after `stop()` or `kill()`. A launch waits for
+    /// this before `start`, so that the new run never shares its listeners with the old one.
+    func afterEarlierRunsEnd(_ done: @escaping () -> Void) -> Bool
     /// Starts the program with `listeners` (name and netlifed's descriptor, in order) at descriptors 3, 4, ...
     func start(listeners: [(name: String, fd: CInt)]) throws(SystemError)
     /// Tells the program a stage of a transition. Returns true when an answer is awaited: `answered` is then
@@ -69,13 +74,20 @@ public protocol AppProgram: AnyObject {
     /// Freezes every process of the program (no code of it runs); `thaw()` undoes it.
     func freeze()
     func thaw()
-    /// Asks the program to end (SIGTERM), and kills whatever is left of it after `grace`.
+    /// Asks the program to end (SIGTERM), and kills whatever is left of it after `grace`; stops waiting for
+    /// earlier runs (`afterEarlierRunsEnd`).
     func stop(grace: Duration)
-    /// Kills every process of the program now (the watchdog).
+    /// Kills every process of the program now (the watchdog), earlier runs still ending included, and stops
+    /// waiting for them.
     func kill()
     /// Resets the program's TCP connections (reclaim of a suspended app), except those it declared VoIP;
     /// returns how many were reset.
     func reclaimSockets() -> Int
     /// What `status` shows.
     var status: ProgramStatus { get }
+}
+
+extension AppProgram {
+    /// A program whose runs leave nothing behind once they exit has no earlier run to wait for.
+    public func afterEarlierRunsEnd(_ done: @escaping () -> Void) -> Bool { false }
 }

@@ -4,7 +4,9 @@
 // cgroup of its own (ProcessCgroup: v2, else the v1 freezer, else only a process group with SIGSTOP, with a
 // warning), freezes and thaws it, ends it (SIGTERM, then the whole cgroup killed) and resets its TCP
 // connections through pidfd_getfd (ProcessSockets). The lifecycle protocol's rules are
-// LifecycleChannelState's; this class carries its lines.
+// LifecycleChannelState's; this class carries its lines. Each start is a ProgramRun of its own: the current
+// run is the one the app drives; runs asked to end, or whose main process exited, are kept until nothing of
+// them is left, and a launch waits for them (`afterEarlierRunsEnd`).
 
 @preconcurrency import Glibc
 import NetLife
@@ -21,18 +23,18 @@ final class ProcessProgram: AppProgram {
     private let environment: [String: String]
     private unowned let loop: EventLoop
     private let logger: Logger
-    private var child: ChildProcess?
-    private var cgroup: ProcessCgroup?
-    private var cleanup: EventTimer?
+    /// The run the app drives: started, not asked to end, its main process not seen to exit.
+    private var current: ProgramRun?
+    /// Earlier runs still ending: asked to end, or their cgroups still emptying.
+    private var endingRuns: [ProgramRun] = []
+    /// How many runs were started (the next run's number is one more).
+    private var runCount = 0
+    /// Called once no earlier run is left (a launch waiting for them).
+    private var afterRunsEnd: (() -> Void)?
     private var channel = LifecycleChannelState()
     private var channelSession: LifecycleChannelSession?
     /// Called when the stage awaited is answered.
     private var answered: (() -> Void)?
-    /// Set once netlifed asked the program to end: its exit is then expected and not reported.
-    private var ending = false
-    private var stopTimer: EventTimer?
-    private var frozen = false
-    private var warnedAboutStop = false
 
     init(app: String, configuration: ProgramConfiguration, environment: [String: String], loop: EventLoop, logger: Logger) {
         self.app = app
@@ -42,11 +44,20 @@ final class ProcessProgram: AppProgram {
         self.logger = logger.labeled("app \(app) program")
     }
 
-    var isRunning: Bool { child?.exitStatus == nil && child != nil }
+    var isRunning: Bool { current?.isRunning ?? false }
     var speaksProtocol: Bool { channel.isSubscribed && !channel.isClosed }
-    var isGone: Bool { !isRunning && cgroup == nil }
+    var isGone: Bool { current == nil && endingRuns.isEmpty }
 
     // MARK: Starting
+
+    func afterEarlierRunsEnd(_ done: @escaping () -> Void) -> Bool {
+        guard current == nil, !endingRuns.isEmpty else { return false }
+        let left = endingRuns.reduce(0) { $0 + $1.memberCount }
+        logger.notice("waiting for run \(endingRuns.map { String($0.number) }.joined(separator: ", ")) to end "
+                      + "(\(left) process(es) left) before starting run \(runCount + 1)")
+        afterRunsEnd = done
+        return true
+    }
 
     func start(listeners: [(name: String, fd: CInt)]) throws(SystemError) {
         guard !isRunning else { return }
@@ -54,14 +65,14 @@ final class ProcessProgram: AppProgram {
         // script's exit 127 after a cgroup was made for it. The script's PATH is the program's.
         let searchPath = configuration.environment["PATH"] ?? self.environment["PATH"]
         _ = try ChildProcess.locateProgram(configuration.arguments[0], searchPath: searchPath, directory: configuration.workingDirectory)
-        reset()
-        let cgroup = makeCgroup()
-        self.cgroup = cgroup
+        resetChannel()
+        runCount += 1
+        let run = makeRun(number: runCount)
         var pair: [CInt] = [-1, -1]
         do {
             try sys("socketpair") { socketpair(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0, &pair) }
         } catch {
-            removeCgroup()
+            run.abandon()
             throw error
         }
         defer { if pair[1] >= 0 { Glibc.close(pair[1]) } }
@@ -70,24 +81,23 @@ final class ProcessProgram: AppProgram {
         environment["NETLIFE_APP"] = app
         environment["NETLIFE_EVENTS"] = String(ChildLaunchOptions.firstDescriptor + CInt(listeners.count))
         let options = ChildLaunchOptions(descriptors: listeners.map(\.fd) + [pair[1]], listenerNames: listeners.map(\.name),
-                                         workingDirectory: configuration.workingDirectory,
-                                         joinCgroups: cgroup.map { [$0.directory] } ?? [],
+                                         workingDirectory: configuration.workingDirectory, joinCgroups: run.joinFiles,
                                          user: configuration.user.map { ChildUser(uid: $0.uid, gid: $0.gid) })
         let logger = self.logger
+        run.onExit = { [weak self] run, status in self?.exited(run, status) }
+        run.onGone = { [weak self] run in self?.gone(run) }
         do throws(SystemError) {
-            child = try ChildProcess(loop: loop, arguments: configuration.arguments, environment: environment, options: options,
-                                     onOutput: { output in
-                                         switch output {
-                                         case .line(let text): logger.info(text)
-                                         case .dropped(let count): logger.warning("dropped \(count) lines of output")
-                                         }
-                                     },
-                                     onExit: { [weak self] status in self?.exited(status) })
+            try run.launch(arguments: configuration.arguments, environment: environment, options: options) { output in
+                switch output {
+                case .line(let text): logger.info(text)
+                case .dropped(let count): logger.warning("dropped \(count) lines of output")
+                }
+            }
         } catch {
             Glibc.close(pair[0])
-            removeCgroup()
             throw error
         }
+        current = run
         do {
             let session = try LifecycleChannelSession(loop: loop, fd: pair[0]) { [weak self] bytes in self?.received(bytes) }
                 closed: { [weak self] in self?.perform(self?.channel.peerClosed() ?? []) }
@@ -96,38 +106,50 @@ final class ProcessProgram: AppProgram {
             Glibc.close(pair[0])
             logger.warning("the lifecycle channel could not be set up (\(error)): the program runs without it")
         }
-        let where_ = cgroup.map { "in \($0.directory)" } ?? "in its own process group"
+        let where_ = run.cgroup.map { "in \($0.directory)" } ?? "in its own process group"
         let as_ = configuration.user.map { " as \($0.name)" } ?? ""
-        logger.notice("started \(configuration.arguments[0])\(as_) (pid \(child?.pid ?? 0)) \(where_) with \(listeners.count) listener(s)")
+        logger.notice("started \(configuration.arguments[0])\(as_) (run \(run.number), pid \(run.pid ?? 0)) \(where_) with \(listeners.count) listener(s)")
     }
 
-    private func makeCgroup() -> ProcessCgroup? {
+    /// A new run with its cgroups: cgroup2, else the v1 freezer, else none (a warning says why); and a v1
+    /// memory cgroup when its cgroup accounts no memory but the v1 memory hierarchy is writable.
+    private func makeRun(number: Int) -> ProgramRun {
+        let layout: CgroupLayout?
         let choice: CgroupChoice
         do {
-            choice = try CgroupLayout.current().choose(isWritable: ProcessCgroup.isWritable)
+            let found = try CgroupLayout.current()
+            layout = found
+            choice = found.choose(isWritable: ProcessCgroup.isWritable)
         } catch {
+            layout = nil
             choice = .processGroup(reason: "cannot read the cgroup layout: \(error)")
         }
+        let name = ProcessCgroup.name(forApp: app, run: number)
+        var cgroup: ProcessCgroup?
         do {
-            if let made = try ProcessCgroup.create(named: ProcessCgroup.name(forApp: app), in: choice) { return made }
+            cgroup = try ProcessCgroup.create(named: name, in: choice)
         } catch {
             logger.warning("cannot create a cgroup (\(error))")
         }
-        if case .processGroup(let reason) = choice {
+        if cgroup == nil, case .processGroup(let reason) = choice {
             logger.warning("no cgroup (\(reason)): the program is held in a process group, frozen with SIGSTOP, which it can observe")
         }
-        return nil
+        var memory: MemoryCgroup?
+        if let cgroup, cgroup.memoryBytes() == nil, let parent = layout?.memory?.directory, ProcessCgroup.isWritable(parent) {
+            do {
+                memory = try MemoryCgroup(creating: parent + "/" + name)
+            } catch {
+                logger.warning("cannot create a memory cgroup (\(error)): status shows no memory figure")
+            }
+        }
+        return ProgramRun(number: number, cgroup: cgroup, memory: memory, loop: loop, logger: logger)
     }
 
-    private func reset() {
+    private func resetChannel() {
         channel = LifecycleChannelState()
         channelSession?.close()
         channelSession = nil
         answered = nil
-        ending = false
-        frozen = false
-        stopTimer?.close()
-        stopTimer = nil
     }
 
     // MARK: The protocol
@@ -182,95 +204,53 @@ final class ProcessProgram: AppProgram {
 
     // MARK: Freezing, ending
 
-    func freeze() {
-        guard isRunning, !frozen else { return }
-        frozen = true
-        if let cgroup {
-            do { try cgroup.freeze() } catch { logger.error("cannot freeze \(cgroup.directory): \(error)") }
-        } else {
-            child?.signalGroup(SIGSTOP)
-        }
-    }
+    func freeze() { current?.freeze() }
 
-    func thaw() {
-        guard frozen else { return }
-        frozen = false
-        if let cgroup {
-            do { try cgroup.thaw() } catch { logger.error("cannot thaw \(cgroup.directory): \(error)") }
-        } else {
-            child?.signalGroup(SIGCONT)
-        }
-    }
+    func thaw() { current?.thaw() }
 
     func stop(grace: Duration) {
-        guard isRunning, !ending else { return }
-        ending = true
+        afterRunsEnd = nil
         answered = nil
-        thaw()
-        if let cgroup, let members = try? cgroup.members() {
-            for pid in members { Glibc.kill(pid, SIGTERM) }
-        } else {
-            child?.signalGroup(SIGTERM)
-        }
-        stopTimer = loop.schedule(after: grace) { [weak self] in
-            guard let self, isRunning else { return }
-            logger.warning("still running \(grace) after SIGTERM: killed")
-            killAll()
-        }
+        guard let run = current else { return }
+        retire(run)
+        run.terminate(grace: grace)
     }
 
     func kill() {
-        guard isRunning || cgroup != nil else { return }
-        ending = true
+        afterRunsEnd = nil
         answered = nil
-        killAll()
+        if let run = current { retire(run) }
+        for run in endingRuns { run.kill() }
     }
 
-    private func killAll() {
-        frozen = false
+    /// The current run becomes an ending one: the app's protocol with it ends.
+    private func retire(_ run: ProgramRun) {
+        current = nil
         channelSession?.close()
         channelSession = nil
-        if let cgroup {
-            cleanup?.close()
-            cleanup = cgroup.killUntilEmpty(loop: loop, timeout: .seconds(5)) { [weak self] empty in
-                guard let self else { return }
-                if !empty { logger.error("processes are left in \(cgroup.directory) after SIGKILL") }
-            }
-        }
-        // The main process too (in a process group only, or faster than the cgroup round).
-        child?.signalGroup(SIGCONT)
-        child?.signalGroup(SIGKILL)
+        if !run.isGone { endingRuns.append(run) }
     }
 
-    private func exited(_ status: ChildExitStatus) {
-        stopTimer?.close()
-        stopTimer = nil
-        channelSession?.close()
-        channelSession = nil
-        frozen = false
-        let expected = ending
-        // What it left behind goes with it, then the cgroup.
-        if let cgroup {
-            cleanup?.close()
-            cleanup = cgroup.killUntilEmpty(loop: loop, timeout: .seconds(5)) { [weak self] _ in self?.removeCgroup() }
-        }
-        logger.notice("the program exited: \(status)")
+    private func exited(_ run: ProgramRun, _ status: ChildExitStatus) {
+        let unexpected = run === current
+        logger.notice("run \(run.number) (pid \(run.child?.pid ?? 0)) ended: \(status)\(unexpected ? "" : (run.isEnding ? " (asked to end)" : ""))")
+        guard unexpected else { return }
         answered = nil
-        if !expected { onExit?(status) }
+        retire(run)
+        onExit?(status)
     }
 
-    private func removeCgroup() {
-        cleanup?.close()
-        cleanup = nil
-        guard let cgroup else { return }
-        self.cgroup = nil
-        do { try cgroup.remove() } catch { logger.warning("cannot remove \(cgroup.directory): \(error)") }
+    private func gone(_ run: ProgramRun) {
+        endingRuns.removeAll { $0 === run }
+        guard endingRuns.isEmpty, let done = afterRunsEnd else { return }
+        afterRunsEnd = nil
+        done()
     }
 
     // MARK: Reclaim, status
 
     func reclaimSockets() -> Int {
-        guard isRunning, let child, let pidfd = child.processDescriptor else { return 0 }
+        guard let run = current, run.isRunning, let child = run.child, let pidfd = child.processDescriptor else { return 0 }
         do {
             let report = try ProcessSockets.reclaim(pid: child.pid, pidfd: pidfd, sparing: channel.voipDescriptors)
             for failure in report.failures { logger.warning("reclaim: \(failure)") }
@@ -284,17 +264,21 @@ final class ProcessProgram: AppProgram {
         }
     }
 
+    /// The current run's, else the newest ending run's figures: two small cgroup files per cgroup of its
+    /// subtree, whatever the number of processes.
     var status: ProgramStatus {
-        let members = (try? cgroup?.members())??.count ?? (isRunning ? 1 : 0)
-        let memory = (try? cgroup?.memoryBytes()).flatMap { $0 }.map { Int(clamping: $0) }
-        return ProgramStatus(pid: isRunning ? child?.pid : nil, cgroup: cgroup?.directory,
-                             containment: cgroup.map { $0.kind == .v2 ? "cgroup-v2" : "cgroup-v1-freezer" } ?? "process-group",
-                             frozen: frozen, memoryBytes: memory, speaksProtocol: speaksProtocol, members: members)
+        guard let run = current ?? endingRuns.last else {
+            return ProgramStatus(pid: nil, cgroup: nil, containment: "process-group", frozen: false, memoryBytes: nil,
+                                 speaksProtocol: false, members: 0)
+        }
+        return ProgramStatus(pid: current?.pid, cgroup: run.cgroup?.directory, containment: run.containment,
+                             frozen: run.isFrozen, memoryBytes: run.memoryBytes, speaksProtocol: current != nil && speaksProtocol,
+                             members: run.memberCount)
     }
 
     deinit {
-        stopTimer?.close()
-        cleanup?.close()
+        current?.close()
+        for run in endingRuns { run.close() }
         channelSession?.close()
     }
 }
