@@ -428,6 +428,31 @@ enum KernelFile {
         return bytes
     }
 
+    /// The number of newlines in a file's first `limit` bytes (about), read in 64 KiB chunks that are
+    /// counted where they lie. The corresponding C functions are `open`, `read` and `memchr`.
+    static func countLines(_ path: String, limit: Int) throws(SystemError) -> Int {
+        let fd = try sys("open(\(path))") { open(path, O_RDONLY | O_CLOEXEC) }
+        defer { Glibc.close(fd) }
+        var lines = 0
+        var total = 0
+        let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 1)
+        defer { chunk.deallocate() }
+        guard let base = chunk.baseAddress else { return 0 }
+        while total < limit {
+            let count = try sys("read(\(path))") { Glibc.read(fd, base, chunk.count) }
+            if count == 0 { break }
+            total += count
+            var cursor = base
+            var left = count
+            while left > 0, let found = memchr(cursor, Int32(UInt8(ascii: "\n")), left) {
+                lines += 1
+                left -= found - cursor + 1
+                cursor = found + 1
+            }
+        }
+        return lines
+    }
+
     /// Writes `text` to a file in one `write`, as the kernel's control files want it.
     /// The corresponding C functions are `open` and `write`.
     static func write(_ path: String, _ text: String) throws(SystemError) {

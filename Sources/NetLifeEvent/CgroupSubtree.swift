@@ -52,14 +52,14 @@ extension ProcessCgroup {
     }
 
     /// How many processes the cgroup and every cgroup below it hold: the lines of their `cgroup.procs`,
-    /// counted without parsing a pid (a few microseconds for thousands of processes; nothing of /proc is read).
+    /// counted in place without parsing a pid; nothing of /proc is read. The kernel writes the list at
+    /// about 0.4 µs a process (0.8 ms for 2,000), so a count stops at `maxMembers`.
     public func subtreeMemberCount() -> Int {
         var count = 0
-        for directory in subtree() {
-            guard let text = try? KernelFile.read(directory + "/cgroup.procs", limit: Self.maxMembers * 8) else { continue }
-            count += text.reduce(0) { $0 + ($1 == UInt8(ascii: "\n") ? 1 : 0) }
+        for directory in subtree() where count < Self.maxMembers {
+            count += (try? KernelFile.countLines(directory + "/cgroup.procs", limit: (Self.maxMembers - count) * 8)) ?? 0
         }
-        return count
+        return min(count, Self.maxMembers)
     }
 
     /// Sends `signal` to every process of the cgroup and of the cgroups below it; returns how many.

@@ -118,6 +118,13 @@ struct CgroupLayoutTests {
         #expect(name.hasPrefix("netlife-my_app____x-") && name.utf8.count == "netlife-my_app____x-".utf8.count + 8)
         #expect(!ProcessCgroup.name(forApp: String(repeating: "é", count: 100)).contains("é"))
         #expect(ProcessCgroup.name(forApp: "web", run: 12).hasPrefix("netlife-web-r12-"))
+        // cgroup.procs is counted by its newlines, across read chunks.
+        let path = "/tmp/netlife-lines-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        defer { unlink(path) }
+        let text = (1...20_000).map { "\($0)\n" }.joined()
+        #expect(FileManager.default.createFile(atPath: path, contents: Data(text.utf8)))
+        #expect((try? KernelFile.countLines(path, limit: 1 << 20)) == 20_000)
+        #expect((try? KernelFile.countLines("/dev/null", limit: 1 << 20)) == 0)
         #expect(ProcessCgroup.name(forApp: "web", run: 12) != ProcessCgroup.name(forApp: "web", run: 12))
     }
 }
