@@ -81,7 +81,7 @@ final class ProcessProgram: AppProgram {
         environment["NETLIFE_APP"] = app
         environment["NETLIFE_EVENTS"] = String(ChildLaunchOptions.firstDescriptor + CInt(listeners.count))
         let options = ChildLaunchOptions(descriptors: listeners.map(\.fd) + [pair[1]], listenerNames: listeners.map(\.name),
-                                         workingDirectory: configuration.workingDirectory, joinCgroups: run.joinFiles,
+                                         workingDirectory: configuration.workingDirectory, joinCgroups: run.joinDirectories,
                                          user: configuration.user.map { ChildUser(uid: $0.uid, gid: $0.gid) })
         let logger = self.logger
         run.onExit = { [weak self] run, status in self?.exited(run, status) }
@@ -111,8 +111,8 @@ final class ProcessProgram: AppProgram {
         logger.notice("started \(configuration.arguments[0])\(as_) (run \(run.number), pid \(run.pid ?? 0)) \(where_) with \(listeners.count) listener(s)")
     }
 
-    /// A new run with its cgroups: cgroup2, else the v1 freezer, else none (a warning says why); and a v1
-    /// memory cgroup when its cgroup accounts no memory but the v1 memory hierarchy is writable.
+    /// A new run with its cgroups: cgroup2, else the v1 freezer, else none (a warning says why); and v1
+    /// memory and pids cgroups where its cgroup accounts neither and those hierarchies are writable.
     private func makeRun(number: Int) -> ProgramRun {
         let layout: CgroupLayout?
         let choice: CgroupChoice
@@ -134,15 +134,23 @@ final class ProcessProgram: AppProgram {
         if cgroup == nil, case .processGroup(let reason) = choice {
             logger.warning("no cgroup (\(reason)): the program is held in a process group, frozen with SIGSTOP, which it can observe")
         }
-        var memory: MemoryCgroup?
-        if let cgroup, cgroup.memoryBytes() == nil, let parent = layout?.memory?.directory, ProcessCgroup.isWritable(parent) {
-            do {
-                memory = try MemoryCgroup(creating: parent + "/" + name)
-            } catch {
-                logger.warning("cannot create a memory cgroup (\(error)): status shows no memory figure")
+        // A cgroup2 without the memory or pids controller (a hybrid layout's) is joined by v1 cgroups of the
+        // same name that count for it.
+        var accounting: [AccountingCgroup] = []
+        if let cgroup {
+            let missing: [(AccountingCgroup.Controller, CgroupLayout.Hierarchy?)] = [
+                (.memory, cgroup.memoryBytes() == nil ? layout?.memory : nil),
+                (.pids, cgroup.taskCount() == nil ? layout?.pids : nil),
+            ]
+            for case let (controller, hierarchy?) in missing where ProcessCgroup.isWritable(hierarchy.directory) {
+                do {
+                    accounting.append(try AccountingCgroup(creating: hierarchy.directory + "/" + name, controller: controller))
+                } catch {
+                    logger.warning("cannot create a \(controller.rawValue) cgroup (\(error)): status counts without it")
+                }
             }
         }
-        return ProgramRun(number: number, cgroup: cgroup, memory: memory, loop: loop, logger: logger)
+        return ProgramRun(number: number, cgroup: cgroup, accounting: accounting, loop: loop, logger: logger)
     }
 
     private func resetChannel() {

@@ -15,8 +15,8 @@ final class ProgramRun {
     let number: Int
     /// Its cgroup, nil when it runs in a process group only.
     let cgroup: ProcessCgroup?
-    /// Its v1 memory cgroup, where cgroup2 has no memory accounting (a hybrid layout).
-    let memory: MemoryCgroup?
+    /// Its v1 memory and pids cgroups, where cgroup2 accounts neither (a hybrid layout).
+    let accounting: [AccountingCgroup]
     /// Its main process, once started.
     private(set) var child: ChildProcess?
     /// Whether netlifed has frozen it.
@@ -35,16 +35,19 @@ final class ProgramRun {
     private var stopTimer: EventTimer?
     private var cleanup: EventTimer?
     private var cleanupRounds = 0
+    /// The run itself from its launch until it is gone: an owner that lets go of it early (a reload that
+    /// drops its app) does not stop its cleanup, so its cgroups are still emptied and removed.
+    private var keepAlive: ProgramRun?
 
     /// How long one cleanup round kills and waits for the cgroup to empty; and how many rounds before what
     /// is left (a process stuck in the kernel) is given up on, so that the daemon can still exit.
     static let cleanupRound = Duration.seconds(5)
     static let maxCleanupRounds = 3
 
-    init(number: Int, cgroup: ProcessCgroup?, memory: MemoryCgroup?, loop: EventLoop, logger: Logger) {
+    init(number: Int, cgroup: ProcessCgroup?, accounting: [AccountingCgroup], loop: EventLoop, logger: Logger) {
         self.number = number
         self.cgroup = cgroup
-        self.memory = memory
+        self.accounting = accounting
         self.loop = loop
         self.logger = logger
     }
@@ -55,6 +58,7 @@ final class ProgramRun {
         do {
             child = try ChildProcess(loop: loop, arguments: arguments, environment: environment, options: options,
                                      onOutput: onOutput, onExit: { [weak self] status in self?.exited(status) })
+            keepAlive = self
         } catch {
             abandon()
             throw error
@@ -79,17 +83,27 @@ final class ProgramRun {
         cgroup.map { $0.kind == .v2 ? "cgroup-v2" : "cgroup-v1-freezer" } ?? "process-group"
     }
 
-    /// The processes in its cgroup and the cgroups below it (its main process alone in a process group):
-    /// the lines of `cgroup.procs`, no file of /proc.
-    var memberCount: Int { cgroup?.subtreeMemberCount() ?? (isRunning ? 1 : 0) }
+    /// Its members, in one small file whatever their number: the tasks the pids controller counts in its
+    /// cgroup subtree (processes, and the threads of multithreaded ones); where no pids controller counts
+    /// them, the processes `cgroup.procs` lists (O(processes) in the kernel); its main process alone in a
+    /// process group. No file of /proc is read.
+    var memberCount: Int {
+        guard let cgroup else { return isRunning ? 1 : 0 }
+        if let tasks = cgroup.taskCount() ?? accounting(.pids)?.count() { return Int(clamping: tasks) }
+        return cgroup.subtreeMemberCount()
+    }
 
     /// The memory its cgroup accounts, nil where no cgroup accounts memory.
     var memoryBytes: Int? {
-        (cgroup?.memoryBytes() ?? memory?.usageBytes()).map { Int(clamping: $0) }
+        (cgroup?.memoryBytes() ?? accounting(.memory)?.count()).map { Int(clamping: $0) }
     }
 
-    /// Every pid-owning cgroup file a new main process joins before it execs.
-    var joinFiles: [String] { [cgroup?.directory, memory?.directory].compactMap { $0 } }
+    private func accounting(_ controller: AccountingCgroup.Controller) -> AccountingCgroup? {
+        accounting.first { $0.controller == controller }
+    }
+
+    /// The cgroup directories a new main process joins before it execs.
+    var joinDirectories: [String] { (cgroup.map { [$0.directory] } ?? []) + accounting.map(\.directory) }
 
     // MARK: Freezing
 
@@ -185,9 +199,9 @@ final class ProgramRun {
                 removed = false
             }
         }
-        if let memory {
-            do { try memory.remove() } catch {
-                logger.warning("cannot remove \(memory.directory) yet: \(error)")
+        for cgroup in accounting {
+            do { try cgroup.remove() } catch {
+                logger.warning("cannot remove \(cgroup.directory) yet: \(error)")
                 removed = false
             }
         }
@@ -197,20 +211,18 @@ final class ProgramRun {
     private func finish() {
         guard !isGone else { return }
         isGone = true
+        keepAlive = nil
         let onGone = self.onGone
         self.onGone = nil
         onExit = nil
         onGone?(self)
     }
 
-    /// Stops every timer of the run (its owner is going away); its processes are killed.
+    /// Its owner is going away: nothing more is reported to it, and every process of the run is killed;
+    /// the run empties and removes its cgroups on its own (`keepAlive`).
     func close() {
-        stopTimer?.close()
-        stopTimer = nil
-        cleanup?.close()
-        cleanup = nil
         onExit = nil
         onGone = nil
-        if isRunning { kill() }
+        kill()
     }
 }

@@ -27,13 +27,15 @@ public struct CgroupLayout: Equatable, Sendable {
     public var unified: Hierarchy?
     /// The v1 freezer hierarchy, likewise.
     public var freezer: Hierarchy?
-    /// The v1 memory hierarchy, likewise (a hybrid layout accounts memory there, not in cgroup2).
+    /// The v1 memory and pids hierarchies, likewise (a hybrid layout accounts there, not in cgroup2).
     public var memory: Hierarchy?
+    public var pids: Hierarchy?
 
-    public init(unified: Hierarchy?, freezer: Hierarchy?, memory: Hierarchy? = nil) {
+    public init(unified: Hierarchy?, freezer: Hierarchy?, memory: Hierarchy? = nil, pids: Hierarchy? = nil) {
         self.unified = unified
         self.freezer = freezer
         self.memory = memory
+        self.pids = pids
     }
 
     /// The longest text of /proc/self/cgroup or /proc/self/mountinfo read (a machine with thousands of
@@ -46,6 +48,7 @@ public struct CgroupLayout: Equatable, Sendable {
         var unifiedPath: String?
         var freezerPath: String?
         var memoryPath: String?
+        var pidsPath: String?
         for line in procSelfCgroup.split(separator: "\n", omittingEmptySubsequences: true) {
             // ID:CONTROLLERS:PATH; the path may itself contain colons.
             let parts = line.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
@@ -56,11 +59,13 @@ public struct CgroupLayout: Equatable, Sendable {
                 let controllers = parts[1].split(separator: ",")
                 if controllers.contains("freezer") { freezerPath = String(parts[2]) }
                 if controllers.contains("memory") { memoryPath = String(parts[2]) }
+                if controllers.contains("pids") { pidsPath = String(parts[2]) }
             }
         }
         var unified: Hierarchy?
         var freezer: Hierarchy?
         var memory: Hierarchy?
+        var pids: Hierarchy?
         for line in mountinfo.split(separator: "\n", omittingEmptySubsequences: true) {
             guard let mount = MountinfoLine(line) else { continue }
             // A later mount on the same point hides an earlier one: the last that fits wins.
@@ -74,8 +79,12 @@ public struct CgroupLayout: Equatable, Sendable {
                let path = memoryPath, let found = mount.hierarchy(for: path) {
                 memory = found
             }
+            if mount.fileSystem == "cgroup", mount.superOptions.contains("pids"),
+               let path = pidsPath, let found = mount.hierarchy(for: path) {
+                pids = found
+            }
         }
-        self.init(unified: unified, freezer: freezer, memory: memory)
+        self.init(unified: unified, freezer: freezer, memory: memory, pids: pids)
     }
 
     /// The layout of this process. The corresponding files are /proc/self/cgroup and /proc/self/mountinfo.
@@ -341,10 +350,17 @@ public final class ProcessCgroup {
 
     /// The memory the cgroup and its descendants use, in bytes: v2's `memory.current`, present when the
     /// parent cgroup enables the memory controller for its children; nil without it (a hybrid layout's
-    /// cgroup2 has no controllers: `MemoryCgroup` counts there). No process's own files are read: a sum of
+    /// cgroup2 has no controllers: `AccountingCgroup` counts there). No process's own files are read: a sum of
     /// resident sets costs a /proc read per process and counts shared pages once per process.
     public func memoryBytes() -> UInt64? {
         guard kind == .v2, let text = try? KernelFile.read(directory + "/memory.current", limit: 64) else { return nil }
+        return UInt64(KernelFile.trimmed(String(decoding: text, as: UTF8.self)))
+    }
+
+    /// The tasks (processes and their threads) in the cgroup and its descendants: v2's `pids.current`,
+    /// present when the parent cgroup enables the pids controller for its children; nil without it.
+    public func taskCount() -> UInt64? {
+        guard kind == .v2, let text = try? KernelFile.read(directory + "/pids.current", limit: 64) else { return nil }
         return UInt64(KernelFile.trimmed(String(decoding: text, as: UTF8.self)))
     }
 

@@ -276,6 +276,31 @@ struct ProcessLifetimeTests {
     }
 
     @Test(.enabled(if: cgroupIsWritable, "no writable cgroup on this machine: process apps run in a process group"))
+    func aReloadThatRemovesAProgramIgnoringSIGTERMLeavesNothingOfIt() throws {
+        let scratch = TemporaryDirectory()
+        defer { scratch.remove() }
+        scratch.write("stubborn.sh", """
+            trap '' TERM
+            /bin/sh -c "trap '' TERM; sleep 1000 # \(scratch.path)" &
+            while :; do sleep 0.05; done
+
+            """)
+        let kept = scriptApp("kept", script: "/dev/null")
+        let daemon = try TestDaemon(config: "[daemon]\n" + kept + scriptApp("dropped", script: scratch.file("stubborn.sh"),
+                                                                            lines: "terminate-budget = 300ms"))
+        defer { daemon.stop() }
+        let cgroup = try #require(daemon.program("dropped")["cgroup"] as? String)
+        let parent = (cgroup as NSString).deletingLastPathComponent
+        #expect(waitUntil { !processesMentioning(scratch.path).isEmpty })
+        daemon.directory.write("netlifed.conf", "[daemon]\n" + kept)
+        let reload = daemon.ctl("reload")
+        #expect(reload.status == 0, "\(reload)")
+        #expect(waitUntil { cgroupDirectories(under: parent, prefix: "netlife-dropped-").isEmpty },
+                "left after the reload: \(cgroupDirectories(under: parent, prefix: "netlife-dropped-"))")
+        #expect(waitUntil { processesMentioning(scratch.path).isEmpty }, "left: \(processesMentioning(scratch.path))")
+    }
+
+    @Test(.enabled(if: cgroupIsWritable, "no writable cgroup on this machine: process apps run in a process group"))
     func aForkStormThatIgnoresSIGTERMEndsWithNothingLeft() throws {
         let scratch = TemporaryDirectory()
         defer { scratch.remove() }

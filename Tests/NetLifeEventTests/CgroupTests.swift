@@ -19,6 +19,10 @@ enum CgroupMachine {
         guard let directory = layout?.memory?.directory, ProcessCgroup.isWritable(directory) else { return nil }
         return directory
     }
+    static var pidsParent: String? {
+        guard let directory = layout?.pids?.directory, ProcessCgroup.isWritable(directory) else { return nil }
+        return directory
+    }
     static var v1Parent: String? {
         guard let directory = layout?.freezer?.directory, ProcessCgroup.isWritable(directory) else { return nil }
         return directory
@@ -32,16 +36,18 @@ struct CgroupLayoutTests {
         32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
         35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
         37 31 0:34 / /sys/fs/cgroup/freezer rw,relatime - cgroup cgroup rw,freezer
+        39 31 0:36 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids
         41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
         """
 
     @Test func aHybridLayoutHasBothHierarchies() {
-        let layout = CgroupLayout(procSelfCgroup: "9:name=systemd:/\n6:freezer:/\n4:memory:/process_api/a0\n0::/\n",
+        let layout = CgroupLayout(procSelfCgroup: "9:name=systemd:/\n8:pids:/\n6:freezer:/\n4:memory:/process_api/a0\n0::/\n",
                                   mountinfo: Self.hybridMountinfo)
         #expect(layout.unified == .init(mountPoint: "/sys/fs/cgroup/unified", cgroupPath: "/", directory: "/sys/fs/cgroup/unified"))
         #expect(layout.freezer == .init(mountPoint: "/sys/fs/cgroup/freezer", cgroupPath: "/", directory: "/sys/fs/cgroup/freezer"))
         #expect(layout.memory == .init(mountPoint: "/sys/fs/cgroup/memory", cgroupPath: "/process_api/a0",
                                        directory: "/sys/fs/cgroup/memory/process_api/a0"))
+        #expect(layout.pids == .init(mountPoint: "/sys/fs/cgroup/pids", cgroupPath: "/", directory: "/sys/fs/cgroup/pids"))
     }
 
     @Test func pureV2UnderSystemdFindsTheServiceDirectory() {
@@ -164,7 +170,7 @@ struct ProcessCgroupTests {
         let members = try cgroup.members()
         #expect(members.contains(child.pid), "the program joined the cgroup before it ran")
         #expect(members.count >= 2, "the setsid sleep is a member too: \(members)")
-        // A hybrid layout's cgroup2 accounts no memory (MemoryCgroup does, in v1).
+        // A hybrid layout's cgroup2 accounts no memory (AccountingCgroup does, in v1).
         if let bytes = cgroup.memoryBytes() { #expect(bytes > 0) }
 
         try cgroup.freeze()
@@ -239,21 +245,39 @@ struct ProcessCgroupTests {
     }
 
     @Test(.enabled(if: CgroupMachine.memoryParent != nil, "no writable v1 memory hierarchy here (a v2-only machine)"))
-    func aV1MemoryCgroupCountsItsMembersPagesOnce() throws {
+    func aV1MemoryCgroupCountsItsMembersPages() throws {
         let loop = try EventLoop()
         let parent = try #require(CgroupMachine.memoryParent)
-        let memory = try MemoryCgroup(creating: parent + "/" + ProcessCgroup.name(forApp: "unit", run: 1))
+        let memory = try AccountingCgroup(creating: parent + "/" + ProcessCgroup.name(forApp: "unit", run: 1), controller: .memory)
         defer { try? memory.remove() }
         var status: ChildExitStatus?
         let child = try ChildProcess(loop: loop, arguments: ["/bin/sh", "-c", "for i in 1 2 3 4 5 6 7 8; do sleep 60 & done; wait"],
                                      environment: ["PATH": "/usr/bin:/bin"], options: ChildLaunchOptions(joinCgroups: [memory.directory]),
                                      onOutput: { _ in }, onExit: { status = $0 })
-        #expect(runLoop(loop) { ProcessCgroup.subtree(of: memory.directory).count == 1 && !memory.isEmpty && (memory.usageBytes() ?? 0) > 0 })
+        let procs = memory.directory + "/cgroup.procs"
+        #expect(runLoop(loop) { (try? KernelFile.countLines(procs, limit: 4096)) == 9 && (memory.count() ?? 0) > 0 })
         child.signalGroup(SIGKILL)
-        #expect(runLoop(loop) { status != nil && memory.isEmpty })
+        #expect(runLoop(loop) { status != nil && (try? KernelFile.countLines(procs, limit: 4096)) == 0 })
         try memory.remove()
         #expect(access(memory.directory, F_OK) != 0)
         try memory.remove()   // again: nothing
+    }
+
+    @Test(.enabled(if: CgroupMachine.pidsParent != nil, "no writable v1 pids hierarchy here (a v2-only machine)"))
+    func aV1PidsCgroupCountsItsTasksWithoutListingThem() throws {
+        let loop = try EventLoop()
+        let parent = try #require(CgroupMachine.pidsParent)
+        let pids = try AccountingCgroup(creating: parent + "/" + ProcessCgroup.name(forApp: "unit", run: 1), controller: .pids)
+        defer { try? pids.remove() }
+        var status: ChildExitStatus?
+        let child = try ChildProcess(loop: loop, arguments: ["/bin/sh", "-c", "for i in 1 2 3 4 5 6 7 8; do sleep 60 & done; wait"],
+                                     environment: ["PATH": "/usr/bin:/bin"], options: ChildLaunchOptions(joinCgroups: [pids.directory]),
+                                     onOutput: { _ in }, onExit: { status = $0 })
+        #expect(runLoop(loop) { pids.count() == 9 })
+        child.signalGroup(SIGKILL)
+        #expect(runLoop(loop) { status != nil && pids.count() == 0 })
+        try pids.remove()
+        #expect(access(pids.directory, F_OK) != 0)
     }
 
     @Test(.enabled(if: CgroupMachine.v2Parent != nil, "no writable cgroup2 hierarchy here"))
