@@ -16,11 +16,12 @@ public struct ProgramStatus: Equatable, Sendable {
     public var containment: String
     /// Whether it is frozen now.
     public var frozen: Bool
-    /// The memory it uses (its cgroup's, else its processes' resident memory), when known.
+    /// The memory its cgroup's memory controller charges, when one counts for it (never a sum of the
+    /// processes' resident sets, which counts shared pages once per process). Memory pressure ranks by it.
     public var memoryBytes: Int?
     /// Whether it said hello on NETLIFE_EVENTS.
     public var speaksProtocol: Bool
-    /// The processes in its cgroup (or group).
+    /// The tasks in its cgroup subtree (pids controller), else the processes there, else 1 (process group).
     public var members: Int
 
     public init(pid: Int32?, cgroup: String?, containment: String, frozen: Bool, memoryBytes: Int?,

@@ -355,11 +355,14 @@ public struct ProgramInfo: Equatable, Sendable {
     /// `cgroup-v2`, `cgroup-v1-freezer` or `process-group`.
     public var containment: String
     public var frozen: Bool
-    /// Bytes of memory (the cgroup's, else the processes' resident memory).
+    /// Bytes of memory its cgroup's memory controller charges (v2 `memory.current`, or the v1 memory cgroup of
+    /// the same name on a hybrid layout); null where no memory controller counts for it.
     public var memory: Int?
     /// Whether it speaks the lifecycle protocol (said hello on NETLIFE_EVENTS).
     public var speaksProtocol: Bool
-    /// Processes in its cgroup (or process group).
+    /// Its cgroup subtree's tasks as the pids controller counts them (processes, and the threads of
+    /// multithreaded ones); without a pids controller, the processes in the subtree's `cgroup.procs`; 1 in
+    /// a process group. While a launch waits for an earlier run to end, that run's.
     public var members: Int
 
     public init(pid: Int?, cgroup: String?, containment: String, frozen: Bool, memory: Int?, speaksProtocol: Bool, members: Int) {
