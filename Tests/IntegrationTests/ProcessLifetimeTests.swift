@@ -276,6 +276,31 @@ struct ProcessLifetimeTests {
     }
 
     @Test(.enabled(if: cgroupIsWritable, "no writable cgroup on this machine: process apps run in a process group"))
+    func aRestartLoopWhoseChildrenIgnoreSIGTERMAndLeaveTheSessionEndsWithNothingLeft() throws {
+        let scratch = TemporaryDirectory()
+        defer { scratch.remove() }
+        // Each run leaves a child behind in a session of its own and fails at once: restarted after 100,
+        // 200, 400 ms...
+        scratch.write("loop.sh", """
+            setsid /bin/sh -c "trap '' TERM; sleep 1000; : \(scratch.path)" &
+            sleep 0.02
+            exit 3
+
+            """)
+        let daemon = try TestDaemon(config: "[daemon]\n" + scriptApp("looping", script: scratch.file("loop.sh"), lines: "restart = on-failure"))
+        defer { daemon.stop() }
+        let baseline = ResourceBaseline(daemon.probe)
+        #expect(waitUntil(timeout: 5) { daemon.log.components(separatedBy: "started /bin/sh").count > 4 }, "it was restarted")
+        #expect(processesMentioning(scratch.path).count <= 2, "each run's child ends with its run")
+        #expect(daemon.ctl("terminate", "looping").status == 0)
+        let parent = try #require(cgroup2MountPoint() ?? v1FreezerDirectory())
+        #expect(waitUntil { processesMentioning(scratch.path).isEmpty }, "left: \(processesMentioning(scratch.path))")
+        #expect(waitUntil { cgroupDirectories(under: parent, prefix: "netlife-looping-").isEmpty })
+        #expect(!daemon.log.contains("cannot remove"))
+        daemon.expectHealthy(comparedTo: baseline, label: "restart loop ended")
+    }
+
+    @Test(.enabled(if: cgroupIsWritable, "no writable cgroup on this machine: process apps run in a process group"))
     func aReloadThatRemovesAProgramIgnoringSIGTERMLeavesNothingOfIt() throws {
         let scratch = TemporaryDirectory()
         defer { scratch.remove() }
