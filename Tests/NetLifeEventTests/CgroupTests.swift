@@ -225,10 +225,11 @@ struct ProcessCgroupTests {
         #expect(mkdir(cgroup.directory + "/inner", 0o755) == 0 && mkdir(inner, 0o755) == 0)
         #expect(cgroup.subtree() == [inner, cgroup.directory + "/inner", cgroup.directory], "deepest first")
         var status: ChildExitStatus?
-        let child = try ChildProcess(loop: loop, arguments: ["/bin/sh", "-c", "trap 'exit 7' TERM; while :; do sleep 0.01; done"],
+        let child = try ChildProcess(loop: loop, arguments: ["/bin/sh", "-c", "trap 'exit 7' TERM; while :; do sleep 0.2; done"],
                                      environment: ["PATH": "/usr/bin:/bin"], options: ChildLaunchOptions(joinCgroups: [inner]),
                                      onOutput: { _ in }, onExit: { status = $0 })
-        #expect(runLoop(loop) { cgroup.subtreeMembers().contains(child.pid) })
+        // Its sleep is there once the trap is set (the pid joins before the shell runs).
+        #expect(runLoop(loop) { cgroup.subtreeMembers().contains(child.pid) && cgroup.subtreeMemberCount() >= 2 })
         #expect(try cgroup.members().isEmpty, "the cgroup's own cgroup.procs lists none of them")
         #expect(cgroup.subtreeMemberCount() >= 1)
         #expect(throws: SystemError.self) { try cgroup.remove() }
