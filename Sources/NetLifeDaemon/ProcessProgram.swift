@@ -117,7 +117,17 @@ final class ProcessProgram: AppProgram {
         let layout: CgroupLayout?
         let choice: CgroupChoice
         do {
-            let found = try CgroupLayout.current()
+            var found = try CgroupLayout.current()
+            // Apps' cgroups go beside netlifed's leaf, and get the memory and pids controllers where
+            // netlifed may enable them (CgroupDelegation).
+            if var unified = found.unified {
+                unified.directory = CgroupDelegation.appsDirectory(forOwn: unified.directory)
+                if ProcessCgroup.isWritable(unified.directory),
+                   let note = CgroupDelegation.prepare(directory: unified.directory, mountPoint: unified.mountPoint) {
+                    logger.notice(note)
+                }
+                found.unified = unified
+            }
             layout = found
             choice = found.choose(isWritable: ProcessCgroup.isWritable)
         } catch {

@@ -113,6 +113,27 @@ struct CgroupLayoutTests {
         #expect(none.contains("no cgroup2 or v1 freezer hierarchy"))
     }
 
+    @Test func netlifedEnablesTheAppsControllersOnlyWhereItIsAloneOrAtTheRoot() {
+        let me: Int32 = 4242
+        // systemd's Delegate=yes: the controllers are available, netlifed alone in its cgroup.
+        #expect(CgroupDelegation.plan(isRoot: false, controllers: "cpu io memory pids\n", subtreeControl: "\n",
+                                      procs: "4242\n", ownPid: me) == .moveToLeafThenEnable(["memory", "pids"]))
+        #expect(CgroupDelegation.plan(isRoot: false, controllers: "cpu memory pids\n", subtreeControl: "memory\n",
+                                      procs: "", ownPid: me) == .enable(["pids"]))
+        #expect(CgroupDelegation.plan(isRoot: true, controllers: "memory pids\n", subtreeControl: "\n",
+                                      procs: "1\n4242\n", ownPid: me) == .enable(["memory", "pids"]))
+        // A login session's scope (a shell beside it) is left alone, as is a hybrid layout's cgroup2.
+        #expect(CgroupDelegation.plan(isRoot: false, controllers: "memory pids\n", subtreeControl: "\n",
+                                      procs: "100\n4242\n", ownPid: me) == .notAlone)
+        #expect(CgroupDelegation.plan(isRoot: true, controllers: "hugetlb\n", subtreeControl: "\n", procs: "1\n", ownPid: me) == .none)
+        #expect(CgroupDelegation.plan(isRoot: false, controllers: "memory pids\n", subtreeControl: "memory pids\n",
+                                      procs: "4242\n", ownPid: me) == .none)
+        #expect(CgroupDelegation.appsDirectory(forOwn: "/sys/fs/cgroup/system.slice/netlifed.service/netlife-daemon")
+                == "/sys/fs/cgroup/system.slice/netlifed.service")
+        #expect(CgroupDelegation.appsDirectory(forOwn: "/sys/fs/cgroup/unified") == "/sys/fs/cgroup/unified")
+        #expect(CgroupDelegation.appsDirectory(forOwn: "/sys/fs/cgroup/x/my-netlife-daemon") == "/sys/fs/cgroup/x/my-netlife-daemon")
+    }
+
     @Test func freezeStatesMemoryAndNamesAreReadFromTheFiles() {
         #expect(ProcessCgroup.v2FreezeState(freeze: "1\n", events: "populated 1\nfrozen 1\n") == .frozen)
         #expect(ProcessCgroup.v2FreezeState(freeze: "1\n", events: "populated 1\nfrozen 0\n") == .freezing)
