@@ -153,15 +153,24 @@ public struct LifecycleChannelState: Sendable {
 
     // MARK: The program's side
 
-    /// The program closed its end: the stage awaited and the expiration handlers running are over, and the
-    /// app goes on without the protocol.
+    /// The program closed its end (or its shell cut it off): the stage awaited and the expiration handlers
+    /// running are over, the tasks it began end, and the app goes on without the protocol.
     public mutating func peerClosed() -> [Action] {
         guard !isClosed else { return [] }
+        return close()
+    }
+
+    /// The channel is over: the stage awaited completes, the expiration handlers running are finished, and
+    /// the tasks the program began end, since nobody is left to end them (a program cut off by a flood of
+    /// 1,024 tasks would otherwise hold them, and weigh on every `status`, until they expire).
+    private mutating func close() -> [Action] {
         isClosed = true
         var actions: [Action] = awaited.map { [.stageCompleted($0.event)] } ?? []
         actions += expiring.sorted().map(Action.expirationHandled)
+        actions += tasks.sorted().map(Action.endTask)
         awaited = nil
         expiring.removeAll()
+        tasks.removeAll()
         return actions
     }
 
@@ -276,13 +285,7 @@ public struct LifecycleChannelState: Sendable {
         errorCount += 1
         let answer = Action.send(Self.line(["error": .string(reason)]))
         guard errorCount >= Self.maxErrors else { return [answer] }
-        let stage = awaited
-        isClosed = true
-        awaited = nil
-        let handled = expiring.sorted().map(Action.expirationHandled)
-        expiring.removeAll()
-        return [answer, .cutOff("\(errorCount) protocol errors, the last: \(reason)")]
-            + (stage.map { [.stageCompleted($0.event)] } ?? []) + handled
+        return [answer, .cutOff("\(errorCount) protocol errors, the last: \(reason)")] + close()
     }
 
     // MARK: Encoding

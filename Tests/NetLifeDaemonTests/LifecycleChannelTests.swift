@@ -169,8 +169,9 @@ private func isError(_ action: LifecycleChannelState.Action?) -> Bool {
         #expect(channel.isClosed)
         #expect(actions.filter(isError).count == LifecycleChannelState.maxErrors)
         #expect(actions.contains { if case .cutOff = $0 { return true }; return false })
-        #expect(actions.suffix(2) == [.stageCompleted(.didEnterBackground), .expirationHandled(4)],
-                "the stage and the expiration go on without the program")
+        #expect(actions.suffix(3) == [.stageCompleted(.didEnterBackground), .expirationHandled(4), .endTask(4)],
+                "the stage and the expiration go on without the program, and its task ends")
+        #expect(channel.tasks.isEmpty)
         #expect(channel.receive("{\"hello\":1}\n") == [])
     }
 
