@@ -53,4 +53,10 @@ enum OtherDurationKeys {
 enum ConfigKeys {
     /// The `[app]` key of a callback's hook, for example `on-did-enter-background`.
     static func hook(for event: LifecycleEvent) -> String { "on-" + event.rawValue }
+
+    /// Whether `key`'s value is a command line, split into words as a shell would: every hook (`on-...`),
+    /// `exec`, `environment` and `mdns-txt`. Quotes in such a value keep a `#` from starting a comment.
+    static func isCommandLine(_ key: String) -> Bool {
+        key.hasPrefix("on-") || key == "exec" || key == "environment" || key == "mdns-txt"
+    }
 }

@@ -97,7 +97,7 @@ private struct ConfigReader {
     }
 
     mutating func read(_ text: String) {
-        let (sections, syntaxErrors) = INIFile.parse(text, file: file)
+        let (sections, syntaxErrors) = INIFile.parse(text, file: file, isCommandLine: ConfigKeys.isCommandLine)
         errors += syntaxErrors
         var seen: [String: Int] = [:]
         var listenerSections: [INISection] = []

@@ -1,5 +1,12 @@
 // The lexical layer of the config: INI sections and `key = value` lines with their line numbers, like a
-// systemd unit. Comments are whole lines starting with `#` or `;`. Meaning is given in Configuration.swift.
+// systemd unit. Meaning is given in Configuration.swift.
+//
+// Comments, one rule for every value: a line whose first non-blank character is `#` or `;` is a comment, and
+// so is the rest of a line from a `#` or `;` that follows whitespace (`budget = 5s   # why`). A `#` or `;`
+// that follows anything else is part of the value (`_http._tcp#x`, a URL's fragment). `\#` and `\;` are a
+// literal `#` and `;`. In a command-line value (hooks, `exec`, `environment`, `mdns-txt`) quotes and
+// backslashes are the command line's own: a `#` inside '...' or "..." stays literal, and the words are split
+// afterwards. systemd takes only whole-line comments; this is the rule most INI readers and the examples use.
 
 /// A config error, printed as `FILE:LINE: message`.
 public struct ConfigError: Error, Equatable, Sendable, CustomStringConvertible {
@@ -35,7 +42,9 @@ struct INISection: Equatable {
 
 /// Splits a config text into sections, reporting every malformed line.
 enum INIFile {
-    static func parse(_ text: String, file: String) -> (sections: [INISection], errors: [ConfigError]) {
+    /// - Parameter isCommandLine: whether a key's value is a command line (its quotes then protect a `#`).
+    static func parse(_ text: String, file: String,
+                      isCommandLine: (String) -> Bool = { _ in false }) -> (sections: [INISection], errors: [ConfigError]) {
         var sections: [INISection] = []
         var errors: [ConfigError] = []
         var lineNumber = 0
@@ -45,6 +54,7 @@ enum INIFile {
             let line = rawLine.trimmingWhitespace()
             if line.isEmpty || line.hasPrefix("#") || line.hasPrefix(";") { continue }
             if line.hasPrefix("[") {
+                let line = withoutComment(line[...], commandLine: false)
                 guard line.hasSuffix("]") else {
                     errors.append(ConfigError(file: file, line: lineNumber, "section header without closing ']': \(line)"))
                     continue
@@ -62,7 +72,7 @@ enum INIFile {
                 continue
             }
             let key = line[..<equals].trimmingWhitespace()
-            let value = line[line.index(after: equals)...].trimmingWhitespace()
+            let value = withoutComment(line[line.index(after: equals)...], commandLine: isCommandLine(key))
             guard !key.isEmpty else {
                 errors.append(ConfigError(file: file, line: lineNumber, "missing key before '='"))
                 continue
@@ -74,6 +84,39 @@ enum INIFile {
             sections[sections.count - 1].entries.append(INIEntry(key: key, value: value, line: lineNumber))
         }
         return (sections, errors)
+    }
+
+    /// `text` (what follows a key's `=`, or a section header) up to its comment, trimmed. Outside a command
+    /// line, `\#` and `\;` lose their backslash; in a command line every backslash and quote is kept for the
+    /// splitter, which gives them their meaning. Linear in the text.
+    static func withoutComment(_ text: Substring, commandLine: Bool) -> String {
+        var result = ""
+        var afterWhitespace = false
+        var quote: Character?
+        var iterator = text.makeIterator()
+        while let character = iterator.next() {
+            if let open = quote {
+                result.append(character)
+                if character == open {
+                    quote = nil
+                } else if open == "\"" && character == "\\", let escaped = iterator.next() {
+                    result.append(escaped)
+                }
+                afterWhitespace = false
+                continue
+            }
+            if (character == "#" || character == ";") && afterWhitespace { return result.trimmingWhitespace() }
+            if character == "\\", let escaped = iterator.next() {
+                if commandLine || (escaped != "#" && escaped != ";") { result.append(character) }
+                result.append(escaped)
+                afterWhitespace = false
+                continue
+            }
+            if commandLine && (character == "'" || character == "\"") { quote = character }
+            result.append(character)
+            afterWhitespace = character.isWhitespace
+        }
+        return result.trimmingWhitespace()
     }
 }
 
