@@ -10,6 +10,20 @@ import NetLifeServices
 
 /// netlifed's entry point.
 public enum Daemon {
+    /// netlifed's exit statuses.
+    public enum ExitStatus {
+        /// Stopped cleanly (SIGTERM, SIGINT), or --check-config found no error.
+        public static let ok: Int32 = 0
+        /// A failure that a restart may cure (the control socket could not be bound, the loop failed), or
+        /// --check-config found errors.
+        public static let failure: Int32 = 1
+        /// A bad command line.
+        public static let usage: Int32 = 2
+        /// The config has errors (EX_CONFIG of sysexits.h): a restart would fail the same way, so the unit
+        /// names it in RestartPreventExitStatus=.
+        public static let configError: Int32 = 78
+    }
+
     /// Runs the daemon and returns its exit status.
     ///
     /// - Parameters:
@@ -23,7 +37,7 @@ public enum Daemon {
             options = try DaemonOptions(arguments: Array(arguments.dropFirst()))
         } catch {
             printError("netlifed: \(error.message)\nSee 'netlifed --help'.")
-            return 2
+            return ExitStatus.usage
         }
         switch options.action {
         case .help:
@@ -36,10 +50,10 @@ public enum Daemon {
             do {
                 _ = try ConfigLoader.load(path: path, services: services)
                 print("\(path): ok")
-                return 0
+                return ExitStatus.ok
             } catch {
                 printError(error.description)
-                return 1
+                return ExitStatus.failure
             }
         case .run:
             break
@@ -47,20 +61,24 @@ public enum Daemon {
 
         prepareProcessSignals()
         ProcessHeap.keepBufferMemory()
+        // Until the runtime's logger exists, start-up errors go through this one: with their <N> priority,
+        // as every line netlifed writes to stderr while it runs.
+        let startLogger = Logger(label: "netlifed", minimumLevel: options.logLevel ?? .info)
         let configPath = options.configPath ?? DaemonOptions.defaultConfigPath()
         let configuration: DaemonConfiguration
         do {
             configuration = options.applyOverrides(to: try ConfigLoader.load(path: configPath, services: services))
         } catch {
-            printError(error.description)
-            return 1
+            for line in error.errors { startLogger.error(line.description) }
+            startLogger.error("the config has errors; not starting (exit status \(ExitStatus.configError))")
+            return ExitStatus.configError
         }
         let runtime: DaemonRuntime
         do {
             runtime = try DaemonRuntime(configuration: configuration, options: options, services: services, delegates: delegates)
         } catch {
-            printError("netlifed: \(error)")
-            return 1
+            startLogger.error(error.description)
+            return error.isConfigError ? ExitStatus.configError : ExitStatus.failure
         }
         return runtime.run()
     }
@@ -97,6 +115,9 @@ struct DaemonOptions {
           --check-config FILE   Check FILE, print every error as FILE:LINE: message, exit 1 if any.
           --version             Print the version.
           -h, --help            Show this help.
+
+        EXIT STATUS: 0 stopped cleanly (or the config checked is valid), 1 a failure (or the config checked
+        has errors), 2 usage error, 78 the config has errors (at start: a restart would fail the same way).
         """
 
     init(arguments: [String]) throws(UsageError) {

@@ -11,6 +11,9 @@ import NetLifeEvent
 /// Why the daemon could not start.
 struct StartError: Error, CustomStringConvertible {
     var description: String
+    /// The config is at fault (netlifed exits with `Daemon.ExitStatus.configError`): starting again
+    /// without changing it fails the same way.
+    var isConfigError = false
 }
 
 /// The daemon while it runs.
@@ -72,13 +75,13 @@ final class DaemonRuntime {
             try supervisor.makeApps(configuration, services: services, delegates: delegates, hookEnvironment: hookEnvironment)
         } catch {
             loop.close()
-            throw StartError(description: "\(configuration.file): \(error.message)")
+            throw StartError(description: "\(configuration.file): \(error.message)", isConfigError: true)
         }
         var group: gid_t?
         if let name = configuration.controlGroup {
             guard let entry = getgrnam(name) else {
                 loop.close()
-                throw StartError(description: "control-group: no group named '\(name)'")
+                throw StartError(description: "control-group: no group named '\(name)'", isConfigError: true)
             }
             group = entry.pointee.gr_gid
         }

@@ -59,8 +59,10 @@ struct ConfigTests {
         defer { directory.remove() }
         directory.write("bad.conf", "[app x]\nauto-suspend = soon\n")
         let result = run([product("netlifed"), "--config", directory.file("bad.conf"), "--control", directory.file("c/s.sock")], timeout: 10)
-        #expect(result.status == 1)
-        #expect(result.stderr.contains("\(directory.file("bad.conf")):2: auto-suspend: 'soon' is not a duration"))
+        #expect(result.status == 78, "EX_CONFIG, which the unit's RestartPreventExitStatus= names: \(result)")
+        #expect(result.stderr.contains("<3>netlifed: \(directory.file("bad.conf")):2: auto-suspend: 'soon' is not a duration"), "\(result)")
+        let lines = result.stderr.split(separator: "\n")
+        #expect(!lines.isEmpty && lines.allSatisfy { $0.hasPrefix("<") }, "every line has its <N> priority: \(result)")
         let usage = run([product("netlifed"), "--frobnicate"])
         #expect(usage.status == 2)
         #expect(usage.stderr.contains("See 'netlifed --help'."))

@@ -65,6 +65,7 @@ struct InstallTests {
         // The unit names the final paths, not the staging directory.
         let unit = contents(root + "/etc/systemd/system/netlifed.service").split(separator: "\n")
         #expect(unit.filter { $0.hasPrefix("ExecStart=") } == ["ExecStart=/usr/bin/netlifed --config /etc/netlifed/netlifed.conf"])
+        #expect(unit.filter { $0.hasPrefix("ExecReload=") } == ["ExecReload=/usr/bin/netlifectl reload"])
         #expect(unit.filter { $0.hasPrefix("Documentation=") } == ["Documentation=file:///usr/share/doc/netlife/README.md"])
         #expect(!unit.contains { $0.contains(root) })
         #expect(first.stdout.contains("installed \(root)/usr/bin/netlifed"), "\(first)")

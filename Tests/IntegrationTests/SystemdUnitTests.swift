@@ -44,6 +44,10 @@ private func copyOfUnit(in directory: TemporaryDirectory, netlifed: String? = ni
         let original = "ExecStart=/usr/local/bin/netlifed "
         try #require(text.contains("\n" + original), "the unit's ExecStart no longer starts with /usr/local/bin/netlifed")
         text = text.replacingOccurrences(of: "\n" + original, with: "\nExecStart=\(netlifed) ")
+        // verify wants every Exec*= program to exist: ExecReload='s netlifectl is the built one next to it.
+        let reload = "ExecReload=/usr/local/bin/netlifectl "
+        try #require(text.contains("\n" + reload), "the unit's ExecReload no longer runs /usr/local/bin/netlifectl")
+        text = text.replacingOccurrences(of: "\n" + reload, with: "\nExecReload=\(product("netlifectl")) ")
     }
     directory.write("netlifed.service", text)
     return directory.file("netlifed.service")
@@ -132,5 +136,9 @@ struct SystemdUnitTests {
         let seconds = Double(watchdog.hasSuffix("s") ? String(watchdog.dropLast()) : watchdog) ?? 0
         #expect(seconds >= 1, "WatchdogSec=\(watchdog) must be a positive number of seconds")
         #expect(values("ExecStart").first?.hasPrefix("/usr/local/bin/netlifed --config /etc/netlifed/netlifed.conf") == true)
+        // A reload waits for the daemon's answer and fails on a broken config; a broken config at start is
+        // not restarted in a loop.
+        #expect(values("ExecReload") == ["/usr/local/bin/netlifectl reload"])
+        #expect(values("RestartPreventExitStatus").contains("78"))
     }
 }
