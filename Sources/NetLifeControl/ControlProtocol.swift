@@ -87,9 +87,37 @@ extension ControlProtocol {
     /// /run/netlifed/control.sock for root, $XDG_RUNTIME_DIR/netlifed/control.sock otherwise
     /// (/tmp/netlifed-UID/control.sock without it).
     public static func defaultSocketPath(environment: [String: String]) -> String {
-        if geteuid() == 0 { return "/run/netlifed/control.sock" }
+        defaultSocketPath(environment: environment, euid: geteuid())
+    }
+
+    static func defaultSocketPath(environment: [String: String], euid: uid_t) -> String {
+        if euid == 0 { return systemSocketPath }
         if let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty { return runtime + "/netlifed/control.sock" }
-        return "/tmp/netlifed-\(geteuid())/control.sock"
+        return "/tmp/netlifed-\(euid)/control.sock"
+    }
+
+    /// The system daemon's control socket (systemd's RuntimeDirectory=netlifed): root's default.
+    public static let systemSocketPath = "/run/netlifed/control.sock"
+
+    /// The sockets a client tries when neither `--control` nor `$NETLIFE_CONTROL` names one, in order: this
+    /// user's default, then the system daemon's, which a member of its `control-group` may use.
+    public static func clientSocketPaths(environment: [String: String], euid: uid_t = geteuid()) -> [String] {
+        let own = defaultSocketPath(environment: environment, euid: euid)
+        return own == systemSocketPath ? [own] : [own, systemSocketPath]
+    }
+
+    /// The socket to connect to among `candidates`: the first that `exists`, or nil when none does. A path
+    /// that cannot be looked at (EACCES) should count as existing: connecting then says why.
+    public static func socketToUse(_ candidates: [String], exists: (String) -> Bool) -> String? {
+        candidates.first(where: exists)
+    }
+
+    /// Whether something is at `path` (anything but ENOENT and ENOTDIR counts). The corresponding C function
+    /// is `lstat`.
+    public static func pathMayExist(_ path: String) -> Bool {
+        var info = stat()
+        if lstat(path, &info) == 0 { return true }
+        return errno != ENOENT && errno != ENOTDIR
     }
 
     /// The longest path a Unix socket address holds (sun_path less its terminating zero).

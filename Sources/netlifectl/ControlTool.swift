@@ -1,5 +1,6 @@
 // netlifectl: sends one command to netlifed's control socket and prints the reply, as readable text or
 // (--json) as the daemon wrote it. Exit status: 0 ok, 1 the daemon refused, 2 usage error, 3 no daemon.
+// Without --control or $NETLIFE_CONTROL it tries this user's socket, then the system daemon's.
 
 @preconcurrency import Glibc
 import NetLifeControl
@@ -25,9 +26,10 @@ enum ControlTool {
         var wantsHelp = false
         var words: [String] = []
         var iterator = arguments.dropFirst().makeIterator()
-        // Options before the command are netlifectl's; after it they belong to the command.
+        // --json and --control are netlifectl's wherever they stand (`status --json`); other options after
+        // the command belong to it.
         while let argument = iterator.next() {
-            guard words.isEmpty else {
+            guard words.isEmpty || argument == "--json" || argument == "--control" || argument.hasPrefix("--control=") else {
                 if argument == "-h" || argument == "--help" { wantsHelp = true } else { words.append(argument) }
                 continue
             }
@@ -98,18 +100,25 @@ enum ControlTool {
         }
     }
 
-    /// The control socket: `--control`, else $NETLIFE_CONTROL (set for hooks), else the default for this user.
-    static func socketPath(_ controlPath: String?) -> String {
+    /// Connects to the control socket: `--control`, else $NETLIFE_CONTROL (set for hooks), else the default
+    /// for this user, or when that does not exist the system daemon's (/run/netlifed/control.sock), which a
+    /// member of its `control-group` may use.
+    static func connect(_ controlPath: String?) throws(ControlClient.Failure) -> ControlClient {
         let environment = processEnvironment()
-        return controlPath ?? environment["NETLIFE_CONTROL"].flatMap { $0.isEmpty ? nil : $0 }
-            ?? ControlProtocol.defaultSocketPath(environment: environment)
+        if let named = controlPath ?? environment["NETLIFE_CONTROL"].flatMap({ $0.isEmpty ? nil : $0 }) {
+            return try ControlClient(path: named)
+        }
+        let candidates = ControlProtocol.clientSocketPaths(environment: environment)
+        guard let path = ControlProtocol.socketToUse(candidates, exists: ControlProtocol.pathMayExist) else {
+            throw .unreachable("netlifed is not running (no socket at \(candidates.joined(separator: " nor at ")))")
+        }
+        return try ControlClient(path: path)
     }
 
     /// Sends one request and returns the reply, or the exit status after reporting why there is none.
     static func exchange(_ request: ControlRequest, controlPath: String?) -> Result<JSON, ExitStatus> {
-        let path = socketPath(controlPath)
         do throws(ControlClient.Failure) {
-            let client = try ControlClient(path: path)
+            let client = try connect(controlPath)
             do throws(ControlClient.Failure) {
                 try client.send(request)
             } catch {
@@ -180,9 +189,8 @@ enum ControlTool {
     /// `watch`: prints each event line as it comes (text, or the line as is with --json) until interrupted.
     /// When the daemon ends the watch (it stops or restarts), says so and exits 3.
     static func watch(_ request: ControlRequest, controlPath: String?, json: Bool) -> Int32 {
-        let path = socketPath(controlPath)
         do throws(ControlClient.Failure) {
-            let client = try ControlClient(path: path)
+            let client = try connect(controlPath)
             try client.send(request)
             guard let reply = try client.receive() else {
                 printError("netlifectl: netlifed closed the connection without a reply")
@@ -263,11 +271,13 @@ enum ControlTool {
             OVERVIEW: netlifectl - drive the apps of netlifed through its control socket
 
             USAGE: netlifectl [--control PATH] [--json] COMMAND [ARGUMENTS]
+                   (--control and --json may also follow the command)
 
             OPTIONS:
               --control PATH   The control socket (default: $NETLIFE_CONTROL, else
                                /run/netlifed/control.sock for root, else
-                               $XDG_RUNTIME_DIR/netlifed/control.sock).
+                               $XDG_RUNTIME_DIR/netlifed/control.sock, or when that does
+                               not exist the system daemon's /run/netlifed/control.sock).
               --json           Print the daemon's JSON reply as is.
               --version        Print netlifectl's version and the daemon's.
               -h, --help       Show this help; after a command, that command's usage.

@@ -1,0 +1,78 @@
+// netlifectl finds the system daemon: a user without a daemon of its own reaches /run/netlifed/control.sock
+// (as a member of its control-group), is told both sockets when neither answers (exit 3), and --json and
+// --control work after the command as before it.
+
+import Foundation
+import Testing
+
+@Suite(.timeLimit(.minutes(1)))
+struct NetlifectlSocketTests {
+    /// The environment of this process without the variables that name a control socket.
+    static func environment(runtimeDirectory: String) -> [String: String] {
+        var environment = ProcessInfo.processInfo.environment
+        environment["NETLIFE_CONTROL"] = nil
+        environment["XDG_RUNTIME_DIR"] = runtimeDirectory
+        return environment
+    }
+
+    @Test func jsonAndControlWorkAfterTheCommand() throws {
+        let daemon = try TestDaemon(config: echoConfig(port: 0))
+        defer { daemon.stop() }
+        for arguments in [["--json", "status"], ["status", "--json"], ["status", "echo", "--json"]] {
+            let result = daemon.ctl(arguments)
+            #expect(result.status == 0, "\(arguments): \(result)")
+            let reply = try? JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
+            #expect((reply?["apps"] as? [[String: Any]])?.first?["name"] as? String == "echo", "\(arguments): \(result)")
+        }
+        let after = run([product("netlifectl"), "status", "--control", daemon.controlPath, "--json"])
+        #expect(after.status == 0, "\(after)")
+        #expect(after.stdout.hasPrefix("{\"ok\":true"), "\(after)")
+        let equals = run([product("netlifectl"), "version", "--control=\(daemon.controlPath)"])
+        #expect(equals.status == 0, "\(equals)")
+    }
+
+    @Test func aUserWithoutItsOwnDaemonIsToldBothSockets() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        // With a system daemon running here, the fallback would reach it: the message is not what this checks.
+        guard access("/run/netlifed/control.sock", F_OK) != 0 else { return }
+        // nobody may look into it: its missing netlifed/control.sock is then "not there", not "not allowed".
+        chmod(directory.path, 0o755)
+        let result = run(["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", product("netlifectl"), "status"],
+                         environment: Self.environment(runtimeDirectory: directory.path))
+        #expect(result.status == 3, "\(result)")
+        #expect(result.stderr == "netlifectl: netlifed is not running (no socket at \(directory.path)/netlifed/control.sock nor at /run/netlifed/control.sock)\n")
+    }
+
+    /// A system daemon on /run/netlifed/control.sock with `control-group = nogroup`, in a mount namespace of
+    /// its own with /run on a tmpfs (the host's /run is untouched); nobody, a member of nogroup, runs
+    /// netlifectl with no socket of its own.
+    @Test func aGroupMemberWithoutItsOwnDaemonReachesTheSystemDaemon() {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        directory.write("netlifed.conf", echoConfig(port: 0, daemonLines: "control-group = nogroup"))
+        chmod(directory.path, 0o755)
+        let script = """
+            set -u
+            mount -t tmpfs tmpfs /run || exit 90
+            '\(product("netlifed"))' --config '\(directory.file("netlifed.conf"))' --control /run/netlifed/control.sock \
+                > '\(directory.file("netlifed.log"))' 2>&1 &
+            daemon=$!
+            trap 'kill $daemon; wait $daemon' EXIT
+            tries=0
+            until [ -S /run/netlifed/control.sock ]; do
+                tries=$((tries + 1)); [ $tries -gt 200 ] && exit 91; sleep 0.05
+            done
+            XDG_RUNTIME_DIR='\(directory.path)' setpriv --reuid=65534 --regid=65534 --clear-groups \
+                '\(product("netlifectl"))' status --json
+            echo "netlifectl exit $?"
+            """
+        var environment = ProcessInfo.processInfo.environment
+        environment["NETLIFE_CONTROL"] = nil
+        environment["NOTIFY_SOCKET"] = nil
+        let result = run(["/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", script],
+                         environment: environment, timeout: 30)
+        #expect(result.stdout.contains("netlifectl exit 0"), "\(result)\nlog: \(directory.read("netlifed.log"))")
+        #expect(result.stdout.contains("\"name\":\"echo\""), "\(result)")
+    }
+}
