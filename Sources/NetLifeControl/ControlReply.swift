@@ -569,14 +569,62 @@ public struct ReloadReply: Equatable, Sendable {
 public struct VersionReply: Equatable, Sendable {
     public var version: String
     public var protocolVersion: Int
-    public init(version: String, protocolVersion: Int) { self.version = version; self.protocolVersion = protocolVersion }
+    /// The daemon's open-file limit and use (absent from a daemon that does not say).
+    public var openFiles: OpenFiles?
 
-    enum Key: String { case version, `protocol` }
+    /// `openFiles`: RLIMIT_NOFILE as the daemon runs with it (after raising its soft limit to the hard one at
+    /// start) and how many descriptors it has open.
+    public struct OpenFiles: Equatable, Sendable {
+        /// The soft limit, which applies; nil: unlimited.
+        public var limit: UInt64?
+        /// The hard limit; nil: unlimited.
+        public var hardLimit: UInt64?
+        /// Descriptors open now; nil: unknown.
+        public var open: UInt64?
+
+        public init(limit: UInt64?, hardLimit: UInt64?, open: UInt64?) {
+            self.limit = limit
+            self.hardLimit = hardLimit
+            self.open = open
+        }
+
+        enum Key: String { case limit, hardLimit, open }
+
+        var json: JSON {
+            var members = JSONMembers<Key>()
+            members.set(.limit, limit.map { Double($0) })
+            members.set(.hardLimit, hardLimit.map { Double($0) })
+            members.set(.open, open.map { Double($0) })
+            return members.json
+        }
+
+        init(json: JSON) throws(ControlError) {
+            let fields = try JSONFields<Key>(json, what: "openFiles")
+            limit = try fields.optionalNumber(.limit).map { UInt64(exactly: $0.rounded()) ?? UInt64.max }
+            hardLimit = try fields.optionalNumber(.hardLimit).map { UInt64(exactly: $0.rounded()) ?? UInt64.max }
+            open = try fields.optionalNumber(.open).map { UInt64(exactly: $0.rounded()) ?? 0 }
+        }
+
+        /// `open files: 12 of 4096 (hard limit 4096)`.
+        public var text: String {
+            let name = { (value: UInt64?) in value.map(String.init) ?? "unlimited" }
+            return "open files: \(open.map(String.init) ?? "?") of \(name(limit)) (hard limit \(name(hardLimit)))"
+        }
+    }
+
+    public init(version: String, protocolVersion: Int, openFiles: OpenFiles? = nil) {
+        self.version = version
+        self.protocolVersion = protocolVersion
+        self.openFiles = openFiles
+    }
+
+    enum Key: String { case version, `protocol`, openFiles }
 
     public var json: JSON {
         var members = JSONMembers<Key>.reply()
         members.set(.version, version)
         members.set(.protocol, .number(Double(protocolVersion)))
+        members.setIfPresent(.openFiles, openFiles?.json)
         return members.json
     }
 
@@ -584,6 +632,7 @@ public struct VersionReply: Equatable, Sendable {
         let fields = try JSONFields<Key>(json, what: "a reply")
         version = try fields.string(.version)
         protocolVersion = Int(try fields.count(.protocol))
+        openFiles = try fields.value(.openFiles).map { json throws(ControlError) in try OpenFiles(json: json) }
     }
 }
 

@@ -37,7 +37,8 @@ enum ControlCommands {
                             session: ControlSession?, reply: @escaping (JSON) -> Void) {
         switch request {
         case .version:
-            reply(VersionReply(version: ControlProtocol.daemonVersion, protocolVersion: ControlProtocol.version).json)
+            reply(VersionReply(version: ControlProtocol.daemonVersion, protocolVersion: ControlProtocol.version,
+                               openFiles: daemon.openFileLimit.map(OpenFileLimit.reported)).json)
         case .status:
             let apps = app.map { [$0] } ?? supervisor.apps
             reply(StatusReply(apps: apps.map { Reply.app($0.status) }).json)

@@ -73,6 +73,16 @@ public enum Daemon {
             startLogger.error("the config has errors; not starting (exit status \(ExitStatus.configError))")
             return ExitStatus.configError
         }
+        startLogger.minimumLevel = configuration.logLevel
+        var openFileLimit: OpenFileLimit?
+        do {
+            let outcome = try OpenFileLimit.raiseToHardLimit()
+            let (level, message) = OpenFileLimit.logRecord(outcome)
+            startLogger.log(level, message)
+            openFileLimit = OpenFileLimit.after(outcome)
+        } catch {
+            startLogger.warning("open files: cannot read the limit: \(error)")
+        }
         let runtime: DaemonRuntime
         do {
             runtime = try DaemonRuntime(configuration: configuration, options: options, services: services, delegates: delegates)
@@ -80,6 +90,7 @@ public enum Daemon {
             startLogger.error(error.description)
             return error.isConfigError ? ExitStatus.configError : ExitStatus.failure
         }
+        runtime.openFileLimit = openFileLimit
         return runtime.run()
     }
 

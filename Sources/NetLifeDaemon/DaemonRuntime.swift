@@ -39,6 +39,8 @@ final class DaemonRuntime {
     /// The downloads (`netlifectl download`, `transfers`).
     let transfers: Transfers
     private(set) var isShuttingDown = false
+    /// RLIMIT_NOFILE after start-up raised it (nil when it could not be read), for the `version` reply.
+    var openFileLimit: OpenFileLimit?
 
     init(configuration: DaemonConfiguration, options: DaemonOptions, services: ServiceRegistry,
          delegates: [String: () -> AppDelegate]) throws(StartError) {
@@ -121,7 +123,7 @@ final class DaemonRuntime {
         // mDNS follows every listener; it connects to avahi-daemon only once a listener with `mdns` opens.
         let publisher = MDNSPublisher(loop: loop, logger: logger)
         mdnsPublisher = publisher
-        logger.notice("netlifed \(ControlProtocol.daemonVersion) starting with \(configuration.file): \(supervisor.apps.count) app(s)")
+        logger.notice("netlifed \(ControlProtocol.daemonVersion) starting with \(configuration.file): \(supervisor.apps.count) app(s), open files limit \(openFileLimit.map { OpenFileLimit.format($0.soft) } ?? "unknown")")
         let supervisor = self.supervisor
         transfers.appNamed = { [weak supervisor] name in supervisor?.app(named: name) }
         transfers.restore()

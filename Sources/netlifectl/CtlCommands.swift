@@ -122,6 +122,7 @@ struct CtlCommand: Sendable {
                    }, render: { reply throws(ControlError) in
                        let daemon = try VersionReply(json: reply)
                        return "netlifectl \(ControlTool.version) (control protocol \(ControlProtocol.version))\nnetlifed \(daemon.version) (control protocol \(daemon.protocolVersion))"
+                           + (daemon.openFiles.map { "\n" + $0.text } ?? "")
                    }),
         CtlCommand(words: ["debug", "stall"], usage: "debug stall DURATION",
                    summary: "Block the event loop (needs [daemon] debug-commands = yes).",

@@ -137,8 +137,10 @@ struct SystemdUnitTests {
         #expect(seconds >= 1, "WatchdogSec=\(watchdog) must be a positive number of seconds")
         #expect(values("ExecStart").first?.hasPrefix("/usr/local/bin/netlifed --config /etc/netlifed/netlifed.conf") == true)
         // A reload waits for the daemon's answer and fails on a broken config; a broken config at start is
-        // not restarted in a loop.
+        // not restarted in a loop; the open-file limit is not Debian's 1024.
         #expect(values("ExecReload") == ["/usr/local/bin/netlifectl reload"])
         #expect(values("RestartPreventExitStatus").contains("78"))
+        let files = values("LimitNOFILE").last.flatMap { UInt64($0.split(separator: ":").first ?? "") } ?? 0
+        #expect(files >= 65536, "LimitNOFILE=\(values("LimitNOFILE"))")
     }
 }
