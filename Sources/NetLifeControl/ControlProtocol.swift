@@ -40,6 +40,8 @@ public enum ControlErrorCode: String, Sendable {
     case unknownCommand = "unknown-command"
     case unsupported
     case unknownApp = "unknown-app"
+    /// No transfer has the id (or the app or URL) a `transfers-cancel` names.
+    case unknownTransfer = "unknown-transfer"
     case invalidTransition = "invalid-transition"
     case watchdog
     case permissionDenied = "permission-denied"

@@ -754,6 +754,9 @@ public struct MemoryPressureReply: Equatable, Sendable {
 
 /// A download or upload in `transfers` (SPEC section 8).
 public struct TransferInfo: Equatable, Sendable {
+    /// The transfer's id: given when it is made, kept in the journal across restarts, never reused by the
+    /// daemon that gave it; what `transfers cancel ID` names. 0 from a daemon that gives none.
+    public var id: UInt64
     public var app: String
     /// `download` or `upload`.
     public var direction: String
@@ -768,9 +771,13 @@ public struct TransferInfo: Equatable, Sendable {
     public var state: String
     /// Why it is paused or failed.
     public var reason: String?
+    /// Whether it stopped (paused or failed) on an error of the network, the server or the file, rather than
+    /// by its app's lifecycle (suspended, background time spent, stopped) or not yet run.
+    public var error: Bool
 
-    public init(app: String, direction: String = "download", url: String, output: String, bytes: Int, total: Int?,
-                state: String, reason: String?) {
+    public init(id: UInt64 = 0, app: String, direction: String = "download", url: String, output: String, bytes: Int,
+                total: Int?, state: String, reason: String?, error: Bool = false) {
+        self.id = id
         self.app = app
         self.direction = direction
         self.url = url
@@ -779,12 +786,14 @@ public struct TransferInfo: Equatable, Sendable {
         self.total = total
         self.state = state
         self.reason = reason
+        self.error = error
     }
 
-    enum Key: String { case app, direction, url, output, bytes, total, state, reason }
+    enum Key: String { case id, app, direction, url, output, bytes, total, state, reason, error }
 
     public var json: JSON {
         var members = JSONMembers<Key>()
+        members.set(.id, .number(Double(id)))
         members.set(.app, app)
         members.set(.direction, direction)
         members.set(.url, url)
@@ -793,13 +802,15 @@ public struct TransferInfo: Equatable, Sendable {
         members.set(.total, total.map(Double.init))
         members.set(.state, state)
         members.set(.reason, reason)
+        members.set(.error, error)
         return members.json
     }
 
     public init(json: JSON) throws(ControlError) {
         let fields = try JSONFields<Key>(json, what: "a transfer")
+        // Older daemons gave no ids and had downloads only.
+        id = fields.value(.id) == nil ? 0 : try fields.count(.id)
         app = try fields.string(.app)
-        // Older daemons had downloads only.
         direction = try fields.optionalString(.direction) ?? "download"
         url = try fields.string(.url)
         output = try fields.string(.output)
@@ -807,13 +818,14 @@ public struct TransferInfo: Equatable, Sendable {
         total = fields.value(.total) == nil || fields.value(.total) == .null ? nil : Int(try fields.count(.total))
         state = try fields.string(.state)
         reason = try fields.optionalString(.reason)
+        error = try fields.bool(.error, default: state == "failed")
     }
 
     /// One line of text for netlifectl.
     public var text: String {
         let size = total.map { "\(bytes)/\($0) bytes" } ?? "\(bytes) bytes"
         let route = direction == "upload" ? "\(output) -> \(url)" : "\(url) -> \(output)"
-        return "\(app): \(route): \(state)\(reason.map { " (\($0))" } ?? ""), \(size)"
+        return "\(id == 0 ? "" : "[\(id)] ")\(app): \(route): \(state)\(reason.map { " (\($0))" } ?? ""), \(size)"
     }
 }
 
@@ -832,5 +844,42 @@ public struct TransfersReply: Equatable, Sendable {
 
     public init(json: JSON) throws(ControlError) {
         transfers = try JSONFields<Key>(json, what: "a reply").array(.transfers, TransferInfo.init(json:))
+    }
+}
+
+/// The reply to `transfers-cancel`: the transfers stopped and forgotten, and the files of theirs removed
+/// (parts and records; a finished file is never removed): `{"ok": true, "cancelled": [...], "removed": [...]}`.
+public struct TransfersCancelReply: Equatable, Sendable {
+    public var cancelled: [TransferInfo]
+    public var removed: [String]
+
+    public init(cancelled: [TransferInfo], removed: [String]) {
+        self.cancelled = cancelled
+        self.removed = removed
+    }
+
+    enum Key: String { case cancelled, removed }
+
+    public var json: JSON {
+        var members = JSONMembers<Key>.reply()
+        members.set(.cancelled, .array(cancelled.map(\.json)))
+        members.set(.removed, .array(removed.map(JSON.string)))
+        return members.json
+    }
+
+    public init(json: JSON) throws(ControlError) {
+        let fields = try JSONFields<Key>(json, what: "a reply")
+        cancelled = try fields.array(.cancelled, TransferInfo.init(json:))
+        removed = try fields.array(.removed) { item throws(ControlError) in
+            guard let path = item.stringValue else { throw ControlError(.badRequest, "\"removed\" must hold strings") }
+            return path
+        }
+    }
+
+    /// What netlifectl prints: one line per transfer, then the files removed.
+    public var text: String {
+        var lines = cancelled.map { "cancelled " + $0.text }
+        lines += removed.map { "removed \($0)" }
+        return lines.joined(separator: "\n")
     }
 }

@@ -21,6 +21,8 @@ public enum ControlRequest: Equatable, Sendable {
     case download(app: String, url: String, output: String)
     case upload(app: String, file: String, url: String)
     case transfers(app: String?)
+    /// Stops and forgets the transfers chosen by id, app or URL (at least one; all given must match).
+    case transfersCancel(id: UInt64?, app: String?, url: String?)
     case watch(app: String?)
     case reload
     case debugStall(duration: String)
@@ -33,7 +35,7 @@ public enum ControlRequest: Equatable, Sendable {
     /// The command names, as `cmd` carries them.
     public static let commandNames = ["version", "status", "launch", "foreground", "background", "suspend",
                                       "terminate", "reclaim", "lock", "memory-pressure", "task-begin", "task-end",
-                                      "task-list", "mode", "download", "upload", "transfers", "watch", "reload",
+                                      "task-list", "mode", "download", "upload", "transfers", "transfers-cancel", "watch", "reload",
                                       "debug-stall"]
 
     /// The `cmd` of this request.
@@ -56,6 +58,7 @@ public enum ControlRequest: Equatable, Sendable {
         case .download: return "download"
         case .upload: return "upload"
         case .transfers: return "transfers"
+        case .transfersCancel: return "transfers-cancel"
         case .watch: return "watch"
         case .reload: return "reload"
         case .debugStall: return "debug-stall"
@@ -70,7 +73,8 @@ public enum ControlRequest: Equatable, Sendable {
              .terminate(let app), .reclaim(let app), .taskBegin(let app, _), .taskEnd(let app, _),
              .taskList(let app), .mode(let app, _), .download(let app, _, _), .upload(let app, _, _):
             return app
-        case .version, .lock, .memoryPressure, .reload, .debugStall:
+        // Not resolved to a configured app: a reload may have removed the app whose transfer is cancelled.
+        case .version, .lock, .memoryPressure, .reload, .debugStall, .transfersCancel:
             return nil
         }
     }
@@ -108,6 +112,10 @@ public enum ControlRequest: Equatable, Sendable {
             members.set(.app, app)
             members.set(.file, file)
             members.set(.url, url)
+        case .transfersCancel(let id, let app, let url):
+            if let id { members.set(.id, .number(Double(id))) }
+            if let app { members.set(.app, app) }
+            if let url { members.set(.url, url) }
         case .debugStall(let duration):
             members.set(.duration, duration)
         }
@@ -160,6 +168,14 @@ public enum ControlRequest: Equatable, Sendable {
         case "upload":
             self = .upload(app: try fields.string(.app), file: try fields.string(.file), url: try fields.string(.url))
         case "transfers": self = .transfers(app: try fields.optionalString(.app))
+        case "transfers-cancel":
+            let id = fields.value(.id) == nil ? nil : try fields.count(.id)
+            let app = try fields.optionalString(.app)
+            let url = try fields.optionalString(.url)
+            guard id != nil || app != nil || url != nil else {
+                throw ControlError(.badRequest, "transfers-cancel needs \"id\", \"app\" or \"url\"")
+            }
+            self = .transfersCancel(id: id, app: app, url: url)
         case "watch": self = .watch(app: try fields.optionalString(.app))
         case "reload": self = .reload
         case "debug-stall": self = .debugStall(duration: try fields.string(.duration))

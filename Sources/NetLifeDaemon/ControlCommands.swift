@@ -119,6 +119,11 @@ enum ControlCommands {
             }
         case .transfers(let name):
             reply(TransfersReply(transfers: daemon.transfers.list(app: name)).json)
+        case .transfersCancel(let id, let name, let url):
+            switch daemon.transfers.cancel(id: id, app: name, url: url) {
+            case .success(let cancelled): reply(cancelled.json)
+            case .failure(let error): reply(error.json)
+            }
         case .upload(_, let file, let url):
             guard let app else { return reply(missingApp) }
             switch daemon.transfers.upload(app: app, file: file, url: url) {

@@ -6,7 +6,8 @@
 // The list of unfinished transfers is kept in `transfers.json` in the state directory (written atomically on
 // every change), so that a daemon killed with `kill -9`, or restarted, resumes them: each is made again
 // from its journal entry (a download's part and record say where it stopped) and runs as soon as its app
-// does.
+// does. Each transfer has an id, kept in the journal, that `transfers cancel` names; a cancel stops the
+// transfer and removes it with its part and record, so a mistyped URL is not retried on every foreground.
 
 @preconcurrency import Glibc
 import NetLife
@@ -17,20 +18,27 @@ import NetLifeServices
 /// Every transfer of every app.
 final class Transfers {
     private final class Entry {
+        let id: UInt64
         /// The app's name: an App object can be replaced by a reload, its name stays.
         let app: String
         let transfer: any Transfer
         var task: BackgroundTaskIdentifier = 0
         /// The App whose background task `task` is.
         weak var taskOwner: App?
+        /// Whether the app's lifecycle (not an error) paused it, since it last ran: netlifectl tells the two
+        /// apart by exit status.
+        var pausedByApp = false
 
-        init(app: String, transfer: any Transfer) {
+        init(id: UInt64, app: String, transfer: any Transfer) {
+            self.id = id
             self.app = app
             self.transfer = transfer
         }
     }
 
     private var entries: [Entry] = []
+    /// The id the next new transfer gets: above every id in the journal, so ids are never reused.
+    private var nextID: UInt64 = 1
     private unowned let loop: EventLoop
     private let logger: Logger
     /// Where the unfinished transfers are listed; nil keeps no journal.
@@ -86,7 +94,7 @@ final class Transfers {
         case .failure(let error): return .failure(error)
         }
         entries.removeAll { $0.transfer.output == file && $0.transfer.direction == direction }
-        let entry = add(app: app.name, transfer)
+        let entry = add(id: nil, app: app.name, transfer)
         run(entry)
         return .success(info(entry))
     }
@@ -128,15 +136,58 @@ final class Transfers {
         guard !mine.isEmpty else { return }
         switch event {
         case .stateChanged(_, .suspended):
-            for entry in mine { entry.transfer.pause("the app was suspended") }
+            for entry in mine { pauseForApp(entry, "the app was suspended") }
         case .stateChanged(.background, .inactive), .stateChanged(.suspended, .inactive),
              .stateChanged(.notRunning, .inactive), .stateChanged(.notRunning, .background):
             for entry in mine where Self.waits(entry) { run(entry) }
         case .stopped:
-            for entry in mine { entry.transfer.pause("the app stopped") }
+            for entry in mine { pauseForApp(entry, "the app stopped") }
         default:
             break
         }
+    }
+
+    /// Pauses a transfer for its app's lifecycle (not an error), remembering which it was.
+    private func pauseForApp(_ entry: Entry, _ reason: String) {
+        if entry.transfer.state == .running { entry.pausedByApp = true }
+        entry.transfer.pause(reason)
+    }
+
+    /// Stops the transfers with `id`, of `app` and of `url` (each that is given must match), removes the
+    /// files they kept to resume from and forgets them (the journal too). Replies with what was removed; an
+    /// error when nothing matches.
+    func cancel(id: UInt64?, app: String?, url: String?) -> Result<TransfersCancelReply, ControlError> {
+        // A URL matches as given or as the transfer list spells it (`transfers` shows the parsed form).
+        let spellings = url.map { [$0] + [(try? URLParts(parsing: $0))?.description].compactMap { $0 } }
+        let chosen = entries.filter { entry in
+            (id == nil || entry.id == id) && (app == nil || entry.app == app)
+                && (spellings == nil || spellings?.contains(entry.transfer.url.description) == true)
+        }
+        guard !chosen.isEmpty else {
+            let what = [id.map { "id \($0)" }, app.map { "app \($0.prefix(256))" }, url.map { "URL \($0.prefix(256))" }]
+                .compactMap { $0 }.joined(separator: " and ")
+            return .failure(ControlError(.unknownTransfer, "no transfer with \(what) (see netlifectl transfers)"))
+        }
+        var cancelled: [TransferInfo] = []
+        var removed: [String] = []
+        for entry in chosen {
+            // The pause closes its connections and files and, through changed(), ends its background task.
+            if entry.transfer.state == .running { entry.transfer.pause("cancelled") }
+            entry.transfer.onChange = nil
+            endTask(entry)
+            var info = info(entry)
+            info.state = "cancelled"
+            cancelled.append(info)
+            switch entry.transfer.state {
+            case .done: break   // a finished download's part became the file; an upload's record is gone
+            case .idle, .running, .paused, .failed:
+                for path in entry.transfer.resumeFiles where unlink(path) == 0 { removed.append(path) }
+            }
+            logger.info("app \(entry.app): \(entry.transfer.direction.rawValue) \(entry.id) of \(entry.transfer.url) cancelled")
+        }
+        entries.removeAll { entry in chosen.contains { $0 === entry } }
+        saveJournal()
+        return .success(TransfersCancelReply(cancelled: cancelled, removed: removed))
     }
 
     // MARK: The journal
@@ -166,9 +217,12 @@ final class Transfers {
                 logger.warning("\(journalPath): app \(app) is no longer configured; not resuming \(urlText.prefix(256))")
                 continue
             }
+            // An entry without an id (an older journal) or with one already taken gets a new one.
+            let recorded = item["id"]?.doubleValue.flatMap { $0 >= 1 && $0 < 9e15 && $0.rounded() == $0 ? UInt64($0) : nil }
+            let id = recorded.flatMap { id in entries.contains { $0.id == id } ? nil : id }
             switch make(direction, app: app, url: url, file: output) {
             case .success(let transfer):
-                _ = add(app: app, transfer)
+                _ = add(id: id, app: app, transfer)
                 logger.info("app \(app): \(direction.rawValue) of \(url) (\(output)) will resume at \(transfer.bytesDone) bytes")
             case .failure(let error):
                 logger.warning("app \(app): not resuming \(url): \(error.message)")
@@ -206,7 +260,7 @@ final class Transfers {
             }
         }
         let items: [JSON] = unfinished.map { entry in
-            .object(["app": .string(entry.app), "direction": .string(entry.transfer.direction.rawValue),
+            .object(["id": .number(Double(entry.id)), "app": .string(entry.app), "direction": .string(entry.transfer.direction.rawValue),
                      "url": .string(entry.transfer.url.description), "output": .string(entry.transfer.output)])
         }
         let text = JSON.object(["transfers": .array(items)]).serialized + "\n"
@@ -220,8 +274,11 @@ final class Transfers {
 
     // MARK: Running
 
-    private func add(app: String, _ transfer: any Transfer) -> Entry {
-        let entry = Entry(app: app, transfer: transfer)
+    /// Lists a transfer under `id` (a restored one's), or under a new id.
+    private func add(id: UInt64?, app: String, _ transfer: any Transfer) -> Entry {
+        let id = id ?? nextID
+        nextID = max(nextID, id + 1)
+        let entry = Entry(id: id, app: app, transfer: transfer)
         entry.transfer.onChange = { [weak self, weak entry] _ in
             guard let self, let entry else { return }
             changed(entry)
@@ -233,10 +290,12 @@ final class Transfers {
 
     private func run(_ entry: Entry) {
         guard let app = appNamed(entry.app) else { return }
+        entry.pausedByApp = false
         if entry.task == 0 || entry.taskOwner !== app {
             entry.taskOwner = app
-            entry.task = app.beginBackgroundTask(name: "\(entry.transfer.direction.rawValue) \(entry.transfer.output)") { [weak entry] in
-                entry?.transfer.pause("the background time ran out")
+            entry.task = app.beginBackgroundTask(name: "\(entry.transfer.direction.rawValue) \(entry.transfer.output)") { [weak self, weak entry] in
+                guard let self, let entry else { return }
+                pauseForApp(entry, "the background time ran out")
             }
         }
         entry.transfer.start()
@@ -244,7 +303,13 @@ final class Transfers {
 
     private func changed(_ entry: Entry) {
         saveJournal()
-        guard entry.transfer.state != .running, entry.task != 0 else { return }
+        guard entry.transfer.state != .running else { return }
+        endTask(entry)
+    }
+
+    /// Ends the transfer's background task, if it holds one.
+    private func endTask(_ entry: Entry) {
+        guard entry.task != 0 else { return }
         let task = entry.task
         entry.task = 0
         _ = entry.taskOwner?.endBackgroundTask(task)
@@ -253,15 +318,15 @@ final class Transfers {
 
     private func info(_ entry: Entry) -> TransferInfo {
         let transfer = entry.transfer
-        let (state, reason): (String, String?) = switch transfer.state {
-        case .idle: ("paused", "waiting for the app to run")
-        case .running: ("running", nil)
-        case .paused(let why): ("paused", why)
-        case .done: ("done", nil)
-        case .failed(let why): ("failed", why)
+        let (state, reason, error): (String, String?, Bool) = switch transfer.state {
+        case .idle: ("paused", "waiting for the app to run", false)
+        case .running: ("running", nil, false)
+        case .paused(let why): ("paused", why, !entry.pausedByApp)
+        case .done: ("done", nil, false)
+        case .failed(let why): ("failed", why, true)
         }
-        return TransferInfo(app: entry.app, direction: transfer.direction.rawValue, url: transfer.url.description, output: transfer.output,
-                            bytes: transfer.bytesDone, total: transfer.total, state: state, reason: reason)
+        return TransferInfo(id: entry.id, app: entry.app, direction: transfer.direction.rawValue, url: transfer.url.description, output: transfer.output,
+                            bytes: transfer.bytesDone, total: transfer.total, state: state, reason: reason, error: error)
     }
 }
 

@@ -16,6 +16,7 @@ public final class Download: Transfer, ConnectionDelegate {
     public let output: String
     public var partPath: String { part.path }
     public var recordPath: String { part.recordPath }
+    public var resumeFiles: [String] { [part.path, part.recordPath] }
     /// Told after every change of state or progress worth showing.
     public var onChange: ((any Transfer) -> Void)?
 

@@ -50,6 +50,7 @@ public final class FTPDownload: Transfer, ConnectionDelegate {
     }
 
     public var state: TransferState { machine.state }
+    public var resumeFiles: [String] { [part.path, part.recordPath] }
     public var direction: TransferDirection { .download }
     public var bytesDone: Int { machine.bytesDone }
     public var total: Int? { machine.total }

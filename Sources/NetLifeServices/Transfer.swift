@@ -34,6 +34,9 @@ public protocol Transfer: AnyObject {
     var bytesDone: Int { get }
     /// The whole length, once known.
     var total: Int? { get }
+    /// The files kept to resume from (a download's part and record, an upload's record), which cancelling
+    /// the transfer removes once it is paused; never the finished file.
+    var resumeFiles: [String] { get }
     /// Told after every change of state or progress worth showing.
     var onChange: ((any Transfer) -> Void)? { get set }
     /// Begins or resumes.

@@ -55,6 +55,7 @@ public final class Upload: Transfer, ConnectionDelegate {
     }
 
     public var state: TransferState { machine.state }
+    public var resumeFiles: [String] { [recordPath] }
     public var direction: TransferDirection { .upload }
     /// Bytes the server has acknowledged.
     public var bytesDone: Int { machine.bytesDone }
