@@ -1,5 +1,6 @@
 // netlifectl: sends one command to netlifed's control socket and prints the reply, as readable text or
-// (--json) as the daemon wrote it. Exit status: 0 ok, 1 the daemon refused, 2 usage error, 3 no daemon.
+// (--json) as the daemon wrote it. Exit status: 0 ok, 1 the daemon refused, 2 usage error, 3 no daemon;
+// `download` and `upload` add 4 (paused by an error), 5 (failed) and 6 (paused by the app's lifecycle).
 // Without --control or $NETLIFE_CONTROL it tries this user's socket, then the system daemon's.
 
 @preconcurrency import Glibc
@@ -10,6 +11,16 @@ enum ControlTool {
     /// Exit statuses.
     enum Exit {
         static let ok: Int32 = 0, refused: Int32 = 1, usage: Int32 = 2, unreachable: Int32 = 3
+        /// A transfer that ended paused by an error of the network or the server (refused, reset, timed out,
+        /// a transient FTP answer): its part is kept and it is tried again at the app's next foreground. As
+        /// wget's 4 (network failure).
+        static let transferError: Int32 = 4
+        /// A transfer that failed: the server's answer (404, a bad redirect) or the file (a digest mismatch)
+        /// rules out a retry. As wget's 8 (the server issued an error response).
+        static let transferFailed: Int32 = 5
+        /// A transfer paused by its app's lifecycle (suspended, background time spent, stopped): it resumes
+        /// at the app's next foreground.
+        static let transferPausedByApp: Int32 = 6
     }
 
     /// netlifectl's own version (it speaks the protocol of the same release).
@@ -142,8 +153,9 @@ enum ControlTool {
     }
 
     /// `download` or `upload` without --no-wait: starts the transfer, then follows it (every 200 ms, with a
-    /// progress bar when stderr is a terminal) until it is done (exit 0), paused (exit 0, saying why) or
-    /// failed (exit 1). `file` is the local file, which names the transfer.
+    /// progress bar when stderr is a terminal) until it is done (exit 0), paused by an error (exit 4), failed
+    /// (exit 5) or paused by its app (exit 6), saying why on stderr. The transfer is followed by the id the
+    /// first reply gives (by `file` from a daemon that gives none): a new transfer to the same file is another.
     static func follow(_ request: ControlRequest, app: String, file output: String, controlPath: String?, json: Bool) -> Int32 {
         var reply: JSON
         switch exchange(request, controlPath: controlPath) {
@@ -151,16 +163,22 @@ enum ControlTool {
         case .success(let first): reply = first
         }
         let terminal = isatty(2) == 1
+        var id: UInt64?
         while true {
             if let error = ControlError(reply: reply) { return refused(error, reply: reply, json: json) }
-            guard let transfer = (try? TransfersReply(json: reply))?.transfers.first(where: { $0.output == output }) else {
-                printError("netlifectl: the transfer to \(output) is gone")
+            guard let transfer = (try? TransfersReply(json: reply))?.transfers.first(where: {
+                $0.output == output && (id == nil || $0.id == id)
+            }) else {
+                printError("netlifectl: the transfer to \(output) is gone (cancelled, or replaced by another)")
                 return Exit.refused
             }
+            id = transfer.id
             if transfer.state != "running" {
                 if terminal { printError("") }
                 print(json ? TransfersReply(transfers: [transfer]).json.serialized : transfer.text)
-                return transfer.state == "failed" ? Exit.refused : Exit.ok
+                let status = transferExit(transfer)
+                if status != Exit.ok { printError("netlifectl: \(transfer.direction) \(transfer.state): \(transfer.reason ?? "no reason given")") }
+                return status
             }
             if terminal { printProgress(transfer) }
             usleep(200_000)
@@ -168,6 +186,15 @@ enum ControlTool {
             case .failure(let status): return status.code
             case .success(let next): reply = next
             }
+        }
+    }
+
+    /// The exit status for a transfer that is no longer running.
+    static func transferExit(_ transfer: TransferInfo) -> Int32 {
+        switch transfer.state {
+        case "done": return Exit.ok
+        case "failed": return Exit.transferFailed
+        default: return transfer.error ? Exit.transferError : Exit.transferPausedByApp
         }
     }
 
@@ -286,6 +313,9 @@ enum ControlTool {
             \(lines.joined(separator: "\n"))
 
             EXIT STATUS: 0 ok, 1 the daemon refused, 2 usage error, 3 no daemon reachable.
+              download and upload (unless --no-wait): 4 the transfer paused on a network or
+              server error (kept, retried at the app's next foreground), 5 it failed (the
+              server's answer or the file rules out a retry), 6 the app's lifecycle paused it.
             """
     }
 }

@@ -100,6 +100,22 @@ struct CtlCommand: Sendable {
                    build: { arguments throws(ControlTool.UsageError) in
                        .transfers(app: try Arguments(arguments, positional: 0...1).positional.first)
                    }, render: renderTransfers),
+        CtlCommand(words: ["transfers", "cancel"], usage: "transfers cancel [ID] [--app APP] [--url URL]",
+                   summary: "Stop transfers and forget them: their part files and records are removed (a finished file stays).",
+                   build: { arguments throws(ControlTool.UsageError) in
+                       let parsed = try Arguments(arguments, positional: 0...1, options: ["--app", "--url"])
+                       var id: UInt64?
+                       if let text = parsed.positional.first {
+                           guard let number = UInt64(text), number > 0 else {
+                               throw ControlTool.UsageError(message: "ID must be a transfer's id (a whole number, see 'netlifectl transfers'), got '\(text)'")
+                           }
+                           id = number
+                       }
+                       guard id != nil || parsed.options["--app"] != nil || parsed.options["--url"] != nil else {
+                           throw ControlTool.UsageError(message: "name the transfers to cancel: an ID, --app APP or --url URL")
+                       }
+                       return .transfersCancel(id: id, app: parsed.options["--app"], url: parsed.options["--url"])
+                   }, render: { reply throws(ControlError) in try TransfersCancelReply(json: reply).text }),
         CtlCommand(words: ["watch"], usage: "watch [APP]", summary: "Print lifecycle events as they happen.",
                    build: { arguments throws(ControlTool.UsageError) in
                        .watch(app: try Arguments(arguments, positional: 0...1).positional.first)

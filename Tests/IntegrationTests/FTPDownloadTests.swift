@@ -101,7 +101,7 @@ private func resumeOnForeground(_ daemon: TestDaemon, _ server: FTPServer, _ nam
 
         // A file the server does not have: failed, with the server's answer.
         let missing = daemon.ctl("download", "fetcher", server.url("missing.bin"), "--output", output + ".missing")
-        #expect(missing.status == 1, "\(missing)")
+        #expect(missing.status == 5, "\(missing)")
         #expect(missing.stdout.contains("failed (RETR: the server answered 550"), "\(missing.stdout)")
         #expect(daemon.isRunning)
     }
