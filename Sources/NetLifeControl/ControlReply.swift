@@ -404,18 +404,35 @@ public struct ProgramInfo: Equatable, Sendable {
 /// The reply to `status`.
 public struct StatusReply: Equatable, Sendable {
     public var apps: [AppInfo]
-    public init(apps: [AppInfo]) { self.apps = apps }
+    /// Why the daemon serves less than its config asks (each listener that cannot open, with its error);
+    /// empty when it serves all. `"degraded"` in JSON says whether there are any.
+    public var degradedReasons: [String]
+    public init(apps: [AppInfo], degradedReasons: [String] = []) {
+        self.apps = apps
+        self.degradedReasons = degradedReasons
+    }
 
-    enum Key: String { case apps }
+    /// Whether some of what the config asks is not served.
+    public var degraded: Bool { !degradedReasons.isEmpty }
+
+    enum Key: String { case degraded, degradedReasons, apps }
 
     public var json: JSON {
         var members = JSONMembers<Key>.reply()
+        members.set(.degraded, degraded)
+        members.set(.degradedReasons, .array(degradedReasons.map(JSON.string)))
         members.set(.apps, .array(apps.map(\.json)))
         return members.json
     }
 
     public init(json: JSON) throws(ControlError) {
-        apps = try JSONFields<Key>(json, what: "a reply").array(.apps, AppInfo.init(json:))
+        let fields = try JSONFields<Key>(json, what: "a reply")
+        apps = try fields.array(.apps, AppInfo.init(json:))
+        // Older daemons said nothing of it.
+        degradedReasons = try fields.array(.degradedReasons) { item throws(ControlError) in
+            guard let reason = item.stringValue else { throw ControlError(.badRequest, "\"degradedReasons\" must hold strings") }
+            return reason
+        }
     }
 }
 

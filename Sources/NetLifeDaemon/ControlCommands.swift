@@ -41,7 +41,7 @@ enum ControlCommands {
                                openFiles: daemon.openFileLimit.map(OpenFileLimit.reported)).json)
         case .status:
             let apps = app.map { [$0] } ?? supervisor.apps
-            reply(StatusReply(apps: apps.map { Reply.app($0.status) }).json)
+            reply(StatusReply(apps: apps.map { Reply.app($0.status) }, degradedReasons: supervisor.degradedReasons).json)
         case .launch(_, let background):
             transition(.launch(background: background), app, daemon, reply)
         case .foreground:

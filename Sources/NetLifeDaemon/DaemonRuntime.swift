@@ -24,6 +24,8 @@ final class DaemonRuntime {
     let supervisor: Supervisor
     let notifier: SystemdNotifier
     let announcer: SystemdAnnouncer
+    /// Whether the last STATUS= said degraded: only then can a listener's opening change it.
+    private var degradedAnnounced = false
     let services: ServiceRegistry
     let delegates: [String: () -> AppDelegate]
     let hookEnvironment: [String: String]
@@ -129,8 +131,12 @@ final class DaemonRuntime {
         transfers.restore()
         supervisor.launchApps { [unowned self] in
             transfers.resumeRestored()
-            logger.notice("ready: \(supervisor.statusLine)")
-            announcer.state("READY=1\nSTATUS=\(supervisor.statusLine)\nMAINPID=\(getpid())")
+            // Degraded or not, READY=1: the apps that could start serve.
+            let reasons = supervisor.degradedReasons
+            let line = supervisor.statusLine(degradedBy: reasons)
+            degradedAnnounced = !reasons.isEmpty
+            if reasons.isEmpty { logger.notice("ready: \(line)") } else { logger.warning("ready: \(line)") }
+            announcer.state("READY=1\nSTATUS=\(line)\nMAINPID=\(getpid())")
         }
         do {
             try loop.run()
@@ -239,10 +245,26 @@ final class DaemonRuntime {
         }
     }
 
+    /// Sends STATUS= (coalesced to one per loop turn), noting whether it said degraded.
+    private func announceStatus() {
+        let reasons = supervisor.degradedReasons
+        degradedAnnounced = !reasons.isEmpty
+        announcer.status(supervisor.statusLine(degradedBy: reasons))
+    }
+
     /// Everything that happens to an app goes to systemd's STATUS= (state changes), the watch sessions, the
     /// transfers and mDNS, in that order, by direct calls (1,000 listeners closing make 1,000 events).
     private func appEvent(_ app: App, _ event: AppEvent) {
-        if case .stateChanged = event { announcer.status(supervisor.statusLine) }
+        switch event {
+        case .stateChanged, .listenerFailed:
+            announceStatus()
+        case .listenerOpened, .listenerClosed:
+            // Only a degraded daemon can become whole again by a listener opening; the check is skipped
+            // otherwise (a foreground of 1,000 listeners makes 1,000 of these events).
+            if degradedAnnounced { announceStatus() }
+        default:
+            break
+        }
         watchers.appEvent(app, event)
         transfers.appEvent(app, event)
         mdnsPublisher?.appEvent(app, event)

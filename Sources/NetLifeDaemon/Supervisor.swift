@@ -94,8 +94,23 @@ final class Supervisor {
         }
     }
 
-    /// One line for systemd's STATUS=: each app and its state.
-    var statusLine: String {
-        apps.map { "\($0.name) \($0.state)" }.joined(separator: ", ")
+    /// One line for systemd's STATUS=: each app and its state, after what degrades the daemon, if anything.
+    var statusLine: String { statusLine(degradedBy: degradedReasons) }
+
+    /// The status line, given `degradedReasons`.
+    func statusLine(degradedBy reasons: [String]) -> String {
+        let states = apps.map { "\($0.name) \($0.state)" }.joined(separator: ", ")
+        return reasons.isEmpty ? states : "degraded (\(reasons.joined(separator: "; "))): \(states)"
+    }
+
+    /// Why the daemon serves less than its config asks: each listener that cannot open (its port is taken,
+    /// its address is gone), with its error, while its open is retried. READY=1 is sent all the same: the
+    /// other apps serve.
+    var degradedReasons: [String] {
+        apps.flatMap { app in
+            app.status.listeners.compactMap { listener in
+                listener.error.map { "listener \(app.name).\(listener.name) on \(listener.address): \($0)" }
+            }
+        }
     }
 }

@@ -212,8 +212,10 @@ func renderTransition(_ reply: JSON) throws(ControlError) -> String {
 func renderDone(_ reply: JSON) throws(ControlError) -> String { "ok" }
 
 func renderStatus(_ reply: JSON) throws(ControlError) -> String {
-    var lines: [String] = []
-    for app in try StatusReply(json: reply).apps {
+    let status = try StatusReply(json: reply)
+    // What degrades the daemon comes first, where an operator looks.
+    var lines = status.degradedReasons.isEmpty ? [] : ["netlifed: degraded: " + status.degradedReasons.joined(separator: "; ")]
+    for app in status.apps {
         var header = "\(app.name): \(app.state)"
         if app.suspendPending { header += " (suspend pending)" }
         if app.backgroundMode == "continuous" { header += " [continuous background mode]" }
