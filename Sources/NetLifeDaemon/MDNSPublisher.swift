@@ -18,12 +18,13 @@ struct MDNSServiceKey: Hashable, Comparable, CustomStringConvertible {
     var description: String { "\(app).\(listener)" }
 }
 
-/// One service as announced: instance name, type, port and TXT strings.
+/// One service as announced: instance name, type, port and TXT strings, and where (MDNSScope).
 struct MDNSService: Equatable {
     var name: String
     var type: String
     var port: UInt16
     var txt: [String]
+    var scope: MDNSScope = .everywhere
 }
 
 /// What should be announced, given the open listeners and whether avahi-daemon is ready; each event returns
@@ -106,6 +107,8 @@ final class MDNSPublisher {
     private var lastConnect: MonotonicTime?
     private var everRunning = false
     private var warnedUnavailable = false
+    /// The listeners already warned of being announced on the loopback interface only.
+    private var warnedLoopback: Set<MDNSServiceKey> = []
     private var isClosed = false
 
     init(loop: EventLoop, logger: Logger) {
@@ -123,9 +126,15 @@ final class MDNSPublisher {
             // The event carries the announcement: no search of the app's listeners (1,000 listeners opening
             // made that quadratic).
             guard let announcement = mdns, let port = address.port else { return }
-            let service = MDNSService(name: announcement.name ?? app.name, type: announcement.type, port: port, txt: announcement.txt)
+            let key = MDNSServiceKey(app: app.name, listener: name)
+            let scope = MDNSScope.of(address, interfaces: MDNSScope.machineInterfaces())
+            if scope.loopback, warnedLoopback.insert(key).inserted {
+                logger.warning("mDNS: listener \(key) listens on \(address), a loopback address: announced on \(scope.interface ?? "lo") only, where only this host can connect")
+            }
+            let service = MDNSService(name: announcement.name ?? app.name, type: announcement.type, port: port, txt: announcement.txt,
+                                      scope: scope)
             if client == nil && reconnectAt == nil { connect() }
-            perform(registry.listenerOpened(MDNSServiceKey(app: app.name, listener: name), service))
+            perform(registry.listenerOpened(key, service))
         case .listenerClosed(let name):
             // Most listeners have no mDNS: with nothing registered there is no key to make or hash (1,000
             // listeners close on one `background`).
@@ -300,7 +309,18 @@ final class MDNSPublisher {
         }
         groups[key] = group
         publishedAt[key] = .now()
-        let added = withTXTList(service.txt) { txt in netlife_avahi_add_service(group, service.name, service.type, service.port, txt) }
+        var interface: CInt = -1
+        if let name = service.scope.interface {
+            let index = if_nametoindex(name)
+            if index == 0 {
+                logger.warning("mDNS: interface \(name) of \(key) has no index (\(Errno.current)); announcing on every interface")
+            } else {
+                interface = CInt(index)
+            }
+        }
+        let added = withTXTList(service.txt) { txt in
+            netlife_avahi_add_service(group, interface, service.scope.ipProtocol.rawValue, service.name, service.type, service.port, txt)
+        }
         var failed = ""
         if added == CInt(AVAHI_ERR_COLLISION) {
             // The name is taken by another service of this very avahi-daemon: rename, on the next loop turn.
