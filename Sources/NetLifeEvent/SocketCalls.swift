@@ -129,6 +129,20 @@ public enum SocketCalls {
         }
     }
 
+    /// The address of a connected socket's peer. The corresponding C function is `getpeername`.
+    public static func peerAddress(of fd: CInt) throws(SystemError) -> SocketAddress {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        try withUnsafeMutablePointer(to: &storage) { pointer throws(SystemError) in
+            try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address throws(SystemError) in
+                _ = try sys("getpeername") { getpeername(fd, address, &length) }
+            }
+        }
+        return withUnsafePointer(to: &storage) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { SocketAddress($0) ?? .unix("") }
+        }
+    }
+
     /// The credentials of the peer of a connected Unix socket. The corresponding C call is
     /// `getsockopt(SO_PEERCRED)`.
     public static func peerCredentials(of fd: CInt) throws(SystemError) -> PeerCredentials {
