@@ -10,6 +10,7 @@
 import NetLife
 import NetLifeControl
 import NetLifeEvent
+import NetLifeServices
 
 /// What a reload does to the apps, decided from the running and the new app configurations alone.
 struct ReloadPlan: Equatable {
@@ -50,6 +51,8 @@ extension DaemonRuntime {
             completion(Reply.error(.busy, "a reload is already in progress"))
             return
         }
+        // Access logs are reopened whatever the config holds now: logrotate renamed them and waits for this.
+        AccessLogFile.reopenAll()
         let newConfiguration: DaemonConfiguration
         do {
             newConfiguration = options.applyOverrides(to: try ConfigLoader.load(path: configuration.file, services: services))

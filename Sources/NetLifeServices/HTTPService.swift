@@ -21,6 +21,7 @@ public final class HTTPService: Service, ConnectionDelegate {
     /// The descriptor that registers the service as `service = http`.
     public static let descriptor = ServiceDescriptor(name: "http", optionKeys: [
         "root", "max-ranges", "request-timeout", "upload-root", "max-upload-size", "max-uploads", "upload-expiry",
+        "access-log",
     ]) { options throws(ServiceOptionError) in
         guard let root = options["root"] else {
             throw ServiceOptionError(key: nil, "service http needs root = DIRECTORY")
@@ -42,7 +43,9 @@ public final class HTTPService: Service, ConnectionDelegate {
             }
             timeout = value
         }
-        return HTTPService(root: resolved, maxRanges: maxRanges, requestTimeout: timeout, uploads: try uploadOptions(options))
+        let accessLog = try options["access-log"].flatMap { text throws(ServiceOptionError) in try AccessLogDestination.parse(text) }
+        return HTTPService(root: resolved, maxRanges: maxRanges, requestTimeout: timeout, uploads: try uploadOptions(options),
+                           accessLog: accessLog)
     }
 
     /// The upload options: nil without `upload-root`; the others need it.
@@ -109,6 +112,9 @@ public final class HTTPService: Service, ConnectionDelegate {
     /// The connection appending to each upload resource, while it does.
     private var writers: [String: Connection] = [:]
     private var sweepTimer: AppTimer?
+    /// Where each response is logged (`access-log`); nil for nowhere.
+    let accessLog: AccessLogDestination?
+    private var accessLogFile: AccessLogFile?
 
     /// What the service remembers of one connection.
     private final class ConnectionState {
@@ -119,6 +125,11 @@ public final class HTTPService: Service, ConnectionDelegate {
         var closeWhenSent = false
         /// The request body being read, if one is.
         var body: BodyReader?
+        /// The peer's host, as the access log writes it (read once per connection).
+        var peerHost: String?
+        /// The access log line of the response being sent, written once its bytes are out (or the connection
+        /// closes): the line, without its byte count, and its body's length.
+        var pendingLog: (line: (Int) -> String, bodyBytes: Int)?
     }
 
     /// A request body being read: onto an upload's temporary file, or thrown away after an answer.
@@ -153,7 +164,8 @@ public final class HTTPService: Service, ConnectionDelegate {
     static let maxDiscardedBody = 1 << 20
 
     public init(root: String, maxRanges: Int = 1, requestTimeout: Duration = .seconds(10),
-                uploads: (root: String, limits: UploadLimits)? = nil) {
+                uploads: (root: String, limits: UploadLimits)? = nil, accessLog: AccessLogDestination? = nil) {
+        self.accessLog = accessLog
         self.root = root.count > 1 && root.hasSuffix("/") ? String(root.dropLast()) : root
         self.maxRanges = maxRanges
         self.requestTimeout = requestTimeout
@@ -163,6 +175,7 @@ public final class HTTPService: Service, ConnectionDelegate {
 
     public func didAttach(to app: App) {
         self.app = app
+        if case .file(let path) = accessLog { accessLogFile = AccessLogFile.shared(path, logger: app.serviceLogger) }
         scheduleSweep()
     }
 
@@ -184,6 +197,7 @@ public final class HTTPService: Service, ConnectionDelegate {
 
     public func connectionDidDrainOutput(_ connection: Connection) {
         guard let state = states[ObjectIdentifier(connection)] else { return }
+        writePendingLog(state, sent: nil)
         if state.closeWhenSent { return connection.close(.afterFlush) }
         // An interim response drained while a body is read: the body's timer goes on.
         if state.body == nil { armTimer(connection, state) }
@@ -198,6 +212,8 @@ public final class HTTPService: Service, ConnectionDelegate {
 
     public func connectionDidClose(_ connection: Connection, error: SystemError?) {
         guard let state = states.removeValue(forKey: ObjectIdentifier(connection)) else { return }
+        // Closed cleanly, everything was sent; broken, the fewest bytes seen unsent were not.
+        writePendingLog(state, sent: error == nil ? nil : state.sendProgress.unsent)
         state.timer?.cancel()
         // A body cut off: what was written stays (the resource's offset moved on), the part is closed.
         if let upload = state.body?.upload {
@@ -241,6 +257,7 @@ public final class HTTPService: Service, ConnectionDelegate {
                 return
             }
             // Sent at once: the time for the next request head starts now.
+            writePendingLog(state, sent: nil)
             armTimer(connection, state)
         }
     }
@@ -250,7 +267,7 @@ public final class HTTPService: Service, ConnectionDelegate {
         do {
             bodyLength = try head.bodyLength()
         } catch {
-            return fail(connection, state, status: error.status, method: head.method)
+            return fail(connection, state, status: error.status, method: head.method, head: head)
         }
         if let uploads {
             switch uploads.route(head) {
@@ -261,17 +278,19 @@ public final class HTTPService: Service, ConnectionDelegate {
             }
         }
         guard head.method == "GET" || head.method == "HEAD" else {
-            return fail(connection, state, status: 405, method: head.method)
+            return fail(connection, state, status: 405, method: head.method, head: head)
         }
         guard bodyLength == 0 else {
-            return fail(connection, state, status: 400, method: head.method)
+            return fail(connection, state, status: 400, method: head.method, head: head)
         }
         guard let path = head.path, case let (fd, info)? = openFile(path) else {
-            return fail(connection, state, status: 404, method: head.method)
+            return fail(connection, state, status: 404, method: head.method, head: head)
         }
         let response = HTTPFileResponder.respond(to: head, file: info, contentType: HTTPFileResponder.contentType(forPath: path),
                                                  maxRanges: maxRanges, now: now)
         connection.output.append(HTTPFileResponder.serialize(response, keepAlive: head.keepAlive, minorVersion: head.minorVersion))
+        let bodyBytes = head.method == "GET" ? response.body.map { $0.last - $0.first + 1 } ?? 0 : 0
+        noteResponse(head, status: response.status, bodyBytes: bodyBytes, connection, state)
         if head.method == "GET", let body = response.body {
             do {
                 try connection.output.appendFile(fd, offset: body.first, length: body.last - body.first + 1)
@@ -287,17 +306,53 @@ public final class HTTPService: Service, ConnectionDelegate {
         if connection.output.isEmpty && state.closeWhenSent { connection.close(.afterFlush) }
     }
 
-    /// An error page, then the connection closes. `method` is the request's, when its request line was read.
-    private func fail(_ connection: Connection, _ state: ConnectionState, status: Int, method: String?) {
+    /// An error page, then the connection closes. `method` is the request's, when its request line was read;
+    /// `head` the whole request head, when it was read.
+    private func fail(_ connection: Connection, _ state: ConnectionState, status: Int, method: String?, head: HTTPRequestHead? = nil) {
         guard let page = HTTPFileResponder.errorResponse(status: status, now: now) else {
             return connection.close(.now)
         }
+        noteResponse(head, status: status, bodyBytes: method == "HEAD" ? 0 : page.body.utf8.count, connection, state)
         append(head: page.head, body: Array(page.body.utf8), method: method, connection)
         state.closeWhenSent = true
         connection.close(.afterFlush)
     }
 
     private var now: Int64 { Int64(WallClock.now()) }
+
+    // MARK: The access log
+
+    /// Notes a response just queued for the access log; its line is written once it is sent.
+    private func noteResponse(_ head: HTTPRequestHead?, status: Int, bodyBytes: Int, _ connection: Connection, _ state: ConnectionState) {
+        guard accessLog != nil else { return }
+        // A response queued while the last one's line waits (an upload's answer after its interim) writes that one.
+        writePendingLog(state, sent: nil)
+        if state.peerHost == nil {
+            state.peerHost = switch try? SocketCalls.peerAddress(of: connection.fd) {
+            case .ipv4(let host, _)?, .ipv6(let host, _)?: host
+            case .unix?: "unix:"
+            case nil: "-"
+            }
+        }
+        let host = state.peerHost ?? "-"
+        let time = now
+        state.sendProgress = (Int.max, .now())
+        state.pendingLog = ({ bytes in AccessLogLine.format(host: host, time: time, request: head, status: status, bodyBytes: bytes) }, bodyBytes)
+    }
+
+    /// Writes the line of the response sent (or cut short with `sent` bytes still unsent: the body is the
+    /// last of the output, so its bytes sent are its length less those).
+    private func writePendingLog(_ state: ConnectionState, sent unsent: Int?) {
+        guard let pending = state.pendingLog else { return }
+        state.pendingLog = nil
+        let bytes = unsent.map { $0 == Int.max ? 0 : max(0, pending.bodyBytes - $0) } ?? pending.bodyBytes
+        let line = pending.line(bytes)
+        switch accessLog {
+        case .file?: accessLogFile?.append(line)
+        case .journal?: app?.serviceLogger.info(line)
+        case nil: break
+        }
+    }
 
     /// Opens `path` under the root: a regular file whose real path (symlinks resolved, read back from the
     /// open descriptor, so that nothing can change between the check and the use) lies under the root and
@@ -406,6 +461,9 @@ public final class HTTPService: Service, ConnectionDelegate {
     }
 
     private func write(_ response: UploadResponse, keepAlive: Bool, head: HTTPRequestHead, _ connection: Connection) {
+        if let state = states[ObjectIdentifier(connection)] {
+            noteResponse(head, status: response.status, bodyBytes: head.method == "HEAD" ? 0 : response.body.count, connection, state)
+        }
         let fileResponse = HTTPFileResponse(status: response.status, headers: response.headers, body: nil)
         append(head: HTTPFileResponder.serialize(fileResponse, keepAlive: keepAlive, minorVersion: head.minorVersion),
                body: response.body, method: head.method, connection)
