@@ -418,10 +418,12 @@ public struct StatusReply: Equatable, Sendable {
     enum Key: String { case degraded, degradedReasons, apps }
 
     public var json: JSON {
+        // "apps" first, as every status reply began before "degraded" was added: a reader that tells replies
+        // apart by their first member (a pipelining client) keeps working.
         var members = JSONMembers<Key>.reply()
+        members.set(.apps, .array(apps.map(\.json)))
         members.set(.degraded, degraded)
         members.set(.degradedReasons, .array(degradedReasons.map(JSON.string)))
-        members.set(.apps, .array(apps.map(\.json)))
         return members.json
     }
 
