@@ -1,23 +1,27 @@
 // scripts/install and scripts/uninstall into a temporary DESTDIR with PREFIX=/usr, taking the debug binaries
 // next to the tests (NETLIFE_BIN_DIR) instead of a release build: the tree they leave, a config that a second
-// install does not overwrite, and what an uninstall leaves behind.
+// install does not overwrite, what an uninstall leaves behind, where the unit goes, and that the release
+// binaries carry the Swift runtime in themselves. scripts/install-test-deps with a stand-in for apt-get.
 
 import Foundation
 import Testing
 
 private let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-/// Runs scripts/NAME with DESTDIR and PREFIX=/usr, and the built binaries instead of a release build.
-private func script(_ name: String, destdir: String) -> ProcessResult {
+/// Runs scripts/NAME with DESTDIR, PREFIX=/usr, the unit directory /etc/systemd/system unless `environment`
+/// says otherwise, and the built binaries instead of a release build.
+private func script(_ name: String, destdir: String, environment extra: [String: String] = [:], repository root: URL = repository) -> ProcessResult {
     var environment = ProcessInfo.processInfo.environment
     environment["DESTDIR"] = destdir
     environment["PREFIX"] = "/usr"
+    environment["SYSTEMD_UNIT_DIR"] = "/etc/systemd/system"
     environment["NETLIFE_BIN_DIR"] = productsDirectory
-    return run([repository.appendingPathComponent("scripts/" + name).path], environment: environment, timeout: 30)
+    for (key, value) in extra { environment[key] = value }
+    return run([root.appendingPathComponent("scripts/" + name).path], environment: environment.filter { !$0.value.isEmpty }, timeout: 30)
 }
 
 /// Every regular file under `root`, as paths relative to it ("/usr/bin/netlifed").
-private func files(under root: String) -> Set<String> {
+func files(under root: String) -> Set<String> {
     guard let walker = FileManager.default.enumerator(atPath: root) else { return [] }
     var found: Set<String> = []
     while let relative = walker.nextObject() as? String {
@@ -29,17 +33,38 @@ private func files(under root: String) -> Set<String> {
     return found
 }
 
-private func contents(_ path: String) -> String {
+func contents(_ path: String) -> String {
     (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
 }
 
-private let installedFiles: Set<String> = [
+/// The files installed besides the binaries, the config and the unit, with the repository file each copies.
+let installedCopies: [String: String] = [
+    "/usr/share/doc/netlife/README.md": "README.md",
+    "/usr/share/netlife/systemd/netlifed-process-apps.conf": "systemd/netlifed-process-apps.conf",
+    "/usr/share/netlife/examples/netlife_events.py": "Examples/netlife_events.py",
+    "/usr/share/man/man8/netlifed.8": "man/netlifed.8",
+    "/usr/share/man/man1/netlifectl.1": "man/netlifectl.1",
+    "/usr/share/man/man5/netlifed.conf.5": "man/netlifed.conf.5",
+    "/usr/share/bash-completion/completions/netlifectl": "completion/netlifectl.bash",
+]
+
+private let installedFiles: Set<String> = Set(installedCopies.keys).union([
     "/usr/bin/netlifed",
     "/usr/bin/netlifectl",
     "/etc/netlifed/netlifed.conf",
     "/etc/systemd/system/netlifed.service",
-    "/usr/share/doc/netlife/README.md",
-]
+])
+
+/// The release binaries, when they were built as scripts/install builds them (with the Swift runtime linked
+/// statically); nil otherwise (no release build, or a plain `swift build -c release`).
+let staticReleaseDirectory: String? = {
+    let directory = repository.appendingPathComponent(".build/release").path
+    for binary in ["netlifed", "netlifectl"] {
+        let dynamic = run(["/usr/bin/readelf", "-d", directory + "/" + binary], timeout: 20)
+        guard dynamic.status == 0, !dynamic.stdout.contains("libswiftCore"), !dynamic.stdout.contains("RUNPATH") else { return nil }
+    }
+    return directory
+}()
 
 @Suite(.timeLimit(.minutes(5)))
 struct InstallTests {
@@ -55,20 +80,26 @@ struct InstallTests {
             #expect(FileManager.default.isExecutableFile(atPath: root + "/usr/bin/" + binary))
             #expect(FileManager.default.contentsEqual(atPath: root + "/usr/bin/" + binary, andPath: product(binary)), "\(binary) is not the built one")
         }
+        for (installed, source) in installedCopies {
+            #expect(FileManager.default.contentsEqual(atPath: root + installed, andPath: repository.appendingPathComponent(source).path), "\(installed)")
+        }
+        // The process-apps drop-in is shipped, not active: nothing is in netlifed.service.d.
+        #expect(!FileManager.default.fileExists(atPath: root + "/etc/systemd/system/netlifed.service.d"))
         let help = run([root + "/usr/bin/netlifectl", "--help"], timeout: 10)
         #expect(help.status == 0 && help.stdout.contains("USAGE"), "\(help)")
         // The installed daemon accepts the installed config.
         let check = run([root + "/usr/bin/netlifed", "--check-config", root + "/etc/netlifed/netlifed.conf"], timeout: 10)
         #expect(check.status == 0, "\(check)")
         #expect(contents(root + "/etc/netlifed/netlifed.conf") == contents(repository.appendingPathComponent("Config/netlifed.conf").path))
-        #expect(contents(root + "/usr/share/doc/netlife/README.md") == contents(repository.appendingPathComponent("README.md").path))
         // The unit names the final paths, not the staging directory.
         let unit = contents(root + "/etc/systemd/system/netlifed.service").split(separator: "\n")
         #expect(unit.filter { $0.hasPrefix("ExecStart=") } == ["ExecStart=/usr/bin/netlifed --config /etc/netlifed/netlifed.conf"])
         #expect(unit.filter { $0.hasPrefix("ExecReload=") } == ["ExecReload=/usr/bin/netlifectl reload"])
         #expect(unit.filter { $0.hasPrefix("Documentation=") } == ["Documentation=file:///usr/share/doc/netlife/README.md"])
-        #expect(!unit.contains { $0.contains(root) })
+        #expect(!unit.contains { $0.contains(root) || !$0.hasPrefix("#") && $0.contains("/usr/local/") })
         #expect(first.stdout.contains("installed \(root)/usr/bin/netlifed"), "\(first)")
+        // The debug binaries need the toolchain's runtime, and install says so.
+        #expect(first.stdout.contains("warning: the binaries in"), "\(first)")
 
         // A second install keeps the admin's config, and says so.
         let changed = contents(root + "/etc/netlifed/netlifed.conf") + "\n# changed by the admin\n"
@@ -85,7 +116,9 @@ struct InstallTests {
         #expect(files(under: root) == ["/etc/netlifed/netlifed.conf"], "\(uninstall.stdout)")
         #expect(contents(root + "/etc/netlifed/netlifed.conf") == changed)
         #expect(uninstall.stdout.contains("kept \(root)/etc/netlifed/netlifed.conf"), "\(uninstall)")
-        #expect(!FileManager.default.fileExists(atPath: root + "/usr/share/doc/netlife"))
+        for directory in ["/usr/share/doc/netlife", "/usr/share/netlife"] {
+            #expect(!FileManager.default.fileExists(atPath: root + directory), "\(directory)")
+        }
     }
 
     @Test func uninstallRemovesAnUnchangedConfigAndLeavesNoFile() throws {
@@ -101,6 +134,52 @@ struct InstallTests {
         #expect(again.status == 0, "\(again)")
     }
 
+    @Test func theUnitGoesWhereSystemdsPkgConfigFileSaysElseToEtc() throws {
+        let scratch = TemporaryDirectory()
+        defer { scratch.remove() }
+        try FileManager.default.createDirectory(atPath: scratch.file("pc"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: scratch.file("empty"), withIntermediateDirectories: true)
+        scratch.write("pc/systemd.pc", "systemdsystemunitdir=/usr/lib/test-units\nName: systemd\nDescription: x\nVersion: 252\n")
+        let cases: [(environment: [String: String], unit: String)] = [
+            (["SYSTEMD_UNIT_DIR": "", "PKG_CONFIG_PATH": scratch.file("pc")], "/usr/lib/test-units/netlifed.service"),
+            (["SYSTEMD_UNIT_DIR": "", "PKG_CONFIG_PATH": "", "PKG_CONFIG_LIBDIR": scratch.file("empty")], "/etc/systemd/system/netlifed.service"),
+            (["SYSTEMD_UNIT_DIR": "/lib/systemd/system/"], "/lib/systemd/system/netlifed.service"),
+        ]
+        for (index, test) in cases.enumerated() {
+            let root = scratch.file("root\(index)")
+            let install = script("install", destdir: root, environment: test.environment)
+            #expect(install.status == 0, "\(install)")
+            #expect(FileManager.default.fileExists(atPath: root + test.unit), "\(test.environment): \(install.stdout)")
+            let uninstall = script("uninstall", destdir: root, environment: test.environment)
+            #expect(uninstall.status == 0, "\(uninstall)")
+            #expect(files(under: root).isEmpty, "\(uninstall.stdout)")
+        }
+    }
+
+    @Test func everyUsrLocalPathOfTheUnitPointsIntoThePrefix() throws {
+        // A copy of the repository's scripts and installed files, with a unit whose ExecReload= names
+        // netlifectl.
+        let copy = TemporaryDirectory()
+        defer { copy.remove() }
+        for path in ["scripts", "Config", "systemd", "man", "completion", "README.md", "Examples/netlife_events.py"] {
+            let target = copy.file(path)
+            try FileManager.default.createDirectory(atPath: (target as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            try FileManager.default.copyItem(atPath: repository.appendingPathComponent(path).path, toPath: target)
+        }
+        let unit = contents(copy.file("systemd/netlifed.service")).split(separator: "\n", omittingEmptySubsequences: false)
+            .filter { !$0.hasPrefix("ExecReload=") }.joined(separator: "\n")
+            .replacingOccurrences(of: "[Service]\n", with: "[Service]\nExecReload=/usr/local/bin/netlifectl reload\n")
+        copy.write("systemd/netlifed.service", unit)
+        let root = copy.file("root")
+        let install = script("install", destdir: root, environment: ["PREFIX": "/opt/netlife"], repository: URL(fileURLWithPath: copy.path))
+        try #require(install.status == 0, "\(install)")
+        let installed = contents(root + "/etc/systemd/system/netlifed.service").split(separator: "\n")
+        #expect(installed.filter { $0.hasPrefix("ExecReload=") } == ["ExecReload=/opt/netlife/bin/netlifectl reload"])
+        #expect(installed.filter { $0.hasPrefix("ExecStart=") } == ["ExecStart=/opt/netlife/bin/netlifed --config /etc/netlifed/netlifed.conf"])
+        #expect(installed.filter { $0.hasPrefix("Documentation=") } == ["Documentation=file:///opt/netlife/share/doc/netlife/README.md"])
+        #expect(!installed.contains { !$0.hasPrefix("#") && $0.contains("/usr/local/") })
+    }
+
     @Test func installFailsWithAMessageWhenTheBinariesAreMissing() {
         let destdir = TemporaryDirectory()
         defer { destdir.remove() }
@@ -112,5 +191,94 @@ struct InstallTests {
         #expect(result.status != 0, "\(result)")
         #expect(result.stderr.contains("netlifed is missing"), "\(result)")
         #expect(files(under: destdir.file("root")).isEmpty)
+    }
+
+    /// The release binaries scripts/install builds name no library of the toolchain, and run where the
+    /// toolchain is hidden: in a mount namespace with an empty directory over it, with a bare environment.
+    @Test(.enabled(if: staticReleaseDirectory != nil && getuid() == 0, "needs the static release build of scripts/install, and root"))
+    func theReleaseBinariesRunWithoutTheToolchain() throws {
+        let directory = try #require(staticReleaseDirectory)
+        let swift = try #require(ProcessInfo.processInfo.environment["PATH"]?.split(separator: ":").map { $0 + "/swift" }
+            .first { FileManager.default.isExecutableFile(atPath: $0) })
+        // The toolchain's root: /opt/swift for /opt/swift/usr/bin/swift.
+        let toolchain = URL(fileURLWithPath: swift).resolvingSymlinksInPath().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent().path
+        for binary in ["netlifed", "netlifectl"] {
+            let dynamic = run(["/usr/bin/readelf", "-d", directory + "/" + binary], timeout: 20)
+            #expect(!dynamic.stdout.contains("RUNPATH") && !dynamic.stdout.contains("RPATH") && !dynamic.stdout.contains(toolchain), "\(dynamic)")
+            #expect(!dynamic.stdout.contains("libswift") && !dynamic.stdout.contains("libFoundation"), "\(dynamic)")
+        }
+        let config = repository.appendingPathComponent("Config/netlifed.conf").path
+        let hidden = run(["/usr/bin/unshare", "--mount", "/bin/sh", "-c", """
+            mount -t tmpfs none '\(toolchain)' && test -z "$(ls '\(toolchain)')" || exit 99
+            exec env -i PATH=/usr/bin:/bin sh -c '\(directory)/netlifectl --version; \(directory)/netlifed --check-config \(config)'
+            """], timeout: 20)
+        #expect(hidden.status == 0, "\(hidden)")
+        #expect(hidden.stdout.hasPrefix("netlifectl "), "\(hidden)")
+        #expect(hidden.stdout.contains("\(config): ok"), "\(hidden)")
+    }
+}
+
+/// scripts/install-test-deps with a stand-in for apt-get that records what /usr/sbin/policy-rc.d (here a path
+/// in a temporary directory) held while it ran, and whether running it exits 101 (no service may start).
+@Suite(.timeLimit(.minutes(1)))
+struct TestDependencyScriptTests {
+    private func runScript(in directory: TemporaryDirectory, aptExits status: Int) -> ProcessResult {
+        directory.write("apt-get", """
+            #!/bin/sh
+            echo "apt-get $*" >> \(directory.file("calls"))
+            \(directory.file("policy-rc.d")) nginx start; echo "policy $?" >> \(directory.file("calls"))
+            exit \(status)
+
+            """)
+        chmod(directory.file("apt-get"), 0o755)
+        try? FileManager.default.createDirectory(atPath: directory.file("systemd"), withIntermediateDirectories: true)
+        var environment = ProcessInfo.processInfo.environment
+        environment["POLICY_RC_D"] = directory.file("policy-rc.d")
+        environment["APT_GET"] = directory.file("apt-get")
+        environment["SYSTEMD_ETC"] = directory.file("systemd")
+        return run([repository.appendingPathComponent("scripts/install-test-deps").path], environment: environment, timeout: 30)
+    }
+
+    @Test func aptRunsWithAPolicyThatForbidsStartsAndTheAdminsPolicyComesBackUntouched() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        directory.write("policy-rc.d", "#!/bin/sh\nexit 0\n")
+        chmod(directory.file("policy-rc.d"), 0o750)
+        let before = try FileManager.default.attributesOfItem(atPath: directory.file("policy-rc.d"))
+
+        let result = runScript(in: directory, aptExits: 0)
+        #expect(result.status == 0, "\(result)")
+        let calls = directory.read("calls").split(separator: "\n")
+        #expect(calls.first == "apt-get update -qq", "\(calls)")
+        #expect(calls.contains { $0.hasPrefix("apt-get install -y -qq --no-install-recommends ") && $0.contains(" nginx-light ") })
+        #expect(calls.filter { $0.hasPrefix("policy ") } == ["policy 101", "policy 101"], "\(calls)")
+        // The admin's file is back: same inode, mode and contents; nothing else is left.
+        let after = try FileManager.default.attributesOfItem(atPath: directory.file("policy-rc.d"))
+        #expect(after[.systemFileNumber] as? Int == before[.systemFileNumber] as? Int)
+        #expect(after[.posixPermissions] as? Int == 0o750)
+        #expect(directory.read("policy-rc.d") == "#!/bin/sh\nexit 0\n")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted() == ["apt-get", "calls", "policy-rc.d", "systemd"])
+    }
+
+    @Test func withoutAPolicyBeforeNoneIsLeftEvenWhenAptFails() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let result = runScript(in: directory, aptExits: 100)
+        #expect(result.status != 0, "\(result)")
+        #expect(directory.read("calls").contains("policy 101"), "\(directory.read("calls"))")
+        #expect(!FileManager.default.fileExists(atPath: directory.file("policy-rc.d")))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted() == ["apt-get", "calls", "systemd"])
+    }
+
+    @Test func theBuildDependenciesHoldNoServer() {
+        let text = (try? String(contentsOf: repository.appendingPathComponent("scripts/install-deps"), encoding: .utf8)) ?? ""
+        // The words of `packages=( ... )`, comments left out.
+        let list = text.components(separatedBy: "packages=(").dropFirst().first?.components(separatedBy: "\n)").first ?? ""
+        let packages = Set(list.split(separator: "\n").flatMap { $0.split(separator: "#", maxSplits: 1).first?.split(separator: " ") ?? [] }.map(String.init))
+        #expect(packages.isSuperset(of: ["libevent-dev", "libavahi-client-dev", "pkg-config"]), "\(packages)")
+        for server in ["nginx-light", "lighttpd", "dovecot-imapd", "avahi-daemon", "dbus", "python3-pyftpdlib", "systemd"] {
+            #expect(!packages.contains(server), "scripts/install-deps installs \(server)")
+        }
     }
 }

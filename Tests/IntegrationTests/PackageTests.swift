@@ -1,0 +1,250 @@
+// The operator's files: the man pages (lint clean; every netlifectl command and every config key named), the
+// bash completion (commands, and the app names of a running daemon), and scripts/package's Debian package,
+// built from the binaries next to the tests (NETLIFE_BIN_DIR) or the static release build when there is one:
+// its fields, its files, its maintainer scripts, and what lintian says of it.
+
+import Foundation
+import Testing
+
+private let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+private func repositoryFile(_ path: String) -> String { repository.appendingPathComponent(path).path }
+
+/// The first of `paths` that is an executable, if any.
+private func tool(_ paths: String...) -> String? { paths.first { FileManager.default.isExecutableFile(atPath: $0) } }
+
+/// A man page as `mandoc` renders it, without the overstrikes and tabs.
+private func rendered(_ page: String) -> [String] {
+    let text = run(["/bin/sh", "-c", "mandoc -Tascii '\(page)' | col -bx"], timeout: 20).stdout
+    return text.split(separator: "\n").map(String.init)
+}
+
+/// The command words of each subcommand that `netlifectl --help` lists: ["status"], ["task", "begin"].
+/// Whether `lines` hold an entry tagged `tag` (alone on its line, or followed by its text when it is short).
+private func hasEntry(_ lines: [String], _ tag: String) -> Bool {
+    lines.contains { $0 == "       " + tag || $0.hasPrefix("       " + tag + " ") }
+}
+
+private func netlifectlCommands() -> [[String]] {
+    let help = run([product("netlifectl"), "--help"], timeout: 10).stdout
+    guard let section = help.components(separatedBy: "SUBCOMMANDS:\n").dropFirst().first else { return [] }
+    return section.split(separator: "\n", omittingEmptySubsequences: false).prefix { !$0.isEmpty }.map { line in
+        line.split(separator: " ").prefix { $0.allSatisfy { $0.isLowercase || $0 == "-" } }.map(String.init)
+    }
+}
+
+/// Every key of the config: those Config/netlifed.conf shows (`key =` or `#key =`) and the duration keys of
+/// ConfigKeys.swift.
+private func configKeys() -> Set<String> {
+    var keys: Set<String> = []
+    for line in contents(repositoryFile("Config/netlifed.conf")).split(separator: "\n") {
+        let text = line.hasPrefix("#") ? line.dropFirst() : line[...]
+        if let equals = text.range(of: " ="), text[..<equals.lowerBound].allSatisfy({ $0.isLowercase || $0.isNumber || $0 == "-" }),
+           !text[..<equals.lowerBound].isEmpty {
+            keys.insert(String(text[..<equals.lowerBound]))
+        }
+    }
+    let source = contents(repositoryFile("Sources/NetLifeDaemon/ConfigKeys.swift"))
+    for part in source.components(separatedBy: "key: \"").dropFirst() {
+        keys.insert(String(part.prefix { $0 != "\"" }))
+    }
+    return keys
+}
+
+/// The candidates bash completion offers for the last word of `words` (empty: a new word), with `path` as
+/// PATH.
+private func complete(_ words: [String], path: String = "/usr/bin:/bin") -> [String] {
+    let quoted = words.map { "'" + $0 + "'" }.joined(separator: " ")
+    let script = """
+        source '\(repositoryFile("completion/netlifectl.bash"))'
+        COMP_WORDS=(\(quoted)); COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
+        _netlifectl
+        printf '%s\\n' "${COMPREPLY[@]}"
+        """
+    let result = run(["/bin/bash", "-c", script], environment: ["PATH": path], timeout: 20)
+    return result.stdout.split(separator: "\n").map(String.init).sorted()
+}
+
+@Suite(.timeLimit(.minutes(5)))
+struct ManPageTests {
+    static let pages = ["man/netlifed.8", "man/netlifectl.1", "man/netlifed.conf.5"]
+
+    @Test(arguments: pages)
+    func lintsClean(_ page: String) {
+        let mandoc = run(["/usr/bin/mandoc", "-Tlint", repositoryFile(page)], timeout: 20)
+        #expect(mandoc.status == 0 && mandoc.stdout.isEmpty && mandoc.stderr.isEmpty, "\(mandoc)")
+        let groff = run(["/usr/bin/groff", "-man", "-ww", "-z", repositoryFile(page)], timeout: 20)
+        #expect(groff.status == 0 && groff.stderr.isEmpty, "\(groff)")
+    }
+
+    @Test func netlifectlsPageNamesEveryCommandAndExitStatus() {
+        let commands = netlifectlCommands()
+        #expect(commands.count >= 20, "\(commands)")
+        let lines = rendered(repositoryFile("man/netlifectl.1"))
+        for words in commands {
+            #expect(hasEntry(lines, words.joined(separator: " ")), "netlifectl(1) has no entry for \(words.joined(separator: " "))")
+        }
+        for option in ["--control PATH", "--json", "--version", "-h, --help"] {
+            #expect(lines.contains { $0.hasPrefix("       " + option) }, "netlifectl(1) has no entry for \(option)")
+        }
+        let exit = Array(lines.drop { $0 != "EXIT STATUS" }.prefix { $0 != "ENVIRONMENT" })
+        for status in 0...3 {
+            #expect(hasEntry(exit, String(status)), "exit status \(status)")
+        }
+    }
+
+    @Test func netlifedConfsPageNamesEveryKey() {
+        let keys = configKeys()
+        #expect(keys.isSuperset(of: ["control", "launch", "task-time", "loop-stall", "address", "connect", "exec", "max-ranges"]), "\(keys)")
+        let lines = rendered(repositoryFile("man/netlifed.conf.5"))
+        for key in keys.sorted() {
+            #expect(hasEntry(lines, key), "netlifed.conf(5) has no entry for \(key)")
+        }
+    }
+
+    @Test func netlifedsPageNamesEveryOption() {
+        let lines = rendered(repositoryFile("man/netlifed.8"))
+        for option in ["--config FILE", "--control PATH", "--log-level LEVEL", "--check-config FILE", "--version", "-h, --help"] {
+            #expect(hasEntry(lines, option), "netlifed(8) has no entry for \(option)")
+        }
+    }
+}
+
+@Suite(.timeLimit(.minutes(5)))
+struct CompletionTests {
+    @Test func offersEveryCommandAndSubcommand() {
+        let commands = netlifectlCommands()
+        #expect(complete(["netlifectl", ""]) == Set(commands.map { $0[0] }).sorted())
+        for family in ["task", "debug"] {
+            let expected = commands.filter { $0.count == 2 && $0[0] == family }.map { $0[1] }.sorted()
+            #expect(!expected.isEmpty)
+            #expect(complete(["netlifectl", family, ""]) == expected, "\(family)")
+        }
+        #expect(complete(["netlifectl", "--"]) == ["--control", "--help", "--json", "--version"])
+        #expect(complete(["netlifectl", "mode", "echo", ""]) == ["continuous", "idle"])
+        #expect(complete(["netlifectl", "launch", "echo", "--b"]) == ["--background"])
+    }
+
+    @Test func offersTheAppsOfTheRunningDaemonWithAndWithoutPython() throws {
+        let daemon = try TestDaemon(config: echoApp("alpha") + "\n" + echoApp("beta", appLines: "launch = no"))
+        defer { daemon.stop() }
+        let ctl = product("netlifectl")
+        for command in [["foreground"], ["status"], ["task", "begin"], ["mode"]] {
+            #expect(complete([ctl, "--control", daemon.controlPath] + command + [""]) == ["alpha", "beta"], "\(command)")
+        }
+        #expect(complete([ctl, "--control=" + daemon.controlPath, "terminate", "a"]) == ["alpha"])
+
+        // Without python3: a PATH holding only what the completion needs besides it.
+        let bare = TemporaryDirectory()
+        defer { bare.remove() }
+        for name in ["timeout", "grep", "sed"] {
+            let target = try #require(tool("/usr/bin/" + name, "/bin/" + name))
+            try FileManager.default.createSymbolicLink(atPath: bare.file(name), withDestinationPath: target)
+        }
+        #expect(complete([ctl, "--control", daemon.controlPath, "background", ""], path: bare.path) == ["alpha", "beta"])
+        #expect(run(["/bin/sh", "-c", "command -v python3"], environment: ["PATH": bare.path]).status != 0)
+
+        // No daemon at the socket: no names, and no wait.
+        let started = Date()
+        #expect(complete([ctl, "--control", daemon.directory.file("none.sock"), "foreground", ""]).isEmpty)
+        #expect(Date().timeIntervalSince(started) < 5)
+    }
+}
+
+@Suite(.timeLimit(.minutes(8)))
+struct PackageTests {
+    @Test func packageHoldsTheInstallTreeTheFieldsAndTheMaintainerScriptsOfADebianPackage() throws {
+        let scratch = TemporaryDirectory()
+        defer { scratch.remove() }
+        let binaries = staticReleaseDirectory ?? productsDirectory
+        var environment = ProcessInfo.processInfo.environment
+        environment["NETLIFE_BIN_DIR"] = binaries
+        environment["OUTPUT_DIR"] = scratch.file("out")
+        let built = run([repositoryFile("scripts/package")], environment: environment, timeout: 300)
+        try #require(built.status == 0, "\(built)")
+        let deb = try #require(built.stdout.split(separator: "\n").last.map(String.init))
+
+        // The version is the one netlifectl prints, with the Debian revision.
+        let printed = run([product("netlifectl"), "--version"], timeout: 10).stdout
+        let version = try #require(printed.split(separator: "\n").first?.split(separator: " ").dropFirst().first.map(String.init), "\(printed)")
+        let arch = run(["/usr/bin/dpkg", "--print-architecture"], timeout: 10).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(deb == scratch.file("out/netlife_\(version)-1_\(arch).deb"))
+        #expect(FileManager.default.fileExists(atPath: deb))
+
+        func field(_ name: String) -> String {
+            run(["/usr/bin/dpkg-deb", "-f", deb, name], timeout: 20).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        #expect(field("Package") == "netlife")
+        #expect(field("Version") == "\(version)-1")
+        #expect(field("Architecture") == arch)
+        #expect(field("Section") == "net" && field("Priority") == "optional")
+        #expect(!field("Maintainer").isEmpty && Int(field("Installed-Size")) ?? 0 > 0)
+        let depends = field("Depends")
+        for library in ["libevent-2.1-7", "libavahi-client3", "libc6"] {
+            #expect(depends.contains(library), "\(depends)")
+        }
+
+        // Its files, all root's.
+        let listing = run(["/usr/bin/dpkg-deb", "-c", deb], timeout: 20).stdout.split(separator: "\n")
+        #expect(listing.allSatisfy { $0.contains(" root/root ") }, "\(listing)")
+        let listed = Set(listing.filter { $0.hasPrefix("-") }.compactMap { $0.split(separator: " ").last.map { String($0.dropFirst()) } })
+        let expected: Set<String> = [
+            "/usr/bin/netlifed", "/usr/bin/netlifectl", "/etc/netlifed/netlifed.conf", "/lib/systemd/system/netlifed.service",
+            "/usr/share/man/man8/netlifed.8.gz", "/usr/share/man/man1/netlifectl.1.gz", "/usr/share/man/man5/netlifed.conf.5.gz",
+            "/usr/share/bash-completion/completions/netlifectl", "/usr/share/doc/netlife/README.md",
+            "/usr/share/doc/netlife/copyright", "/usr/share/doc/netlife/changelog.Debian.gz",
+            "/usr/share/netlife/systemd/netlifed-process-apps.conf", "/usr/share/netlife/examples/netlife_events.py",
+        ]
+        #expect(listed == expected)
+
+        let tree = scratch.file("tree")
+        #expect(run(["/usr/bin/dpkg-deb", "-x", deb, tree], timeout: 60).status == 0)
+        #expect(run(["/usr/bin/dpkg-deb", "-e", deb, tree + "/DEBIAN"], timeout: 20).status == 0)
+        #expect(contents(tree + "/DEBIAN/conffiles") == "/etc/netlifed/netlifed.conf\n")
+        #expect(contents(tree + "/etc/netlifed/netlifed.conf") == contents(repositoryFile("Config/netlifed.conf")))
+        let unit = contents(tree + "/lib/systemd/system/netlifed.service").split(separator: "\n")
+        #expect(unit.contains("ExecStart=/usr/bin/netlifed --config /etc/netlifed/netlifed.conf"))
+        #expect(!unit.contains { !$0.hasPrefix("#") && $0.contains("/usr/local/") })
+        // Man pages and the changelog compressed with gzip -9n: no name, no time stamp.
+        for page in ["man8/netlifed.8", "man1/netlifectl.1", "man5/netlifed.conf.5"] {
+            let path = tree + "/usr/share/man/" + page + ".gz"
+            let header = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)).prefix(10))
+            #expect(header.count == 10 && header[3] & 0x08 == 0 && header[4...7].allSatisfy { $0 == 0 }, "\(page)")
+            #expect(run(["/bin/sh", "-c", "gzip -dc '\(path)' | cmp -s - '\(repositoryFile("man/" + (page as NSString).lastPathComponent))'"], timeout: 20).status == 0, "\(page)")
+        }
+        #expect(run(["/bin/sh", "-c", "gzip -dc '\(tree)/usr/share/doc/netlife/changelog.Debian.gz' | head -1 | grep -q '^netlife (\(version)-1) '"], timeout: 20).status == 0)
+        #expect(contents(tree + "/usr/share/doc/netlife/copyright").hasPrefix("Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/"))
+        // The packaged binaries are stripped, and run.
+        let file = run(["/usr/bin/readelf", "-S", tree + "/usr/bin/netlifed"], timeout: 20).stdout
+        #expect(!file.contains(".symtab") && !file.contains(".comment"))
+        #expect(run([tree + "/usr/bin/netlifed", "--check-config", tree + "/etc/netlifed/netlifed.conf"], timeout: 20).status == 0)
+
+        // The maintainer scripts: executable, sh syntax, and the service handling of dh_installsystemd.
+        for script in ["postinst", "prerm", "postrm"] {
+            let path = tree + "/DEBIAN/" + script
+            #expect(FileManager.default.isExecutableFile(atPath: path), "\(script)")
+            let syntax = run(["/bin/sh", "-n", path], timeout: 10)
+            #expect(syntax.status == 0, "\(script): \(syntax)")
+            #expect(contents(path).hasPrefix("#!/bin/sh\n") && contents(path).contains("\nset -e\n"), "\(script)")
+        }
+        let postinst = contents(tree + "/DEBIAN/postinst")
+        for line in ["deb-systemd-helper enable 'netlifed.service'", "deb-systemd-helper update-state 'netlifed.service'",
+                     "if [ -d /run/systemd/system ]; then", "systemctl --system daemon-reload >/dev/null || true",
+                     "deb-systemd-invoke $_dh_action 'netlifed.service'"] {
+            #expect(postinst.contains(line), "postinst: \(line)")
+        }
+        #expect(contents(tree + "/DEBIAN/prerm").contains("deb-systemd-invoke stop 'netlifed.service'"))
+        let postrm = contents(tree + "/DEBIAN/postrm")
+        let purge = postrm.components(separatedBy: "if [ \"$1\" = \"purge\" ]; then").dropFirst().first ?? ""
+        #expect(purge.contains("deb-systemd-helper purge 'netlifed.service'") && purge.contains("rm -rf /var/lib/netlifed"), "\(postrm)")
+
+        // lintian finds no error. Binaries that need the toolchain's runtime (the debug build, when there is
+        // no static release build) carry its RUNPATH, which lintian calls an error of its own.
+        if let lintian = tool("/usr/bin/lintian") {
+            let report = run([lintian, "--no-tag-display-limit", deb], timeout: 240)
+            let errors = report.stdout.split(separator: "\n").filter { $0.hasPrefix("E: ") }
+                .filter { staticReleaseDirectory != nil || !$0.contains("custom-library-search-path") }
+            #expect(errors.isEmpty, "\(report)")
+        }
+    }
+}
