@@ -248,3 +248,56 @@ struct PackageTests {
         }
     }
 }
+
+/// The maintainer scripts run with stand-ins for deb-systemd-helper, deb-systemd-invoke and systemctl that
+/// record their arguments: what a first installation, an installation the admin had disabled, and a removal
+/// ask of them. (Purge is not run: it removes /var/lib/netlifed of this machine.)
+@Suite(.timeLimit(.minutes(1)))
+struct MaintainerScriptTests {
+    /// Runs packaging/debian/SCRIPT with ARGUMENTS; `wasEnabled` is what `deb-systemd-helper was-enabled`
+    /// answers. Returns the calls made, one a line.
+    private func calls(_ script: String, _ arguments: [String], wasEnabled: Bool = true) throws -> [String] {
+        let stubs = TemporaryDirectory()
+        defer { stubs.remove() }
+        for name in ["deb-systemd-helper", "deb-systemd-invoke", "systemctl"] {
+            stubs.write(name, """
+                #!/bin/sh
+                echo "\(name) $*" >> \(stubs.file("calls"))
+                [ "$2" != was-enabled ] || exit \(wasEnabled ? 0 : 1)
+
+                """)
+            chmod(stubs.file(name), 0o755)
+        }
+        let result = run(["/bin/sh", repositoryFile("packaging/debian/" + script)] + arguments,
+                         environment: ["PATH": stubs.path + ":/usr/bin:/bin"], timeout: 20)
+        try #require(result.status == 0, "\(result)")
+        return stubs.read("calls").split(separator: "\n").map(String.init)
+    }
+
+    /// What happens only under systemd as PID 1 (the scripts look for /run/systemd/system).
+    private var underSystemd: Bool { FileManager.default.fileExists(atPath: "/run/systemd/system") }
+
+    @Test func aFirstInstallationEnablesAndStartsTheService() throws {
+        var expected = ["deb-systemd-helper unmask netlifed.service", "deb-systemd-helper --quiet was-enabled netlifed.service",
+                        "deb-systemd-helper enable netlifed.service"]
+        if underSystemd { expected += ["systemctl --system daemon-reload", "deb-systemd-invoke start netlifed.service"] }
+        #expect(try calls("postinst", ["configure"]) == expected)
+        // An upgrade restarts it instead.
+        let upgrade = try calls("postinst", ["configure", "0.0.9-1"])
+        #expect(upgrade.contains("deb-systemd-invoke restart netlifed.service") == underSystemd, "\(upgrade)")
+    }
+
+    @Test func anInstallationTheAdminHadDisabledOnlyUpdatesTheState() throws {
+        let made = try calls("postinst", ["configure"], wasEnabled: false)
+        #expect(made.contains("deb-systemd-helper update-state netlifed.service"), "\(made)")
+        #expect(!made.contains("deb-systemd-helper enable netlifed.service"), "\(made)")
+    }
+
+    @Test func aRemovalStopsTheServiceAndMasksItAndAnUpgradeDoesNotStopIt() throws {
+        #expect(try calls("prerm", ["remove"]) == (underSystemd ? ["deb-systemd-invoke stop netlifed.service"] : []))
+        #expect(try calls("prerm", ["upgrade", "0.1.1-1"]).isEmpty)
+        var expected = ["deb-systemd-helper mask netlifed.service"]
+        if underSystemd { expected.insert("systemctl --system daemon-reload", at: 0) }
+        #expect(try calls("postrm", ["remove"]) == expected)
+    }
+}
