@@ -201,6 +201,11 @@ struct PackageTests {
         #expect(run(["/usr/bin/dpkg-deb", "-x", deb, tree], timeout: 60).status == 0)
         #expect(run(["/usr/bin/dpkg-deb", "-e", deb, tree + "/DEBIAN"], timeout: 20).status == 0)
         #expect(contents(tree + "/DEBIAN/conffiles") == "/etc/netlifed/netlifed.conf\n")
+        // md5sums covers every file but the conffile, and matches them.
+        let sums = contents(tree + "/DEBIAN/md5sums").split(separator: "\n").compactMap { $0.split(separator: " ").last.map { "/" + $0 } }
+        #expect(Set(sums) == expected.subtracting(["/etc/netlifed/netlifed.conf"]))
+        let check = run(["/bin/sh", "-c", "cd '\(tree)' && md5sum --quiet -c DEBIAN/md5sums"], timeout: 60)
+        #expect(check.status == 0, "\(check)")
         #expect(contents(tree + "/etc/netlifed/netlifed.conf") == contents(repositoryFile("Config/netlifed.conf")))
         let unit = contents(tree + "/lib/systemd/system/netlifed.service").split(separator: "\n")
         #expect(unit.contains("ExecStart=/usr/bin/netlifed --config /etc/netlifed/netlifed.conf"))
