@@ -193,6 +193,26 @@ struct InstallTests {
         #expect(files(under: destdir.file("root")).isEmpty)
     }
 
+    @Test func installRefusesToOverwriteTheFilesOfADebianPackage() throws {
+        // No DESTDIR, but every path in a temporary directory but the config's; the binaries are missing, so
+        // that an install that got past the check would stop before writing anything.
+        let scratch = TemporaryDirectory()
+        defer { scratch.remove() }
+        try FileManager.default.createDirectory(atPath: scratch.file("bin"), withIntermediateDirectories: true)
+        scratch.write("bin/dpkg-query", "#!/bin/sh\n[ \"$1\" = -S ] && echo \"netlife: $2\"\n")
+        chmod(scratch.file("bin/dpkg-query"), 0o755)
+        var environment = ProcessInfo.processInfo.environment
+        environment["DESTDIR"] = nil
+        environment["PREFIX"] = scratch.file("usr")
+        environment["SYSTEMD_UNIT_DIR"] = scratch.file("units")
+        environment["NETLIFE_BIN_DIR"] = scratch.file("bin")
+        environment["PATH"] = scratch.file("bin") + ":" + (environment["PATH"] ?? "/usr/bin:/bin")
+        let result = run([repository.appendingPathComponent("scripts/install").path], environment: environment, timeout: 30)
+        #expect(result.status != 0, "\(result)")
+        #expect(result.stderr.contains("\(scratch.file("usr"))/bin/netlifed belongs to the Debian package netlife"), "\(result)")
+        #expect(files(under: scratch.path) == ["/bin/dpkg-query"])
+    }
+
     /// The release binaries scripts/install builds name no library of the toolchain, and run where the
     /// toolchain is hidden: in a mount namespace with an empty directory over it, with a bare environment.
     @Test(.enabled(if: staticReleaseDirectory != nil && getuid() == 0, "needs the static release build of scripts/install, and root"))
