@@ -102,6 +102,22 @@ struct ManPageTests {
         }
     }
 
+    @Test func netlifedConfsExampleIsAValidConfig() throws {
+        let scratch = TemporaryDirectory()
+        defer { scratch.remove() }
+        let source = contents(repositoryFile("man/netlifed.conf.5"))
+        let example = try #require(source.components(separatedBy: ".EX\n").dropFirst().first?.components(separatedBy: ".EE\n").first)
+        // Its paths made real: the served directory and the password file.
+        try FileManager.default.createDirectory(atPath: scratch.file("files"), withIntermediateDirectories: true)
+        scratch.write("secret", "hunter2\n")
+        let config = example.replacingOccurrences(of: "\\-", with: "-")
+            .replacingOccurrences(of: "/srv/files", with: scratch.file("files"))
+            .replacingOccurrences(of: "/etc/netlifed/mail.secret", with: scratch.file("secret"))
+        scratch.write("example.conf", config)
+        let check = run([product("netlifed"), "--check-config", scratch.file("example.conf")], timeout: 20)
+        #expect(check.status == 0, "\(check)\n\(config)")
+    }
+
     @Test func netlifedsPageNamesEveryOption() {
         let lines = rendered(repositoryFile("man/netlifed.8"))
         for option in ["--config FILE", "--control PATH", "--log-level LEVEL", "--check-config FILE", "--version", "-h, --help"] {
