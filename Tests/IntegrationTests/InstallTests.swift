@@ -228,14 +228,29 @@ struct InstallTests {
             #expect(!dynamic.stdout.contains("RUNPATH") && !dynamic.stdout.contains("RPATH") && !dynamic.stdout.contains(toolchain), "\(dynamic)")
             #expect(!dynamic.stdout.contains("libswift") && !dynamic.stdout.contains("libFoundation"), "\(dynamic)")
         }
-        let config = repository.appendingPathComponent("Config/netlifed.conf").path
+        // They check a config, and serve: an app launched, its status read, SIGTERM answered with exit 0.
+        let scratch = TemporaryDirectory()
+        defer { scratch.remove() }
+        scratch.write("netlifed.conf", "[app alpha]\n[listener alpha.main]\naddress = 127.0.0.1:0\nservice = echo\n")
+        let config = scratch.file("netlifed.conf"), control = scratch.file("control/control.sock")
         let hidden = run(["/usr/bin/unshare", "--mount", "/bin/sh", "-c", """
             mount -t tmpfs none '\(toolchain)' && test -z "$(ls '\(toolchain)')" || exit 99
-            exec env -i PATH=/usr/bin:/bin sh -c '\(directory)/netlifectl --version; \(directory)/netlifed --check-config \(config)'
-            """], timeout: 20)
-        #expect(hidden.status == 0, "\(hidden)")
+            env -i PATH=/usr/bin:/bin '\(directory)/netlifectl' --version
+            env -i PATH=/usr/bin:/bin '\(directory)/netlifed' --check-config '\(config)' || exit 1
+            # env execs netlifed: $! is the daemon's pid, killed whatever happens (it holds this process's
+            # descriptors, and the test waits for them).
+            env -i PATH=/usr/bin:/bin '\(directory)/netlifed' --config '\(config)' --control '\(control)' \
+                > /dev/null 2> '\(scratch.file("log"))' < /dev/null & pid=$!
+            trap 'kill -KILL $pid 2> /dev/null' EXIT
+            i=0; while [ ! -S '\(control)' ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+            env -i PATH=/usr/bin:/bin '\(directory)/netlifectl' --control '\(control)' status
+            kill -TERM $pid; wait $pid; echo "netlifed exited $?"
+            """], timeout: 30)
+        #expect(hidden.status == 0, "\(hidden)\n\(scratch.read("log"))")
         #expect(hidden.stdout.hasPrefix("netlifectl "), "\(hidden)")
         #expect(hidden.stdout.contains("\(config): ok"), "\(hidden)")
+        #expect(hidden.stdout.contains("alpha: active"), "\(hidden)\n\(scratch.read("log"))")
+        #expect(hidden.stdout.contains("netlifed exited 0"), "\(hidden)\n\(scratch.read("log"))")
     }
 }
 
