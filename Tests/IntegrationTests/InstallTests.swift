@@ -220,9 +220,11 @@ struct InstallTests {
         let directory = try #require(staticReleaseDirectory)
         let swift = try #require(ProcessInfo.processInfo.environment["PATH"]?.split(separator: ":").map { $0 + "/swift" }
             .first { FileManager.default.isExecutableFile(atPath: $0) })
-        // The toolchain's root: /opt/swift for /opt/swift/usr/bin/swift.
+        // The toolchain's root: DIR for DIR/usr/bin/swift. A toolchain installed in /usr itself cannot be
+        // hidden without hiding the system.
         let toolchain = URL(fileURLWithPath: swift).resolvingSymlinksInPath().deletingLastPathComponent()
             .deletingLastPathComponent().deletingLastPathComponent().path
+        try #require(!["/", "/usr"].contains(toolchain), "the toolchain is in \(toolchain)")
         for binary in ["netlifed", "netlifectl"] {
             let dynamic = run(["/usr/bin/readelf", "-d", directory + "/" + binary], timeout: 20)
             #expect(!dynamic.stdout.contains("RUNPATH") && !dynamic.stdout.contains("RPATH") && !dynamic.stdout.contains(toolchain), "\(dynamic)")
