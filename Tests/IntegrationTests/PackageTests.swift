@@ -226,6 +226,16 @@ struct PackageTests {
         let unit = contents(tree + "/lib/systemd/system/netlifed.service").split(separator: "\n")
         #expect(unit.contains("ExecStart=/usr/bin/netlifed --config /etc/netlifed/netlifed.conf"))
         #expect(!unit.contains { !$0.hasPrefix("#") && $0.contains("/usr/local/") })
+        // Every other program the unit runs comes from an Essential package or one in Depends.
+        for line in unit where line.hasPrefix("Exec") {
+            guard let program = line.split(separator: "=", maxSplits: 1).last?.drop(while: { "-@:+!".contains($0) })
+                .split(separator: " ").first.map(String.init), !program.hasPrefix("/usr/bin/netlife") else { continue }
+            let owner = run(["/bin/sh", "-c", "dpkg-query -S '\(program)' | cut -d: -f1"], timeout: 20).stdout
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+            let essential = run(["/usr/bin/dpkg-query", "-W", "-f=${Essential}", owner], timeout: 20).stdout == "yes"
+            #expect(!owner.isEmpty && (essential || depends.split(separator: ",").contains { $0.split(separator: " ").first == Substring(owner) }),
+                    "\(line): \(owner) is not in Depends: \(depends)")
+        }
         // Man pages and the changelog compressed with gzip -9n: no name, no time stamp.
         for page in ["man8/netlifed.8", "man1/netlifectl.1", "man5/netlifed.conf.5"] {
             let path = tree + "/usr/share/man/" + page + ".gz"
