@@ -72,7 +72,10 @@ struct LifecycleChannelAbuseTests {
                 "1 overlong line and 15 bad lines reach the cut-off; log tail:\n\(daemon.log.suffix(2000))")
         let peak = daemon.probe.peakResidentBytes
         print("endless line: resident \(before >> 10) KiB before, peak \(peak >> 10) KiB after 64 MB without a newline")
-        #expect(peak - before < 16 << 20, "the daemon grew by \((peak - before) >> 10) KiB")
+        // Under AddressSanitizer the freed reads wait in its quarantine, so the resident size says nothing.
+        if rssIsMeaningful {
+            #expect(peak - before < 16 << 20, "the daemon grew by \((peak - before) >> 10) KiB")
+        }
         daemon.expectHealthy(comparedTo: nil, label: "a program writing a 64 MB line")
     }
 
