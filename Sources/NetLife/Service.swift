@@ -25,9 +25,14 @@ public struct ServiceOptionError: Error, Equatable, Sendable, CustomStringConver
     /// The option at fault, if one is.
     public var key: String?
     public var message: String
-    public init(key: String? = nil, _ message: String) {
+    /// Whether the fault is a file or directory missing on this host rather than in the text (a `root` not
+    /// made yet): `--check-config` warns about it, as `apachectl configtest` does of a DocumentRoot, and
+    /// netlifed refuses to start until it exists.
+    public var isMissingOnThisHost: Bool
+    public init(key: String? = nil, _ message: String, isMissingOnThisHost: Bool = false) {
         self.key = key
         self.message = message
+        self.isMissingOnThisHost = isMissingOnThisHost
     }
     public var description: String { message }
 }

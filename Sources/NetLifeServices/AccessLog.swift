@@ -30,7 +30,7 @@ public enum AccessLogDestination: Equatable, Sendable {
             let slash = text.lastIndex(of: "/") ?? text.startIndex
             let directory = slash == text.startIndex ? "/" : String(text[..<slash])
             guard isDirectory(directory) else {
-                throw ServiceOptionError(key: "access-log", "access-log's directory \(directory) does not exist")
+                throw ServiceOptionError(key: "access-log", "access-log's directory \(directory) does not exist", isMissingOnThisHost: true)
             }
             return .file(text)
         }

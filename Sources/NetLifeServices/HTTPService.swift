@@ -27,7 +27,8 @@ public final class HTTPService: Service, ConnectionDelegate {
             throw ServiceOptionError(key: nil, "service http needs root = DIRECTORY")
         }
         guard root.hasPrefix("/"), let resolved = realPath(root), isDirectory(resolved) else {
-            throw ServiceOptionError(key: "root", "root must be an existing directory given by its absolute path, got '\(root)'")
+            throw ServiceOptionError(key: "root", "root must be an existing directory given by its absolute path, got '\(root)'",
+                                     isMissingOnThisHost: root.hasPrefix("/"))
         }
         var maxRanges = 1
         if let text = options["max-ranges"] {
@@ -57,7 +58,8 @@ public final class HTTPService: Service, ConnectionDelegate {
             return nil
         }
         guard root.hasPrefix("/"), let resolved = realPath(root), isDirectory(resolved) else {
-            throw ServiceOptionError(key: "upload-root", "upload-root must be an existing directory given by its absolute path, got '\(root)'")
+            throw ServiceOptionError(key: "upload-root", "upload-root must be an existing directory given by its absolute path, got '\(root)'",
+                                     isMissingOnThisHost: root.hasPrefix("/"))
         }
         var limits = UploadLimits()
         if let text = options["max-upload-size"] {

@@ -30,7 +30,9 @@ public final class IMAPProtocol: DataSocketHandler {
     static func readPassword(_ path: String) throws(ServiceOptionError) -> String {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else {
-            throw ServiceOptionError(key: "password-file", "cannot read password-file '\(path)': \(Errno.current)")
+            let error = Errno.current
+            throw ServiceOptionError(key: "password-file", "cannot read password-file '\(path)': \(error)",
+                                     isMissingOnThisHost: error.rawValue == ENOENT)
         }
         defer { close(fd) }
         var bytes = [UInt8](repeating: 0, count: 4096)

@@ -54,6 +54,25 @@ struct ConfigTests {
         #expect(shipped.status == 0, "\(shipped)")
     }
 
+    @Test func pathsMissingOnThisHostAreWarningsForCheckConfigAndErrorsForTheDaemon() {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let missing = directory.file("not-made-yet")
+        let files = "[app files]\n[listener files.http]\naddress = 127.0.0.1:0\nservice = http\nroot = \(missing)\n"
+        directory.write("files.conf", files)
+        let checked = run([product("netlifed"), "--check-config", directory.file("files.conf")])
+        #expect(checked.status == 0, "the text is right: \(checked)")
+        #expect(checked.stderr.contains("files.conf:5: warning: service http: root must be an existing directory"), "\(checked)")
+        // A real error beside it still fails the check, and both are printed.
+        directory.write("both.conf", files + "[app x]\nauto-suspend = soon\n")
+        let both = run([product("netlifed"), "--check-config", directory.file("both.conf")])
+        #expect(both.status == 1, "\(both)")
+        #expect(both.stderr.contains("both.conf:5: service http: root must be") && both.stderr.contains("both.conf:7: auto-suspend"), "\(both)")
+        // The daemon itself does not start without the directory.
+        let started = run([product("netlifed"), "--config", directory.file("files.conf"), "--control", directory.file("c/s.sock")], timeout: 10)
+        #expect(started.status == 78, "\(started)")
+    }
+
     @Test func netlifedRefusesToStartOnABadConfig() {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
