@@ -41,7 +41,7 @@ let package = Package(
         .target(name: "NetLifeTestSupport", dependencies: ["NetLifeEvent"], path: "Tests/NetLifeTestSupport"),
         .testTarget(name: "NetLifeEventTests", dependencies: ["NetLifeEvent", "NetLifeTestSupport"]),
         .testTarget(name: "NetLifeTests", dependencies: ["NetLife"]),
-        .testTarget(name: "NetLifeServicesTests", dependencies: ["NetLifeServices"]),
+        .testTarget(name: "NetLifeServicesTests", dependencies: ["NetLifeServices", "NetLifeTestSupport"]),
         .testTarget(name: "NetLifeControlTests", dependencies: ["NetLifeControl"]),
         .testTarget(name: "NetLifeDaemonTests", dependencies: ["NetLifeDaemon", "NetLifeTestSupport"]),
         .testTarget(name: "IntegrationTests", dependencies: ["netlifed", "netlifectl"]),

@@ -117,25 +117,22 @@ public enum SocketCalls {
 
     /// The local address of a socket. The corresponding C function is `getsockname`.
     public static func localAddress(of fd: CInt) throws(SystemError) -> SocketAddress {
-        var storage = sockaddr_storage()
-        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        try withUnsafeMutablePointer(to: &storage) { pointer throws(SystemError) in
-            try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address throws(SystemError) in
-                _ = try sys("getsockname") { getsockname(fd, address, &length) }
-            }
-        }
-        return withUnsafePointer(to: &storage) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { SocketAddress($0) ?? .unix("") }
-        }
+        try address(of: fd, "getsockname", getsockname)
     }
 
     /// The address of a connected socket's peer. The corresponding C function is `getpeername`.
     public static func peerAddress(of fd: CInt) throws(SystemError) -> SocketAddress {
+        try address(of: fd, "getpeername", getpeername)
+    }
+
+    /// An address the kernel writes for `fd` through `call` (getsockname or getpeername).
+    private static func address(of fd: CInt, _ name: String,
+                                _ call: (CInt, UnsafeMutablePointer<sockaddr>?, UnsafeMutablePointer<socklen_t>?) -> CInt) throws(SystemError) -> SocketAddress {
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         try withUnsafeMutablePointer(to: &storage) { pointer throws(SystemError) in
             try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address throws(SystemError) in
-                _ = try sys("getpeername") { getpeername(fd, address, &length) }
+                _ = try sys(name) { call(fd, address, &length) }
             }
         }
         return withUnsafePointer(to: &storage) { pointer in

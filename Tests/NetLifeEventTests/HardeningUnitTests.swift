@@ -58,17 +58,23 @@ struct HardeningUnitTests {
         #expect(connection.output.count == "after close".utf8.count)
     }
 
-    @Test func theFlushTimeoutMeasuresLackOfProgressNotTotalTime() throws {
-        let loop = try EventLoop()
+    /// A connection with a 4 KiB send buffer closing after a flush of `bytes` bytes, and its peer's end.
+    private func closingAfterFlush(_ loop: EventLoop, bytes: Int, flushTimeout: Duration) throws -> (Connection, CInt) {
         let (mine, theirs) = socketPair()
-        defer { close(theirs) }
         var small: CInt = 4096
         setsockopt(mine, SOL_SOCKET, SO_SNDBUF, &small, socklen_t(MemoryLayout<CInt>.size))
         let connection = try Connection(loop: loop, fd: mine)
-        connection.flushTimeout = .milliseconds(150)
-        let total = 400_000
-        connection.output.append([UInt8](repeating: 0x61, count: total))
+        connection.flushTimeout = flushTimeout
+        connection.output.append([UInt8](repeating: 0x61, count: bytes))
         connection.close(.afterFlush)
+        return (connection, theirs)
+    }
+
+    @Test func theFlushTimeoutMeasuresLackOfProgressNotTotalTime() throws {
+        let loop = try EventLoop()
+        let total = 400_000
+        let (_, theirs) = try closingAfterFlush(loop, bytes: total, flushTimeout: .milliseconds(150))
+        defer { close(theirs) }
         // Read a little every 20 ms: the whole flush takes far longer than the timeout, but never stalls.
         var received = 0
         var lastRead = MonotonicTime.now()
@@ -102,14 +108,8 @@ struct HardeningUnitTests {
 
     @Test func aPeerThatStopsReadingIsResetOneTimeoutAfterItsLastProgressNotTwo() throws {
         let loop = try EventLoop()
-        let (mine, theirs) = socketPair()
+        let (connection, theirs) = try closingAfterFlush(loop, bytes: 1 << 20, flushTimeout: .milliseconds(300))
         defer { close(theirs) }
-        var small: CInt = 4096
-        setsockopt(mine, SOL_SOCKET, SO_SNDBUF, &small, socklen_t(MemoryLayout<CInt>.size))
-        let connection = try Connection(loop: loop, fd: mine)
-        connection.flushTimeout = .milliseconds(300)
-        connection.output.append([UInt8](repeating: 0x61, count: 1 << 20))
-        connection.close(.afterFlush)
         // The peer takes one piece 30 ms into the flush, then nothing: the last progress the connection sees.
         let started = MonotonicTime.now()
         var lastRead: MonotonicTime?

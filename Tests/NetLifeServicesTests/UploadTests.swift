@@ -7,6 +7,7 @@
 @testable import NetLifeServices
 import NetLife
 import NetLifeEvent
+import NetLifeTestSupport
 @preconcurrency import Glibc
 import Testing
 
@@ -662,17 +663,7 @@ private final class LoopServer {
     }
 
     func run(timeout: Duration = .seconds(20), until condition: @escaping () -> Bool) -> Bool {
-        if condition() { return true }
-        let deadline = MonotonicTime.now() + timeout
-        var poller: EventTimer?
-        poller = EventTimer(loop: loop) { [loop] in
-            if condition() || MonotonicTime.now() >= deadline { loop.stop() } else { poller?.arm(after: .milliseconds(1)) }
-        }
-        poller?.arm(after: .milliseconds(1))
-        try? loop.run()
-        poller?.close()
-        poller = nil
-        return condition()
+        runLoop(loop, timeout: timeout, until: condition)
     }
 
     func close() {
