@@ -36,6 +36,8 @@ final class DaemonRuntime {
     private var stallWatchdog: LoopStallWatchdog?
     private var systemdPinger: SystemdWatchdogPinger?
     private var mdnsPublisher: MDNSPublisher?
+    /// Kills and removes what a netlifed that is gone left in the cgroups apps are placed in.
+    private var leftoverSweep: EventTimer?
     /// The `netlifectl watch` connections.
     let watchers: Watchers
     /// The downloads (`netlifectl download`, `transfers`).
@@ -122,6 +124,7 @@ final class DaemonRuntime {
         }
         restartStallWatchdog(threshold: configuration.loopStall)
         systemdPinger = SystemdWatchdogPinger(environment: processEnvironment(), pid: getpid(), notifier: notifier, loop: loop)
+        removeLeftoverCgroups()
         // mDNS follows every listener; it connects to avahi-daemon only once a listener with `mdns` opens.
         let publisher = MDNSPublisher(loop: loop, logger: logger)
         mdnsPublisher = publisher
@@ -152,7 +155,21 @@ final class DaemonRuntime {
     /// the loop closes every source still registered (sessions, hooks, timers) and is freed. Those sources'
     /// closures reach this runtime, which holds the loop: only closing them breaks that cycle, so that the
     /// process ends with nothing leaked. Idempotent.
+    /// The programs a netlifed that ended without cleaning up left running in their cgroups (killed, or
+    /// aborted by its loop-stall watchdog) are killed and their cgroups removed, in the background of the
+    /// start-up: nothing waits for it.
+    private func removeLeftoverCgroups() {
+        guard let layout = try? CgroupLayout.current() else { return }
+        let logger = self.logger
+        leftoverSweep = CgroupLeftovers.remove(in: layout, loop: loop, timeout: .seconds(10)) { found, left in
+            logger.warning("removed \(found.count - left.count) cgroup(s) that a netlifed no longer running left behind, with their processes")
+            for directory in left { logger.error("cannot empty and remove \(directory), left by a netlifed no longer running") }
+        }
+    }
+
     func tearDown() {
+        leftoverSweep?.close()
+        leftoverSweep = nil
         stallWatchdog?.stop()
         stallWatchdog = nil
         controlServer?.close()

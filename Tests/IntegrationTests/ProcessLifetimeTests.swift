@@ -80,6 +80,30 @@ struct ProcessLifetimeTests {
     }
 
     @Test(.enabled(if: cgroupIsWritable, "no writable cgroup on this machine: process apps run in a process group"))
+    func whatAKilledDaemonLeftRunningIsKilledAndRemovedByTheNextOne() throws {
+        let scratch = TemporaryDirectory()
+        defer { scratch.remove() }
+        // A program with a child, both ignoring SIGTERM: only a kill of the whole cgroup ends them.
+        scratch.write("stay.sh", "trap '' TERM\nsleep 1000 &\nwait\n")
+        let first = try TestDaemon(config: "[daemon]\n" + scriptApp("orphan", script: scratch.file("stay.sh")), expectedEnd: .anything)
+        let program = first.program("orphan")
+        let cgroup = try #require(program["cgroup"] as? String)
+        let pid = try #require((program["pid"] as? Int).map(Int32.init))
+        defer { kill(pid, SIGKILL) }
+        #expect((cgroup as NSString).lastPathComponent.contains("-d\(first.pid)-"), "the cgroup names its daemon: \(cgroup)")
+        kill(first.pid, SIGKILL)
+        #expect(first.waitForExit())
+        first.stop()
+        #expect(!processIsGone(pid) && FileManager.default.fileExists(atPath: cgroup), "the program outlived its daemon")
+
+        let second = try TestDaemon(config: "[daemon]\n" + echoApp("other"))
+        defer { second.stop() }
+        #expect(waitUntil(timeout: 10) { processIsGone(pid) && !FileManager.default.fileExists(atPath: cgroup) },
+                "left: program \(processIsGone(pid) ? "gone" : "running"), cgroup \(FileManager.default.fileExists(atPath: cgroup) ? "there" : "gone"); log:\n\(second.log.suffix(1500))")
+        #expect(waitUntil(timeout: 5) { second.log.contains("that a netlifed no longer running left behind") }, "\(second.log.suffix(1500))")
+    }
+
+    @Test(.enabled(if: cgroupIsWritable, "no writable cgroup on this machine: process apps run in a process group"))
     func aRestartWhileTheLastRunsChildIsStillDyingWaitsAndLeavesNoCgroup() throws {
         let scratch = TemporaryDirectory()
         defer { scratch.remove() }

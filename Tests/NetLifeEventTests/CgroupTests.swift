@@ -142,7 +142,8 @@ struct CgroupLayoutTests {
         #expect(ProcessCgroup.v1FreezeState("FROZEN\n") == .frozen)
         #expect(ProcessCgroup.v1FreezeState("THAWED\n") == .thawed)
         let name = ProcessCgroup.name(forApp: "my app/../x")
-        #expect(name.hasPrefix("netlife-my_app____x-") && name.utf8.count == "netlife-my_app____x-".utf8.count + 8)
+        // The app, this process's pid (CgroupLeftovers), then 8 hex digits.
+        #expect(name.hasPrefix("netlife-my_app____x-d\(getpid())-") && name.utf8.count == "netlife-my_app____x-d\(getpid())-".utf8.count + 8)
         #expect(!ProcessCgroup.name(forApp: String(repeating: "é", count: 100)).contains("é"))
         #expect(ProcessCgroup.name(forApp: "web", run: 12).hasPrefix("netlife-web-r12-"))
         // cgroup.procs is counted by its newlines, across read chunks.
@@ -328,4 +329,35 @@ private func readCounter(_ path: String) -> Int {
 private func isLive(_ pid: Int32) -> Bool {
     guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { return false }
     return !stat[stat.index(after: close)...].hasPrefix(" Z")
+}
+
+/// What a netlifed that is gone left: its cgroups are told apart by the daemon pid in their names.
+@Suite(.timeLimit(.minutes(1)))
+struct CgroupLeftoversTests {
+    @Test func theOwnerIsReadFromTheNameNetlifedGivesItsCgroups() {
+        let name = ProcessCgroup.name(forApp: "web-app", run: 3)
+        #expect(name.hasPrefix("netlife-web-app-r3-d\(getpid())-"))
+        #expect(CgroupLeftovers.ownerPid(ofCgroupNamed: name) == getpid())
+        #expect(CgroupLeftovers.ownerPid(ofCgroupNamed: "netlife-a-d42-0000beef") == 42)
+        for other in ["netlife-a-r1-0000beef", "netlife-daemon", "netlife-test-hold-12-345", "netlife-a-d42-beef",
+                      "netlife-a-dx-0000beef", "other-a-d42-0000beef", "netlife-a-d0-0000beef", "netlife-a-d-5-0000beef"] {
+            #expect(CgroupLeftovers.ownerPid(ofCgroupNamed: other) == nil, "\(other)")
+        }
+    }
+
+    @Test func onlyTheCgroupsOfNetlifedsThatAreGoneAreFound() throws {
+        let parent = "/tmp/netlife-leftovers-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let names = ["netlife-gone-d41-0000beef", "netlife-alive-d42-0000cafe", "netlife-mine-d\(getpid())-00000001",
+                     "netlife-daemon", "unrelated"]
+        #expect(mkdir(parent, 0o755) == 0)
+        for name in names { #expect(mkdir(parent + "/" + name, 0o755) == 0) }
+        defer {
+            for name in names { rmdir(parent + "/" + name) }
+            rmdir(parent)
+        }
+        let found = CgroupLeftovers.find(in: parent) { $0 == 42 }
+        #expect(found == [parent + "/netlife-gone-d41-0000beef"])
+        #expect(CgroupLeftovers.isAlive(getpid()))
+        #expect(!CgroupLeftovers.isAlive(Int32.max), "no such process")
+    }
 }
