@@ -25,14 +25,15 @@ public struct ServiceOptionError: Error, Equatable, Sendable, CustomStringConver
     /// The option at fault, if one is.
     public var key: String?
     public var message: String
-    /// Whether the fault is a file or directory missing on this host rather than in the text (a `root` not
-    /// made yet): `--check-config` warns about it, as `apachectl configtest` does of a DocumentRoot, and
-    /// netlifed refuses to start until it exists.
-    public var isMissingOnThisHost: Bool
-    public init(key: String? = nil, _ message: String, isMissingOnThisHost: Bool = false) {
+    /// Whether the fault is in this host rather than in the text: a file or directory missing (a `root` not
+    /// made yet), or one netlifed must write that it cannot (a read-only file system, as systemd's
+    /// ProtectSystem=strict makes it). `--check-config` warns about it, as `apachectl configtest` does of a
+    /// missing DocumentRoot; netlifed refuses to start until it is mended.
+    public var isAboutThisHost: Bool
+    public init(key: String? = nil, _ message: String, isAboutThisHost: Bool = false) {
         self.key = key
         self.message = message
-        self.isMissingOnThisHost = isMissingOnThisHost
+        self.isAboutThisHost = isAboutThisHost
     }
     public var description: String { message }
 }

@@ -92,8 +92,8 @@ private struct ConfigReader {
         self.configuration = DaemonConfiguration(file: file)
     }
 
-    mutating func error(_ line: Int, _ message: String, isMissingOnThisHost: Bool = false) {
-        errors.append(ConfigError(file: file, line: line, message, isMissingOnThisHost: isMissingOnThisHost))
+    mutating func error(_ line: Int, _ message: String, isAboutThisHost: Bool = false) {
+        errors.append(ConfigError(file: file, line: line, message, isAboutThisHost: isAboutThisHost))
     }
 
     mutating func read(_ text: String) {
@@ -365,7 +365,7 @@ private struct ConfigReader {
             _ = try descriptor.make(listener.serviceOptions)
         } catch {
             let line = error.key.flatMap { key in entries.first(where: { $0.key == key })?.line } ?? section.line
-            self.error(line, "service \(serviceName): \(error.message)", isMissingOnThisHost: error.isMissingOnThisHost)
+            self.error(line, "service \(serviceName): \(error.message)", isAboutThisHost: error.isAboutThisHost)
         }
         configuration.apps[appIndex].listeners.append(listener)
     }
@@ -444,7 +444,7 @@ private struct ConfigReader {
             _ = try descriptor.make(socket)
         } catch {
             let line = error.key.flatMap { key in entries.first(where: { $0.key == key })?.line } ?? section.line
-            self.error(line, "protocol \(descriptor.name): \(error.message)", isMissingOnThisHost: error.isMissingOnThisHost)
+            self.error(line, "protocol \(descriptor.name): \(error.message)", isAboutThisHost: error.isAboutThisHost)
             return
         }
         configuration.apps[appIndex].sockets.append(socket)

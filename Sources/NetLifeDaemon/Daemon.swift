@@ -52,15 +52,15 @@ public enum Daemon {
                 print("\(path): ok")
                 return ExitStatus.ok
             } catch {
-                // Files and directories the config names but this host lacks are warnings here: the text is
-                // right, and a config is often checked before the machine it is for is set up. netlifed
-                // itself refuses to start without them.
-                guard error.errors.allSatisfy(\.isMissingOnThisHost) else {
+                // Faults of this host, not of the text (a directory not made yet, one that is read-only
+                // here) are warnings: a config is often checked before, or outside the sandbox of, the
+                // daemon that will run it. netlifed itself refuses to start with them.
+                guard error.errors.allSatisfy(\.isAboutThisHost) else {
                     printError(error.description)
                     return ExitStatus.failure
                 }
                 for missing in error.errors {
-                    printError("\(missing.file):\(missing.line): warning: \(missing.message) (netlifed will not start until it exists)")
+                    printError("\(missing.file):\(missing.line): warning: \(missing.message) (netlifed will not start until this is mended)")
                 }
                 print("\(path): ok")
                 return ExitStatus.ok

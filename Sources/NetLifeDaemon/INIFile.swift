@@ -13,14 +13,14 @@ public struct ConfigError: Error, Equatable, Sendable, CustomStringConvertible {
     public var file: String
     public var line: Int
     public var message: String
-    /// A file or directory the line names is missing on this host (`ServiceOptionError.isMissingOnThisHost`).
-    public var isMissingOnThisHost: Bool
+    /// The fault is in this host, not in the text (`ServiceOptionError.isAboutThisHost`).
+    public var isAboutThisHost: Bool
 
-    public init(file: String, line: Int, _ message: String, isMissingOnThisHost: Bool = false) {
+    public init(file: String, line: Int, _ message: String, isAboutThisHost: Bool = false) {
         self.file = file
         self.line = line
         self.message = message
-        self.isMissingOnThisHost = isMissingOnThisHost
+        self.isAboutThisHost = isAboutThisHost
     }
 
     public var description: String { "\(file):\(line): \(message)" }

@@ -30,7 +30,11 @@ public enum AccessLogDestination: Equatable, Sendable {
             let slash = text.lastIndex(of: "/") ?? text.startIndex
             let directory = slash == text.startIndex ? "/" : String(text[..<slash])
             guard isDirectory(directory) else {
-                throw ServiceOptionError(key: "access-log", "access-log's directory \(directory) does not exist", isMissingOnThisHost: true)
+                throw ServiceOptionError(key: "access-log", "access-log's directory \(directory) does not exist", isAboutThisHost: true)
+            }
+            guard access(directory, W_OK) == 0 else {
+                throw ServiceOptionError(key: "access-log", "access-log's directory \(directory) is not writable here (\(Errno.current)); under systemd's ProtectSystem=strict a drop-in with ReadWritePaths=\(directory) makes it so",
+                                         isAboutThisHost: true)
             }
             return .file(text)
         }

@@ -28,7 +28,7 @@ public final class HTTPService: Service, ConnectionDelegate {
         }
         guard root.hasPrefix("/"), let resolved = realPath(root), isDirectory(resolved) else {
             throw ServiceOptionError(key: "root", "root must be an existing directory given by its absolute path, got '\(root)'",
-                                     isMissingOnThisHost: root.hasPrefix("/"))
+                                     isAboutThisHost: root.hasPrefix("/"))
         }
         var maxRanges = 1
         if let text = options["max-ranges"] {
@@ -59,7 +59,13 @@ public final class HTTPService: Service, ConnectionDelegate {
         }
         guard root.hasPrefix("/"), let resolved = realPath(root), isDirectory(resolved) else {
             throw ServiceOptionError(key: "upload-root", "upload-root must be an existing directory given by its absolute path, got '\(root)'",
-                                     isMissingOnThisHost: root.hasPrefix("/"))
+                                     isAboutThisHost: root.hasPrefix("/"))
+        }
+        // Checked where the daemon runs, so that a sandbox's read-only view is found at start, with its
+        // remedy, rather than at the first upload.
+        guard access(resolved, W_OK) == 0 else {
+            throw ServiceOptionError(key: "upload-root", "upload-root \(root) is not writable here (\(Errno.current)); under systemd's ProtectSystem=strict a drop-in with ReadWritePaths=\(root) makes it so",
+                                     isAboutThisHost: true)
         }
         var limits = UploadLimits()
         if let text = options["max-upload-size"] {

@@ -32,7 +32,7 @@ public final class IMAPProtocol: DataSocketHandler {
         guard fd >= 0 else {
             let error = Errno.current
             throw ServiceOptionError(key: "password-file", "cannot read password-file '\(path)': \(error)",
-                                     isMissingOnThisHost: error.rawValue == ENOENT)
+                                     isAboutThisHost: error.rawValue == ENOENT)
         }
         defer { close(fd) }
         var bytes = [UInt8](repeating: 0, count: 4096)

@@ -73,6 +73,23 @@ struct ConfigTests {
         #expect(started.status == 78, "\(started)")
     }
 
+    @Test(.enabled(if: getuid() == 0, "a read-only bind mount needs root"))
+    func anUploadRootASandboxMakesReadOnlyIsRefusedAtStartWithItsRemedy() {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let incoming = directory.file("incoming")
+        _ = try? FileManager.default.createDirectory(atPath: incoming, withIntermediateDirectories: true)
+        directory.write("up.conf", "[app files]\n[listener files.http]\naddress = 127.0.0.1:0\nservice = http\nroot = \(directory.path)\nupload-root = \(incoming)\n")
+        #expect(run([product("netlifed"), "--check-config", directory.file("up.conf")]).status == 0, "writable here")
+        // What ProtectSystem=strict does to a path the unit does not list in ReadWritePaths=: a read-only view.
+        let script = "set -e\nmount --bind '\(incoming)' '\(incoming)'\nmount -o remount,bind,ro '\(incoming)'\n"
+            + "exec '\(product("netlifed"))' --config '\(directory.file("up.conf"))' --control '\(directory.file("c/s.sock"))'\n"
+        let sandboxed = run(["/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", script], timeout: 10)
+        #expect(sandboxed.status == 78, "\(sandboxed)")
+        #expect(sandboxed.stderr.contains("upload-root \(incoming) is not writable here") && sandboxed.stderr.contains("ReadWritePaths=\(incoming)"),
+                "\(sandboxed)")
+    }
+
     @Test func netlifedRefusesToStartOnABadConfig() {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
