@@ -28,8 +28,14 @@ let package = Package(
             // the headers are in the default include path and module.modulemap names the libraries.
             providers: [.apt(["libavahi-client-dev"])]
         ),
+        .systemLibrary(
+            name: "CSystemd",
+            pkgConfig: "libsystemd",
+            providers: [.apt(["libsystemd-dev"])]
+        ),
         .target(name: "NetLifeEvent", dependencies: ["CLibevent"], swiftSettings: release),
-        .target(name: "NetLife", dependencies: ["NetLifeEvent"], swiftSettings: release),
+        // The logger writes structured records to journald through libsystemd (sd_journal_sendv).
+        .target(name: "NetLife", dependencies: ["NetLifeEvent", "CSystemd"], swiftSettings: release),
         .target(name: "NetLifeServices", dependencies: ["NetLife"], swiftSettings: release),
         .target(name: "NetLifeControl", swiftSettings: release),
         .target(name: "NetLifeDaemon", dependencies: ["NetLife", "NetLifeServices", "NetLifeControl", "CAvahi"], swiftSettings: release),

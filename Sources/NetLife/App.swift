@@ -100,7 +100,7 @@ public final class App {
         self.name = configuration.name
         self.configuration = configuration
         self.loop = loop
-        let logger = logger.labeled("app \(configuration.name)")
+        let logger = logger.labeled("app \(configuration.name)").adding(field: "NETLIFE_APP", configuration.name)
         self.logger = logger
         hooks = HookRunner(appName: configuration.name, environment: hookEnvironment, loop: loop, logger: logger)
         backgroundTasks = BackgroundTasks(budgets: configuration.budgets, expirationHook: configuration.expirationHook,

@@ -44,7 +44,7 @@ final class AppListener: ConnectionTracker {
         self.configuration = configuration
         self.service = service
         self.loop = loop
-        self.logger = logger.labeled("\(logger.label) listener \(configuration.name)")
+        self.logger = logger.labeled("\(logger.label) listener \(configuration.name)").adding(field: "NETLIFE_LISTENER", configuration.name)
         self.address = configuration.address
     }
 

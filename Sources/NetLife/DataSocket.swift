@@ -175,7 +175,7 @@ public final class DataSocket: ConnectionDelegate {
         self.configuration = configuration
         self.handler = handler
         self.loop = loop
-        self.logger = logger.labeled("\(logger.label) socket \(configuration.name)")
+        self.logger = logger.labeled("\(logger.label) socket \(configuration.name)").adding(field: "NETLIFE_SOCKET", configuration.name)
         machine = DataSocketMachine(policy: configuration.policy, voip: configuration.voip)
     }
 

@@ -29,7 +29,7 @@ final class HandedListener {
 
     init(configuration: ListenerConfiguration, logger: Logger) {
         self.configuration = configuration
-        self.logger = logger.labeled("\(logger.label) listener \(configuration.name)")
+        self.logger = logger.labeled("\(logger.label) listener \(configuration.name)").adding(field: "NETLIFE_LISTENER", configuration.name)
         address = configuration.address
     }
 

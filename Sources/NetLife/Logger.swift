@@ -1,5 +1,6 @@
 // Logging as journald reads it from a service's stderr: one line per record, prefixed with the syslog
-// priority in angle brackets (`<4>` for a warning). A value type, like swift-log's Logger.
+// priority in angle brackets (`<4>` for a warning). A value type, like swift-log's Logger. Under systemd
+// (Journal.enableIfStderrIsTheJournal), records go to journald itself, with the logger's fields.
 
 @preconcurrency import Glibc
 import Synchronization
@@ -35,6 +36,8 @@ public struct Logger: Sendable {
     /// Where log lines go: a file descriptor, stderr by default.
     public var fd: Int32 = 2
     public var label: String
+    /// Fields of each record in the journal (`NETLIFE_APP`), kept by the loggers made from this one.
+    public private(set) var fields: [JournalField] = []
     private let threshold: Threshold
 
     /// The least important level written. Setting it changes this logger and every copy made from it.
@@ -55,11 +58,23 @@ public struct Logger: Sendable {
         return copy
     }
 
+    /// The same logger with one more journal field (replacing one of the same name); an invalid name is
+    /// ignored.
+    public func adding(field name: String, _ value: String) -> Logger {
+        guard let field = JournalField(name, value) else { return self }
+        var copy = self
+        copy.fields.removeAll { $0.name == name }
+        copy.fields.append(field)
+        return copy
+    }
+
     /// Writes one record. Newlines in `message` become spaces, so a record is always one line.
     public func log(_ level: Level, _ message: @autoclosure () -> String) {
         guard level >= minimumLevel else { return }
-        var line = "<\(level.rawValue)>\(label): \(message())"
-        if line.contains("\n") { line = line.replacingNewlines() }
+        var text = "\(label): \(message())"
+        if text.contains("\n") { text = text.replacingNewlines() }
+        if fd == 2, Journal.isEnabled, Journal.send(priority: level.rawValue, message: text, fields: fields) { return }
+        var line = "<\(level.rawValue)>" + text
         line.append("\n")
         line.withUTF8 { bytes in
             var offset = 0

@@ -71,6 +71,9 @@ public enum Daemon {
 
         prepareProcessSignals()
         ProcessHeap.keepBufferMemory()
+        // Under systemd, records go to journald with their fields (NETLIFE_APP=...) when stderr is the
+        // journal's stream; elsewhere they are <N>-prefixed lines on stderr.
+        Journal.enableIfStderrIsTheJournal(journalStream: processEnvironment()["JOURNAL_STREAM"], identifier: "netlifed")
         // Until the runtime's logger exists, start-up errors go through this one: with their <N> priority,
         // as every line netlifed writes to stderr while it runs.
         let startLogger = Logger(label: "netlifed", minimumLevel: options.logLevel ?? .info)

@@ -41,7 +41,7 @@ final class ProcessProgram: AppProgram {
         self.configuration = configuration
         self.environment = environment
         self.loop = loop
-        self.logger = logger.labeled("app \(app) program")
+        self.logger = logger.labeled("app \(app) program").adding(field: "NETLIFE_APP", app)
     }
 
     var isRunning: Bool { current?.isRunning ?? false }

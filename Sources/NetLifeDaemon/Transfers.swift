@@ -102,7 +102,7 @@ final class Transfers {
     /// The shell for one transfer, not started. An upload's record (the server's upload resource) lives in
     /// the state directory, named after the file and the URL.
     private func make(_ direction: TransferDirection, app: String, url: URLParts, file: String) -> Result<any Transfer, ControlError> {
-        let logger = logger.labeled("app \(app)")
+        let logger = logger.labeled("app \(app)").adding(field: "NETLIFE_APP", app)
         switch direction {
         case .download:
             return makeDownload(url: url, output: file, loop: loop, logger: logger, limits: limits)
