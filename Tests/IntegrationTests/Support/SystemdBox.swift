@@ -1,0 +1,102 @@
+// A Debian root booted with systemd as PID 1 (scripts/systemd-box), with netlife's Debian package to install
+// in it: the unit and its drop-ins under a real service manager.
+
+import Foundation
+import Testing
+
+/// The repository's top directory.
+let repositoryDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent().deletingLastPathComponent().path
+
+/// What the boxes need, made once per test run: the package (NETLIFE_TEST_DEB, as scripts/test builds it
+/// before the suite, else scripts/package now) and a root with its Depends: installed (NETLIFE_TEST_ROOTFS,
+/// else scripts/systemd-box rootfs .build/systemd-rootfs now: about a minute, then kept).
+struct SystemdBoxArtifacts: Sendable {
+    let package: String
+    let rootfs: String
+
+    static let shared: Result<SystemdBoxArtifacts, BoxError> = {
+        let environment = ProcessInfo.processInfo.environment
+        var package = environment["NETLIFE_TEST_DEB"] ?? ""
+        if package.isEmpty {
+            let built = run([repositoryDirectory + "/scripts/package"], timeout: 900)
+            guard built.status == 0, let last = built.stdout.split(separator: "\n").last else {
+                return .failure(BoxError("scripts/package failed: \(built)"))
+            }
+            package = String(last)
+        }
+        guard FileManager.default.fileExists(atPath: package) else { return .failure(BoxError("no package at \(package)")) }
+        let depends = run(["/usr/bin/dpkg-deb", "-f", package, "Depends"], timeout: 20)
+        guard depends.status == 0 else { return .failure(BoxError("dpkg-deb -f \(package) Depends: \(depends)")) }
+        // "libevent-2.1-7 (>= 2.1.8-stable), libc6 (>= 2.36) | libc6-udeb": the first name of each.
+        let names = depends.stdout.split(separator: ",").compactMap { entry in
+            entry.split(separator: "|").first?.split(separator: " ").first.map(String.init)
+        }
+        let rootfs = environment["NETLIFE_TEST_ROOTFS"].flatMap { $0.isEmpty ? nil : $0 } ?? repositoryDirectory + "/.build/systemd-rootfs"
+        let made = run([repositoryDirectory + "/scripts/systemd-box", "rootfs", rootfs] + names, timeout: 900)
+        guard made.status == 0 else { return .failure(BoxError("scripts/systemd-box rootfs failed: \(made)")) }
+        return .success(SystemdBoxArtifacts(package: package, rootfs: rootfs))
+    }()
+}
+
+struct BoxError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// One booted box, with the package's directory bound read-only at /pkg. `halt()` powers it off.
+final class SystemdBox {
+    let leader: String
+    let package: String
+    private let work = TemporaryDirectory()
+
+    init() throws {
+        let artifacts = try SystemdBoxArtifacts.shared.get()
+        let directory = URL(fileURLWithPath: artifacts.package).deletingLastPathComponent().path
+        package = "/pkg/" + URL(fileURLWithPath: artifacts.package).lastPathComponent
+        let boot = run([repositoryDirectory + "/scripts/systemd-box", "boot", artifacts.rootfs, work.file("box"),
+                        "--bind-ro=\(directory):/pkg"], timeout: 60)
+        guard boot.status == 0, let leader = boot.stdout.split(separator: "\n").last.map(String.init), Int(leader) != nil else {
+            work.remove()
+            throw BoxError("scripts/systemd-box boot failed: \(boot)")
+        }
+        self.leader = leader
+    }
+
+    /// Runs a shell script in the box (as root, in no unit).
+    @discardableResult
+    func sh(_ script: String, timeout: TimeInterval = 30) -> ProcessResult {
+        run(["/usr/bin/nsenter", "-t", leader, "-a", "/bin/sh", "-c", script], timeout: timeout)
+    }
+
+    /// Writes a file in the box.
+    func write(_ path: String, _ text: String) {
+        let result = sh("mkdir -p \"$(dirname '\(path)')\" && echo '\(Data(text.utf8).base64EncodedString())' | base64 -d > '\(path)'")
+        #expect(result.status == 0, "writing \(path): \(result)")
+    }
+
+    /// `systemctl show netlifed -p NAME` (the value alone).
+    func property(_ name: String, unit: String = "netlifed") -> String {
+        sh("systemctl show \(unit) -p \(name) --value").stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// Installs the package as an operator does, with apt (which runs its maintainer scripts: the service is
+    /// enabled and started).
+    func installPackage() throws {
+        let installed = sh("DEBIAN_FRONTEND=noninteractive apt-get install -y \(package)", timeout: 120)
+        try #require(installed.status == 0, "apt-get install ./netlife: \(installed)")
+    }
+
+    /// What a client gets back from a line sent to 127.0.0.1:PORT in the box ("" when the connection fails).
+    func echo(_ line: String, port: Int) -> String {
+        let script = "exec 3<>/dev/tcp/127.0.0.1/\(port) && printf '%s\\n' '\(line)' >&3 && timeout 3 head -n 1 <&3"
+        let result = run(["/usr/bin/nsenter", "-t", leader, "-a", "/bin/bash", "-c", script], timeout: 10)
+        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    func halt() {
+        let halted = run([repositoryDirectory + "/scripts/systemd-box", "halt", work.file("box")], timeout: 30)
+        #expect(halted.status == 0, "scripts/systemd-box halt: \(halted)")
+        work.remove()
+    }
+}
