@@ -19,13 +19,13 @@ private func rendered(_ page: String) -> [String] {
     return text.split(separator: "\n").map(String.init)
 }
 
-/// The command words of each subcommand that `netlifectl --help` lists: ["status"], ["task", "begin"].
 /// Whether `lines` hold an entry tagged `tag` (alone on its line, or followed by its text when it is short).
 private func hasEntry(_ lines: [String], _ tag: String) -> Bool {
     lines.contains { $0 == "       " + tag || $0.hasPrefix("       " + tag + " ") }
 }
 
-private func netlifectlCommands() -> [[String]] {
+/// The command words of each subcommand that `netlifectl --help` lists: ["status"], ["task", "begin"].
+func netlifectlCommands() -> [[String]] {
     let help = run([product("netlifectl"), "--help"], timeout: 10).stdout
     guard let section = help.components(separatedBy: "SUBCOMMANDS:\n").dropFirst().first else { return [] }
     return section.split(separator: "\n", omittingEmptySubsequences: false).prefix { !$0.isEmpty }.map { line in
@@ -33,9 +33,10 @@ private func netlifectlCommands() -> [[String]] {
     }
 }
 
-/// Every key of the config: those Config/netlifed.conf shows (`key =` or `#key =`) and the duration keys of
-/// ConfigKeys.swift.
-private func configKeys() -> Set<String> {
+/// Every key of the config: those Config/netlifed.conf shows (`key =` or `#key =`), the duration keys of
+/// ConfigKeys.swift, and the option keys of the built-in services and protocols (`optionKeys: [...]` in
+/// Sources/NetLifeServices).
+func configKeys() -> Set<String> {
     var keys: Set<String> = []
     for line in contents(repositoryFile("Config/netlifed.conf")).split(separator: "\n") {
         let text = line.hasPrefix("#") ? line.dropFirst() : line[...]
@@ -47,6 +48,13 @@ private func configKeys() -> Set<String> {
     let source = contents(repositoryFile("Sources/NetLifeDaemon/ConfigKeys.swift"))
     for part in source.components(separatedBy: "key: \"").dropFirst() {
         keys.insert(String(part.prefix { $0 != "\"" }))
+    }
+    let services = repositoryFile("Sources/NetLifeServices")
+    for name in ((try? FileManager.default.contentsOfDirectory(atPath: services)) ?? []) where name.hasSuffix(".swift") {
+        for part in contents(services + "/" + name).components(separatedBy: "optionKeys: [").dropFirst() {
+            let quoted = part.prefix { $0 != "]" }.components(separatedBy: "\"")
+            keys.formUnion(quoted.enumerated().filter { $0.offset % 2 == 1 }.map(\.element))
+        }
     }
     return keys
 }

@@ -1,0 +1,216 @@
+// The operator's pages: docs/configuration.md has a row for every config key and none for a key that does not
+// exist; docs/control-protocol.md names every netlifectl command, every exit status and every request of the
+// protocol; every relative link of README.md and docs/*.md leads to a path of the repository, and an anchor to
+// a heading of the page it names; the netlifectl command lines the pages show are commands of the current
+// netlifectl; and README.md stays a short front page that keeps the two commands (.ci/run runs the second),
+// a tour alias that is an absolute path, and links to the reference pages.
+
+import Foundation
+import Testing
+
+private let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent()
+
+/// The text of a file of the repository ("" when it cannot be read).
+private func page(_ path: String) -> String {
+    (try? String(contentsOf: root.appendingPathComponent(path), encoding: .utf8)) ?? ""
+}
+
+/// README.md and every docs/*.md, as paths relative to the repository.
+private func markdownPages() -> [String] {
+    let names = (try? FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("docs").path)) ?? []
+    return ["README.md"] + names.filter { $0.hasSuffix(".md") }.sorted().map { "docs/" + $0 }
+}
+
+/// A Markdown text split into what lies outside fenced code blocks (each such line kept, code lines made
+/// empty, so that line numbers stay) and the fenced blocks themselves, with their info strings.
+private func split(_ markdown: String) -> (prose: [String], blocks: [(info: String, lines: [String])]) {
+    var prose: [String] = []
+    var blocks: [(info: String, lines: [String])] = []
+    var open: (info: String, lines: [String])?
+    for line in markdown.split(separator: "\n", omittingEmptySubsequences: false).map(String.init) {
+        let trimmed = line.trimmingCharacters(in: .whitespaces)
+        if var block = open {
+            if trimmed == "```" {
+                blocks.append(block)
+                open = nil
+            } else {
+                block.lines.append(line)
+                open = block
+            }
+            prose.append("")
+        } else if trimmed.hasPrefix("```") {
+            open = (String(trimmed.dropFirst(3)), [])
+            prose.append("")
+        } else {
+            prose.append(line)
+        }
+    }
+    return (prose, blocks)
+}
+
+/// The first cell of each table row of `lines` (`| first | ...`), trimmed.
+private func firstCells(_ lines: [String]) -> [String] {
+    lines.filter { $0.hasPrefix("| ") }.compactMap { line in
+        line.dropFirst(2).components(separatedBy: " |").first?.trimmingCharacters(in: .whitespaces)
+    }
+}
+
+/// The lines under the heading `heading`, up to the next heading.
+private func section(_ lines: [String], _ heading: String) -> [String] {
+    guard let start = lines.firstIndex(of: heading) else { return [] }
+    let end = lines[(start + 1)...].firstIndex { line in
+        let hashes = line.prefix { $0 == "#" }.count
+        return (1...6).contains(hashes) && line.dropFirst(hashes).hasPrefix(" ")
+    } ?? lines.endIndex
+    return Array(lines[(start + 1)..<end])
+}
+
+enum MarkdownLinks {
+    /// The targets of the inline links `[text](target)` of a page's prose, code spans left out.
+    static func targets(_ markdown: String) -> [String] {
+        var text = split(markdown).prose.joined(separator: "\n")
+        // Code spans may hold `](`; a span may run over a line break.
+        text = text.replacingOccurrences(of: "`[^`]*`", with: "``", options: .regularExpression)
+        let expression = try! NSRegularExpression(pattern: #"\]\(([^)\s]+)\)"#)
+        let range = NSRange(text.startIndex..., in: text)
+        return expression.matches(in: text, range: range).compactMap { match in
+            Range(match.range(at: 1), in: text).map { String(text[$0]) }
+        }
+    }
+
+    /// The anchor GitHub gives a heading: lowercased, every character but letters, digits, spaces, `-` and `_`
+    /// dropped, spaces made `-`.
+    static func anchor(_ heading: String) -> String {
+        let kept = heading.lowercased().unicodeScalars.filter {
+            CharacterSet.alphanumerics.contains($0) || $0 == " " || $0 == "-" || $0 == "_"
+        }
+        return String(String.UnicodeScalarView(kept)).replacingOccurrences(of: " ", with: "-")
+    }
+
+    /// The anchors of a page's headings; a repeated one gets `-1`, `-2`, ... as on GitHub.
+    static func anchors(_ markdown: String) -> Set<String> {
+        var seen: [String: Int] = [:]
+        var anchors: Set<String> = []
+        for line in split(markdown).prose {
+            let hashes = line.prefix { $0 == "#" }.count
+            guard (1...6).contains(hashes), line.dropFirst(hashes).hasPrefix(" ") else { continue }
+            let base = anchor(String(line.dropFirst(hashes + 1)).trimmingCharacters(in: .whitespaces))
+            let count = seen[base, default: 0]
+            seen[base] = count + 1
+            anchors.insert(count == 0 ? base : "\(base)-\(count)")
+        }
+        return anchors
+    }
+}
+
+@Suite(.timeLimit(.minutes(2)))
+struct DocsTests {
+    @Test func theConfigurationPageHasARowForEveryKeyAndOnlyForKeys() {
+        let keys = configKeys()
+        #expect(keys.count >= 60, "\(keys.sorted())")
+        let rows = Set(firstCells(split(page("docs/configuration.md")).prose).filter { $0.hasPrefix("`") && $0.hasSuffix("`") }
+            .map { String($0.dropFirst().dropLast()) })
+        for key in keys.sorted() {
+            #expect(rows.contains(key), "docs/configuration.md has no row for the key \(key)")
+        }
+        for row in rows.sorted() {
+            #expect(keys.contains(row), "docs/configuration.md has a row for \(row), which is no config key")
+        }
+    }
+
+    @Test func theControlProtocolPageNamesEveryCommandExitStatusAndRequest() {
+        let lines = split(page("docs/control-protocol.md")).prose
+        let commands = netlifectlCommands()
+        #expect(commands.count >= 20, "\(commands)")
+        let cells = firstCells(lines)
+        for words in commands {
+            let name = "`netlifectl " + words.joined(separator: " ")
+            #expect(cells.contains { $0.hasPrefix(name + " ") || $0.hasPrefix(name + "`") },
+                    "docs/control-protocol.md has no row for netlifectl \(words.joined(separator: " "))")
+        }
+        let statuses = firstCells(section(lines, "### Exit statuses"))
+        for status in 0...6 {
+            #expect(statuses.contains(String(status)), "docs/control-protocol.md has no exit status \(status)")
+        }
+        // The requests as the daemon reads them (ControlRequest.commandNames).
+        let source = page("Sources/NetLifeControl/ControlRequest.swift")
+        let list = source.components(separatedBy: "public static let commandNames = [").dropFirst().first?
+            .prefix { $0 != "]" } ?? ""
+        let requests = list.components(separatedBy: "\"").enumerated().filter { $0.offset % 2 == 1 }.map(\.element)
+        #expect(requests.count >= 20, "\(requests)")
+        let requestCells = firstCells(section(lines, "## Requests and replies"))
+        for request in requests {
+            #expect(requestCells.contains { $0.contains("`\(request)`") }, "docs/control-protocol.md has no request \(request)")
+        }
+    }
+
+    @Test(arguments: markdownPages())
+    func everyRelativeLinkLeadsToAPathOfTheRepository(_ path: String) {
+        let markdown = page(path)
+        #expect(!markdown.isEmpty)
+        let directory = root.appendingPathComponent(path).deletingLastPathComponent()
+        for target in MarkdownLinks.targets(markdown) where !target.contains("://") && !target.hasPrefix("mailto:") {
+            let parts = target.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+            let file = parts[0].isEmpty ? root.appendingPathComponent(path)
+                : directory.appendingPathComponent(parts[0]).standardizedFileURL
+            #expect(file.path.hasPrefix(root.standardizedFileURL.path + "/"), "\(path): \(target) leads out of the repository")
+            var isDirectory: ObjCBool = false
+            #expect(FileManager.default.fileExists(atPath: file.path, isDirectory: &isDirectory), "\(path): \(target) does not exist")
+            if parts.count == 2, file.pathExtension == "md", !isDirectory.boolValue {
+                let text = (try? String(contentsOf: file, encoding: .utf8)) ?? ""
+                #expect(MarkdownLinks.anchors(text).contains(parts[1]), "\(path): \(target): no heading with the anchor #\(parts[1])")
+            }
+        }
+    }
+
+    @Test func headingsGiveTheAnchorsGitHubGives() {
+        #expect(MarkdownLinks.anchor("[listener APP.NAME]") == "listener-appname")
+        #expect(MarkdownLinks.anchor("The control protocol's types") == "the-control-protocols-types")
+        #expect(MarkdownLinks.anchor("The sandbox and ReadWritePaths") == "the-sandbox-and-readwritepaths")
+        #expect(MarkdownLinks.anchors("# A\n\n## Notes\n```\n# not a heading\n```\n## Notes\n") == ["a", "notes", "notes-1"])
+        #expect(MarkdownLinks.targets("[a](b.md) `[c](d.md)` [e](f.md#g)\n```\n[h](i.md)\n```\n") == ["b.md", "f.md#g"])
+    }
+
+    @Test(arguments: markdownPages())
+    func theNetlifectlCommandLinesShownAreCommandsOfTheCurrentNetlifectl(_ path: String) {
+        let commands = netlifectlCommands()
+        #expect(!commands.isEmpty)
+        for block in split(page(path)).blocks where ["console", "sh"].contains(block.info) {
+            for line in block.lines where line.hasPrefix("$ ") {
+                // Each command of the line: `sleep 1; netlifectl status echo | head -1`.
+                let segments = line.dropFirst(2).components(separatedBy: "#")[0]
+                    .components(separatedBy: CharacterSet(charactersIn: ";|&"))
+                for segment in segments {
+                    var words = segment.split(separator: " ").map(String.init)
+                    guard words.first == "netlifectl" else { continue }
+                    words.removeFirst()
+                    while let first = words.first, first.hasPrefix("-") {
+                        words.removeFirst(first == "--control" ? min(2, words.count) : 1)
+                    }
+                    #expect(commands.contains { words.starts(with: $0) }, "\(path): '\(line)' is no netlifectl command")
+                }
+            }
+        }
+    }
+
+    @Test func theReadmeIsAShortFrontPageWithTheTwoCommandsAndAnAbsoluteAlias() {
+        let readme = page("README.md")
+        let lines = readme.split(separator: "\n", omittingEmptySubsequences: false)
+        #expect(lines.count < 250, "README.md has \(lines.count) lines")
+        let code = split(readme).blocks.filter { $0.info == "sh" }.flatMap(\.lines)
+        for command in ["scripts/install-deps && swift build && .build/debug/netlifed", "scripts/test"] {
+            #expect(code.contains(command), "README.md has no line '\(command)' in a sh block")
+        }
+        let aliases = split(readme).blocks.flatMap(\.lines).filter { $0.hasPrefix("$ alias netlifectl=") }
+        #expect(!aliases.isEmpty)
+        for alias in aliases {
+            let value = alias.dropFirst("$ alias netlifectl=".count)
+            #expect(value.hasPrefix("\"$PWD/") || value.hasPrefix("/"), "not an absolute path: \(alias)")
+        }
+        for link in ["docs/configuration.md", "docs/control-protocol.md", "docs/operations.md", "docs/process-apps.md",
+                     "docs/design.md", "docs/performance.md"] {
+            #expect(MarkdownLinks.targets(readme).contains(link), "README.md does not link \(link)")
+        }
+    }
+}
