@@ -37,8 +37,9 @@ func contents(_ path: String) -> String {
     (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
 }
 
-/// The files installed besides the binaries, the config and the unit, with the repository file each copies.
-let installedCopies: [String: String] = [
+/// The files installed besides the binaries, the config and the unit, with the repository file each copies:
+/// these, and every page of docs/.
+let installedCopies: [String: String] = docsPages.reduce(into: [
     "/usr/share/doc/netlife/README.md": "README.md",
     "/usr/share/netlife/systemd/netlifed-process-apps.conf": "systemd/netlifed-process-apps.conf",
     "/usr/share/netlife/examples/netlife_events.py": "Examples/netlife_events.py",
@@ -46,7 +47,11 @@ let installedCopies: [String: String] = [
     "/usr/share/man/man1/netlifectl.1": "man/netlifectl.1",
     "/usr/share/man/man5/netlifed.conf.5": "man/netlifed.conf.5",
     "/usr/share/bash-completion/completions/netlifectl": "completion/netlifectl.bash",
-]
+]) { copies, page in copies["/usr/share/doc/netlife/docs/" + page] = "docs/" + page }
+
+private var docsPages: [String] {
+    ((try? FileManager.default.contentsOfDirectory(atPath: repository.appendingPathComponent("docs").path)) ?? []).filter { $0.hasSuffix(".md") }
+}
 
 private let installedFiles: Set<String> = Set(installedCopies.keys).union([
     "/usr/bin/netlifed",
@@ -95,7 +100,7 @@ struct InstallTests {
         let unit = contents(root + "/etc/systemd/system/netlifed.service").split(separator: "\n")
         #expect(unit.filter { $0.hasPrefix("ExecStart=") } == ["ExecStart=/usr/bin/netlifed --config /etc/netlifed/netlifed.conf"])
         #expect(unit.filter { $0.hasPrefix("ExecReload=") } == ["ExecReload=/usr/bin/netlifectl reload"])
-        #expect(unit.filter { $0.hasPrefix("Documentation=") } == ["Documentation=file:///usr/share/doc/netlife/README.md"])
+        #expect(unit.filter { $0.hasPrefix("Documentation=") } == ["Documentation=file:///usr/share/doc/netlife/README.md file:///usr/share/doc/netlife/docs/operations.md"])
         #expect(!unit.contains { $0.contains(root) || !$0.hasPrefix("#") && $0.contains("/usr/local/") })
         #expect(first.stdout.contains("installed \(root)/usr/bin/netlifed"), "\(first)")
         // The debug binaries need the toolchain's runtime, and install says so.
@@ -161,7 +166,7 @@ struct InstallTests {
         // netlifectl.
         let copy = TemporaryDirectory()
         defer { copy.remove() }
-        for path in ["scripts", "Config", "systemd", "man", "completion", "README.md", "Examples/netlife_events.py"] {
+        for path in ["scripts", "Config", "systemd", "man", "completion", "README.md", "docs", "Examples/netlife_events.py"] {
             let target = copy.file(path)
             try FileManager.default.createDirectory(atPath: (target as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
             try FileManager.default.copyItem(atPath: repository.appendingPathComponent(path).path, toPath: target)
@@ -176,7 +181,7 @@ struct InstallTests {
         let installed = contents(root + "/etc/systemd/system/netlifed.service").split(separator: "\n")
         #expect(installed.filter { $0.hasPrefix("ExecReload=") } == ["ExecReload=/opt/netlife/bin/netlifectl reload"])
         #expect(installed.filter { $0.hasPrefix("ExecStart=") } == ["ExecStart=/opt/netlife/bin/netlifed --config /etc/netlifed/netlifed.conf"])
-        #expect(installed.filter { $0.hasPrefix("Documentation=") } == ["Documentation=file:///opt/netlife/share/doc/netlife/README.md"])
+        #expect(installed.filter { $0.hasPrefix("Documentation=") } == ["Documentation=file:///opt/netlife/share/doc/netlife/README.md file:///opt/netlife/share/doc/netlife/docs/operations.md"])
         #expect(!installed.contains { !$0.hasPrefix("#") && $0.contains("/usr/local/") })
     }
 
