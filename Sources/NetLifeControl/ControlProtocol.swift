@@ -139,3 +139,14 @@ public func processEnvironment() -> [String: String] {
     }
     return result
 }
+
+/// The device and inode ("DEV:INO") of the directory that holds `path` (an absolute path), as this process
+/// sees it; nil when it cannot be read. netlifectl sends it with a download's `--output`, and netlifed
+/// compares it with its own view of that directory.
+public func fileIdentity(directoryOf path: String) -> String? {
+    guard let slash = path.lastIndex(of: "/") else { return nil }
+    let directory = slash == path.startIndex ? "/" : String(path[..<slash])
+    var info = stat()
+    guard stat(directory, &info) == 0 else { return nil }
+    return "\(info.st_dev):\(info.st_ino)"
+}

@@ -18,7 +18,11 @@ public enum ControlRequest: Equatable, Sendable {
     case taskEnd(app: String, id: UInt64)
     case taskList(app: String)
     case mode(app: String, mode: String)
-    case download(app: String, url: String, output: String)
+    /// `output` nil: the daemon's state directory (downloads/APP/NAME). `outputDirectory`: the device and
+    /// inode ("DEV:INO") of the directory `output` names as the client sees it, so that a daemon which sees
+    /// another directory at that path (systemd's PrivateTmp=, ProtectHome=) refuses rather than write where
+    /// the client will never look.
+    case download(app: String, url: String, output: String?, outputDirectory: String?)
     case upload(app: String, file: String, url: String)
     case transfers(app: String?)
     /// Stops and forgets the transfers chosen by id, app or URL (at least one; all given must match).
@@ -29,7 +33,7 @@ public enum ControlRequest: Equatable, Sendable {
 
     /// The member names of requests.
     public enum Key: String {
-        case cmd, `protocol`, app, background, name, id, mode, url, output, file, duration
+        case cmd, `protocol`, app, background, name, id, mode, url, output, outputDirectory, file, duration
     }
 
     /// The command names, as `cmd` carries them.
@@ -71,7 +75,7 @@ public enum ControlRequest: Equatable, Sendable {
         case .status(let app), .transfers(let app), .watch(let app): return app
         case .launch(let app, _), .foreground(let app), .background(let app), .suspend(let app),
              .terminate(let app), .reclaim(let app), .taskBegin(let app, _), .taskEnd(let app, _),
-             .taskList(let app), .mode(let app, _), .download(let app, _, _), .upload(let app, _, _):
+             .taskList(let app), .mode(let app, _), .download(let app, _, _, _), .upload(let app, _, _):
             return app
         // Not resolved to a configured app: a reload may have removed the app whose transfer is cancelled.
         case .version, .lock, .memoryPressure, .reload, .debugStall, .transfersCancel:
@@ -104,10 +108,11 @@ public enum ControlRequest: Equatable, Sendable {
         case .mode(let app, let mode):
             members.set(.app, app)
             members.set(.mode, mode)
-        case .download(let app, let url, let output):
+        case .download(let app, let url, let output, let outputDirectory):
             members.set(.app, app)
             members.set(.url, url)
-            members.set(.output, output)
+            if let output { members.set(.output, output) }
+            if let outputDirectory { members.set(.outputDirectory, outputDirectory) }
         case .upload(let app, let file, let url):
             members.set(.app, app)
             members.set(.file, file)
@@ -164,7 +169,8 @@ public enum ControlRequest: Equatable, Sendable {
             }
             self = .mode(app: app, mode: mode)
         case "download":
-            self = .download(app: try fields.string(.app), url: try fields.string(.url), output: try fields.string(.output))
+            self = .download(app: try fields.string(.app), url: try fields.string(.url), output: try fields.optionalString(.output),
+                             outputDirectory: try fields.optionalString(.outputDirectory))
         case "upload":
             self = .upload(app: try fields.string(.app), file: try fields.string(.file), url: try fields.string(.url))
         case "transfers": self = .transfers(app: try fields.optionalString(.app))

@@ -111,9 +111,9 @@ enum ControlCommands {
             reply(ReclaimReply(reclaimed: reclaimed).json)
         case .memoryPressure:
             reply(MemoryPressureReply(terminated: daemon.relieveMemoryPressure()).json)
-        case .download(_, let url, let output):
+        case .download(_, let url, let output, let clientSees):
             guard let app else { return reply(missingApp) }
-            switch daemon.transfers.download(app: app, url: url, output: output) {
+            switch daemon.transfers.download(app: app, url: url, output: output, clientSees: clientSees) {
             case .success(let info): reply(TransfersReply(transfers: [info]).json)
             case .failure(let error): reply(error.json)
             }

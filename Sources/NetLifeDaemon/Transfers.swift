@@ -56,9 +56,35 @@ final class Transfers {
         self.limits = limits
     }
 
-    /// Starts (or resumes) downloading `url` to `output` for `app`.
-    func download(app: App, url text: String, output: String) -> Result<TransferInfo, ControlError> {
-        start(.download, app: app, url: text, file: output, what: "--output")
+    /// The state directory: where the journal is, and downloads without --output go (`downloads/APP/`).
+    private var stateDirectory: String? { journalPath.map(directoryName) }
+
+    /// Starts (or resumes) downloading `url` to `output` for `app`; `output` nil: into the state directory,
+    /// named after the URL (DownloadPlace). `clientSees`: the identity of output's directory as netlifectl saw it.
+    func download(app: App, url text: String, output: String?, clientSees: String? = nil) -> Result<TransferInfo, ControlError> {
+        guard let output else {
+            guard let stateDirectory else {
+                return .failure(ControlError(.badRequest, "netlifed keeps no state directory: give --output PATH"))
+            }
+            let url: URLParts
+            do {
+                url = try URLParts(parsing: text)
+            } catch {
+                return .failure(ControlError(.badRequest, "bad URL '\(text.prefix(256))': \(error.message)"))
+            }
+            var directory = stateDirectory + "/downloads"
+            for path in [directory, directory + "/" + app.name] {
+                directory = path
+                if let error = makeDirectory(path) {
+                    return .failure(ControlError(.badRequest, "cannot make \(path) for the download: \(error)"))
+                }
+            }
+            return start(.download, app: app, url: text, file: directory + "/" + DownloadPlace.fileName(urlPath: url.path), what: "--output")
+        }
+        if output.hasPrefix("/"), let refusal = DownloadPlace.refusal(for: output, clientSees: clientSees, app: app.name, stateDirectory: stateDirectory) {
+            return .failure(refusal)
+        }
+        return start(.download, app: app, url: text, file: output, what: "--output")
     }
 
     /// Starts (or resumes) uploading `file` to `url` for `app`.

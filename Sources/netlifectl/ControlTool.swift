@@ -83,7 +83,7 @@ enum ControlTool {
         }
         if case .watch = request { return watch(request, controlPath: controlPath, json: json) }
         if !words.contains("--no-wait") {
-            if case .download(let app, _, let output) = request {
+            if case .download(let app, _, let output, _) = request {
                 return follow(request, app: app, file: output, controlPath: controlPath, json: json)
             }
             if case .upload(let app, let file, _) = request {
@@ -156,7 +156,8 @@ enum ControlTool {
     /// progress bar when stderr is a terminal) until it is done (exit 0), paused by an error (exit 4), failed
     /// (exit 5) or paused by its app (exit 6), saying why on stderr. The transfer is followed by the id the
     /// first reply gives (by `file` from a daemon that gives none): a new transfer to the same file is another.
-    static func follow(_ request: ControlRequest, app: String, file output: String, controlPath: String?, json: Bool) -> Int32 {
+    /// `file` nil: the file the daemon chose (a download without --output), as its first reply says.
+    static func follow(_ request: ControlRequest, app: String, file: String?, controlPath: String?, json: Bool) -> Int32 {
         var reply: JSON
         switch exchange(request, controlPath: controlPath) {
         case .failure(let status): return status.code
@@ -164,15 +165,17 @@ enum ControlTool {
         }
         let terminal = isatty(2) == 1
         var id: UInt64?
+        var output = file
         while true {
             if let error = ControlError(reply: reply) { return refused(error, reply: reply, json: json) }
             guard let transfer = (try? TransfersReply(json: reply))?.transfers.first(where: {
-                $0.output == output && (id == nil || $0.id == id)
+                (output == nil || $0.output == output) && (id == nil || $0.id == id)
             }) else {
-                printError("netlifectl: the transfer to \(output) is gone (cancelled, or replaced by another)")
+                printError("netlifectl: the transfer to \(output ?? "its file") is gone (cancelled, or replaced by another)")
                 return Exit.refused
             }
             id = transfer.id
+            output = transfer.output
             if transfer.state != "running" {
                 if terminal { printError("") }
                 print(json ? TransfersReply(transfers: [transfer]).json.serialized : transfer.text)

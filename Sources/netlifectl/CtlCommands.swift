@@ -81,14 +81,16 @@ struct CtlCommand: Sendable {
                        let mode = try ModeReply(json: reply)
                        return "\(mode.app): mode \(mode.mode)"
                    }),
-        CtlCommand(words: ["download"], usage: "download APP URL --output PATH [--no-wait]",
-                   summary: "Hand a resumable download to an app; waits (with a progress bar on a terminal) until it finishes or pauses, unless --no-wait.",
+        CtlCommand(words: ["download"], usage: "download APP URL [--output PATH] [--no-wait]",
+                   summary: "Hand a resumable download to an app (into the state directory's downloads/APP/ without --output); waits (with a progress bar on a terminal) until it finishes or pauses, unless --no-wait.",
                    build: { arguments throws(ControlTool.UsageError) in
                        let parsed = try Arguments(arguments, positional: 2...2, flags: ["--no-wait"], options: ["--output"])
-                       guard let output = parsed.options["--output"], !output.isEmpty else {
-                           throw ControlTool.UsageError(message: "--output PATH is required")
+                       if let output = parsed.options["--output"], output.isEmpty {
+                           throw ControlTool.UsageError(message: "--output needs a PATH")
                        }
-                       return .download(app: parsed.positional[0], url: parsed.positional[1], output: absolutePath(output))
+                       let output = parsed.options["--output"].map(absolutePath)
+                       return .download(app: parsed.positional[0], url: parsed.positional[1], output: output,
+                                        outputDirectory: output.flatMap { fileIdentity(directoryOf: $0) })
                    }, render: renderTransfers),
         CtlCommand(words: ["upload"], usage: "upload APP FILE URL [--no-wait]",
                    summary: "Hand a resumable upload to an app; waits (with a progress bar on a terminal) until it finishes or pauses, unless --no-wait.",

@@ -209,4 +209,32 @@ final class StallingHTTPServer {
         #expect(transfers.contains { $0["state"] as? String == "done" && $0["bytes"] as? Int == 300_000 && $0["total"] as? Int == 300_000 })
         #expect(daemon.isRunning)
     }
+
+    @Test func withoutOutputTheFileGoesIntoTheStateDirectoryAndAPlaceNetlifedSeesOtherwiseIsRefused() throws {
+        let files = TemporaryDirectory()
+        let out = TemporaryDirectory()
+        defer { files.remove(); out.remove() }
+        _ = FileManager.default.createFile(atPath: files.file("report 1.bin"), contents: Data(patternBytes(50_000, seed: 5)))
+        let daemon = try TestDaemon(config: httpApp(root: files.path) + "\n[app fetcher]\n")
+        defer { daemon.stop() }
+        let url = "http://127.0.0.1:\(daemon.port(of: "files"))/report%201.bin"
+        // The state directory is the control socket's (no state-directory key, no $STATE_DIRECTORY).
+        let expected = daemon.directory.file("control/downloads/fetcher/report 1.bin")
+        let done = daemon.ctl("download", "fetcher", url)
+        #expect(done.status == 0, "\(done)")
+        #expect(done.stdout.contains("-> \(expected): done, 50000/50000 bytes"), "\(done.stdout)")
+        #expect(sha256(expected) == sha256(files.file("report 1.bin")))
+        // A directory netlifed cannot see.
+        let hidden = daemon.ctl("download", "fetcher", url, "--output", out.file("absent/f.bin"))
+        #expect(hidden.status == 1 && hidden.stderr.contains("netlifed cannot see the directory \(out.file("absent"))"), "\(hidden)")
+        #expect(hidden.stderr.contains("ReadWritePaths=\(out.file("absent"))") && hidden.stderr.contains("without --output the file goes to"), "\(hidden)")
+        // netlifectl in a mount namespace where that directory is another (a tmpfs over it), as systemd's
+        // PrivateTmp= makes netlifed's /tmp another than its clients'.
+        let other = run(["/usr/bin/unshare", "-m", "/bin/sh", "-c",
+                         "mount -t tmpfs none '\(out.path)' && exec '\(product("netlifectl"))' --control '\(daemon.controlPath)' download fetcher '\(url)' --output '\(out.file("f.bin"))'"],
+                        timeout: 20)
+        #expect(other.status == 1 && other.stderr.contains("netlifed sees another \(out.path) than netlifectl does"), "\(other)")
+        #expect(!FileManager.default.fileExists(atPath: out.file("f.bin")))
+        #expect(daemon.isRunning)
+    }
 }

@@ -203,4 +203,41 @@ struct SystemdContainerTests {
             #expect(box.property("Result") == "success")
         }
     }
+
+    @Test func aDownloadGoesUnderTheStateDirectoryAndAPlaceTheSandboxHidesIsRefusedWithItsRemedy() throws {
+        try withInstalledBox { box in
+            box.write("/var/www/html/report.txt", "a report\n")
+            box.write("/etc/netlifed/netlifed.conf", config(apps: """
+                [app files]
+                launch = foreground
+
+                [listener files.http]
+                address = 127.0.0.1:8082
+                service = http
+                root = /var/www/html
+
+                [app fetcher]
+                launch = foreground
+                """))
+            #expect(box.sh("systemctl restart netlifed").status == 0)
+            let url = "http://127.0.0.1:8082/report.txt"
+            // No --output: the unit's StateDirectory=, the one place the sandbox lets netlifed write.
+            let done = box.sh("netlifectl download fetcher \(url)")
+            #expect(done.status == 0 && done.stdout.contains("-> /var/lib/netlifed/downloads/fetcher/report.txt: done"), "\(done)")
+            #expect(box.sh("cat /var/lib/netlifed/downloads/fetcher/report.txt").stdout == "a report\n")
+            // PrivateTmp=: netlifed's /tmp is not the client's.
+            let tmp = box.sh("netlifectl download fetcher \(url) --output /tmp/report.txt")
+            #expect(tmp.status == 1 && tmp.stderr.contains("netlifed sees another /tmp than netlifectl does"), "\(tmp)")
+            // ProtectSystem=strict: read-only until a drop-in lists it.
+            box.sh("mkdir -p /srv/downloads")
+            let readOnly = box.sh("netlifectl download fetcher \(url) --output /srv/downloads/report.txt")
+            #expect(readOnly.status == 1 && readOnly.stderr.contains("netlifed cannot write in /srv/downloads (Read-only file system)")
+                    && readOnly.stderr.contains("ReadWritePaths=/srv/downloads"), "\(readOnly)")
+            box.write("/etc/systemd/system/netlifed.service.d/downloads.conf", "[Service]\nReadWritePaths=/srv/downloads\n")
+            #expect(box.sh("systemctl daemon-reload && systemctl restart netlifed").status == 0)
+            let written = box.sh("netlifectl download fetcher \(url) --output /srv/downloads/report.txt")
+            #expect(written.status == 0, "\(written)")
+            #expect(box.sh("cat /srv/downloads/report.txt").stdout == "a report\n")
+        }
+    }
 }

@@ -26,14 +26,8 @@ struct SystemdBoxArtifacts: Sendable {
             package = String(last)
         }
         guard FileManager.default.fileExists(atPath: package) else { return .failure(BoxError("no package at \(package)")) }
-        let depends = run(["/usr/bin/dpkg-deb", "-f", package, "Depends"], timeout: 20)
-        guard depends.status == 0 else { return .failure(BoxError("dpkg-deb -f \(package) Depends: \(depends)")) }
-        // "libevent-2.1-7 (>= 2.1.8-stable), libc6 (>= 2.36) | libc6-udeb": the first name of each.
-        let names = depends.stdout.split(separator: ",").compactMap { entry in
-            entry.split(separator: "|").first?.split(separator: " ").first.map(String.init)
-        }
         let rootfs = environment["NETLIFE_TEST_ROOTFS"].flatMap { $0.isEmpty ? nil : $0 } ?? repositoryDirectory + "/.build/systemd-rootfs"
-        let made = run([repositoryDirectory + "/scripts/systemd-box", "rootfs", rootfs] + names, timeout: 900)
+        let made = run([repositoryDirectory + "/scripts/systemd-box", "rootfs", rootfs, "--for-package", package], timeout: 900)
         guard made.status == 0 else { return .failure(BoxError("scripts/systemd-box rootfs failed: \(made)")) }
         return .success(SystemdBoxArtifacts(package: package, rootfs: rootfs))
     }()
