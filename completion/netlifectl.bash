@@ -26,7 +26,7 @@ for app in json.loads(sys.stdin.read()).get("apps", []):
 
 _netlifectl() {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]}
-    local commands="status launch foreground background suspend reclaim lock terminate memory-pressure task mode download upload transfers watch reload version debug help"
+    local commands="status launch foreground background suspend reclaim lock terminate interrupt memory-pressure task mode download upload transfers watch reload version debug help"
     COMPREPLY=()
 
     case $prev in
@@ -69,6 +69,14 @@ _netlifectl() {
             command="task ${words[1]}"
             argument=$((argument - 1))
             ;;
+        interrupt)
+            if [ ${#words[@]} = 1 ]; then
+                mapfile -t COMPREPLY < <(compgen -W "begin end" -- "$cur")
+                return 0
+            fi
+            command="interrupt ${words[1]}"
+            argument=$((argument - 1))
+            ;;
         debug)
             [ ${#words[@]} = 1 ] && mapfile -t COMPREPLY < <(compgen -W "stall" -- "$cur")
             return 0
@@ -88,7 +96,7 @@ _netlifectl() {
         help)
             [ "$argument" = 0 ] && mapfile -t COMPREPLY < <(compgen -W "$commands" -- "$cur") ;;
         status | launch | foreground | background | suspend | reclaim | terminate | transfers | watch | \
-        "task begin" | "task end" | "task list" | download)
+        "task begin" | "task end" | "task list" | "interrupt begin" | "interrupt end" | download)
             [ "$argument" = 0 ] && mapfile -t COMPREPLY < <(compgen -W "$(_netlifectl_apps)" -- "$cur") ;;
         mode)
             case $argument in

@@ -254,6 +254,8 @@ public final class App {
             tearDown(closing: .afterFlush)
             let record = TerminationRecord(reason: terminationReason(of: plan, stateBefore: stateBefore))
             lastTermination = record
+            // The seeds' path for an app that exits on suspend: ... Background -> Suspended -> Not Running.
+            if case .exitedOnSuspend = record.reason { enter(.suspended) }
             enter(.notRunning)
             logger.notice("stopped: \(record.reason.name)\(record.reason.cause.map { " (by \($0.rawValue))" } ?? "")")
             emit(.stopped(record))
@@ -275,7 +277,7 @@ public final class App {
             return plan.stages.isEmpty ? .terminatedWhileSuspended(pipelineCause) : .terminated(pipelineCause)
         case .background, .launch(background: true):
             return .exitedOnSuspend
-        case .launch, .foreground, .suspend:
+        case .launch, .foreground, .suspend, .interruptBegin, .interruptEnd:
             return .terminated(pipelineCause)
         }
     }
@@ -459,7 +461,10 @@ public final class App {
     private var isSuspendEligible: Bool { suspendBlocker == nil }
 
     /// Suspends the app if it is eligible and asked to be, or arms the auto-suspend timer.
-    func evaluateSuspension() {
+    ///
+    /// - Parameter lastTaskEnded: the app's last background task has just ended (or expired): iOS suspends
+    ///   it at once; `auto-suspend` is the grace after did-enter-background only.
+    func evaluateSuspension(lastTaskEnded: Bool = false) {
         guard isSuspendEligible else {
             autoSuspendTimer?.cancel()
             autoSuspendTimer = nil
@@ -468,7 +473,7 @@ public final class App {
         // A program that does not speak the protocol cannot be told to stop polling its shut-down
         // listeners (EPOLLHUP without pause): it is frozen as soon as it may be.
         let silentProgram = program.map { $0.isRunning && !$0.speaksProtocol } ?? false
-        if suspendPending || silentProgram {
+        if suspendPending || silentProgram || lastTaskEnded {
             suspend()
         } else if let delay = configuration.autoSuspend, autoSuspendTimer == nil {
             autoSuspendTimer = loop.schedule(after: delay) { [weak self] in
@@ -690,7 +695,7 @@ extension App: BackgroundTasksOwner {
     }
 
     func backgroundTasksDidChange() {
-        evaluateSuspension()
+        evaluateSuspension(lastTaskEnded: backgroundTasks.tasks.isEmpty)
     }
 
     func backgroundTasksReport(_ event: AppEvent) {

@@ -163,6 +163,8 @@ final class AppListener: ConnectionTracker {
     /// Stops (or restarts) reading on every accepted connection: while the app is suspended none of its
     /// code runs, and the kernel buffers what peers send.
     func setConnectionsPaused(_ paused: Bool) {
+        // Already so: nothing to do (every foreground asks, with its listeners' thousands of connections).
+        guard paused != connectionsPaused else { return }
         connectionsPaused = paused
         for connection in connections.values {
             if paused { connection.pauseReading() } else { connection.resumeReading() }

@@ -59,6 +59,8 @@ final class AppSockets {
     func perform(_ step: PolicyStep, state: AppState) {
         switch step {
         case .openListeners:
+            // From the background after a wake-up (no resume-app step): the connections read again too.
+            for listener in listeners { listener.setConnectionsPaused(false) }
             // Listening is what the transition waits for; accepting starts after its reply, or before any hook
             // or program runs (`startAccepting(after:on:)`).
             stopPreparing()
@@ -94,9 +96,9 @@ final class AppSockets {
         for socket in dataSockets { socket.appSuspended() }
     }
 
-    /// The suspended app runs in the background for a moment: reads resume.
+    /// The suspended app runs in the background for a moment: only what woke it runs (SPEC section 6), so
+    /// accepted connections and plain data sockets stay unread until the foreground.
     func wake() {
-        for listener in listeners { listener.setConnectionsPaused(false) }
         for socket in dataSockets { socket.appWokeInBackground() }
     }
 

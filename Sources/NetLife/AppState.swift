@@ -40,6 +40,11 @@ public enum LifecycleCommand: Equatable, Sendable, CustomStringConvertible {
     case suspend
     /// Terminate a running app.
     case terminate
+    /// An interruption begins (an incoming call, a system sheet): an active app resigns active and rests
+    /// inactive, its listeners open, until the interruption ends.
+    case interruptBegin
+    /// The interruption ends: the inactive app becomes active again.
+    case interruptEnd
 
     public var description: String {
         switch self {
@@ -48,6 +53,8 @@ public enum LifecycleCommand: Equatable, Sendable, CustomStringConvertible {
         case .background: return "background"
         case .suspend: return "suspend"
         case .terminate: return "terminate"
+        case .interruptBegin: return "interrupt begin"
+        case .interruptEnd: return "interrupt end"
         }
     }
 }

@@ -80,6 +80,9 @@ public struct DataSocketMachine: Equatable, Sendable {
     public private(set) var retryDelay: Duration = DataSocketMachine.firstRetryDelay
     /// Whether a reconnect is scheduled.
     public private(set) var reconnectScheduled = false
+    /// Whether the socket's reads are paused: from suspension until the app comes to the foreground (a
+    /// wake-up runs only the VoIP socket that woke it, so a plain socket stays unread through it).
+    public private(set) var readsPaused = false
 
     public init(policy: DataSocketPolicy, voip: Bool) {
         self.policy = policy
@@ -102,6 +105,7 @@ public struct DataSocketMachine: Equatable, Sendable {
     /// for the foreground when the launch is a background one.
     public mutating func appLaunched(background: Bool) -> [Action] {
         phase = background ? .background : .foreground
+        readsPaused = false
         retryDelay = Self.firstRetryDelay
         if background && policy == .close { return [] }
         return connectIfClosed()
@@ -127,10 +131,10 @@ public struct DataSocketMachine: Equatable, Sendable {
     /// will-enter-foreground: quiet mode is left and closed sockets connect again (at once, with the
     /// back-off reset). A defunct socket is closed by its first read, which resumes now; it reconnects then.
     public mutating func appWillEnterForeground() -> [Action] {
-        let wasSuspended = phase == .suspended
         phase = .foreground
         retryDelay = Self.firstRetryDelay
-        var actions: [Action] = wasSuspended && !voip ? [.resumeReading] : []
+        var actions: [Action] = readsPaused ? [.resumeReading] : []
+        readsPaused = false
         switch state {
         case .quiet:
             state = .connected
@@ -153,17 +157,19 @@ public struct DataSocketMachine: Equatable, Sendable {
         if state == .connecting {
             state = .closed
             actions.append(.close(flush: false))
-        } else {
+        } else if !readsPaused {
+            readsPaused = true
             actions.append(.pauseReading)
         }
         return actions
     }
 
-    /// A suspended app runs again in the background (a VoIP wake-up or a keep-alive): reads resume.
+    /// A suspended app runs again in the background for a moment (a VoIP wake-up or a keep-alive): only
+    /// what woke it runs (SPEC section 6), so a plain socket stays unread until the foreground.
     public mutating func appWokeInBackground() -> [Action] {
         guard phase == .suspended else { return [] }
         phase = .background
-        return voip ? [] : [.resumeReading]
+        return []
     }
 
     /// will-terminate: the protocol says goodbye, then the socket closes after its output is written.

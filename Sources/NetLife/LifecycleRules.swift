@@ -121,12 +121,12 @@ public enum LifecycleRules {
         case (.launch(background: true), .notRunning):
             // A background launch never opens the listeners; did-enter-background still runs its policy
             // so that the same steps hold whatever the path into the background.
-            let launched = [stage(.didFinishLaunching, .background, [.connectDataSockets] + startProgram),
-                            stage(.didEnterBackground, .background, enterBackground)]
+            // An app that exits on suspend (UIApplicationExitsOnSuspend) never runs in the background.
             if traits.exitsOnSuspend {
-                return plan(.launch, .notRunning, launched + [stage(.willTerminate, .background, terminating)])
+                return .refused("exits on suspend: it never runs in the background (launch it without --background)")
             }
-            return plan(.launch, .background, launched)
+            return plan(.launch, .background, [stage(.didFinishLaunching, .background, [.connectDataSockets] + startProgram),
+                                              stage(.didEnterBackground, .background, enterBackground)])
         case (.launch, _):
             return .already(state)
 
@@ -135,7 +135,9 @@ public enum LifecycleRules {
         case (.foreground, .active):
             return .already(.active)
         case (.foreground, .inactive):
-            return .refused("is in a transition (inactive); try again when it ends")
+            // Commands wait for a running transition, so an inactive app here is an interrupted one: still
+            // the foreground app, resting inactive.
+            return .refused("is interrupted (inactive); netlifectl interrupt end APP makes it active again")
         case (.foreground, .background), (.foreground, .suspended):
             let resume: [PolicyStep] = (state == .suspended ? [.resumeApp] : []) + [.openListeners, .connectDataSockets]
             return plan(.foreground, .active, [stage(.willEnterForeground, .inactive, resume),
@@ -146,7 +148,12 @@ public enum LifecycleRules {
         case (.background, .background), (.background, .suspended):
             return .already(state)
         case (.background, .inactive):
-            return .refused("is in a transition (inactive); try again when it ends")
+            // An interrupted app leaves for the background: it has resigned active already.
+            let enter = [stage(.didEnterBackground, .background, enterBackground)]
+            if traits.exitsOnSuspend {
+                return plan(.background, .notRunning, enter + [stage(.willTerminate, .background, terminating)])
+            }
+            return plan(.background, .background, enter)
         case (.background, .active):
             if traits.exitsOnSuspend {
                 return plan(.background, .notRunning, leaveBackground + [stage(.willTerminate, .background, terminating)])
@@ -167,6 +174,19 @@ public enum LifecycleRules {
             return plan(.terminate, .notRunning, [])
         case (.terminate, _):
             return plan(.terminate, .notRunning, [stage(.willTerminate, state, terminating)])
+
+        // An interruption (iOS: an incoming call, a system alert): will-resign-active, then the app rests
+        // inactive with its listeners open; its end runs did-become-active. It never enters the background.
+        case (.interruptBegin, .active):
+            return plan(.background, .inactive, [stage(.willResignActive, .inactive)])
+        case (.interruptBegin, .inactive):
+            return .already(.inactive)
+        case (.interruptBegin, _):
+            return .refused("cannot be interrupted: it is \(state), not active")
+        case (.interruptEnd, .inactive):
+            return plan(.foreground, .active, [stage(.didBecomeActive, .active)])
+        case (.interruptEnd, _):
+            return .refused("is not interrupted: it is \(state)")
         }
     }
 

@@ -11,6 +11,9 @@ public enum ControlRequest: Equatable, Sendable {
     case background(app: String)
     case suspend(app: String)
     case terminate(app: String)
+    /// An interruption of an active app begins (will-resign-active; it rests inactive) or ends.
+    case interruptBegin(app: String)
+    case interruptEnd(app: String)
     case reclaim(app: String)
     case lock
     case memoryPressure
@@ -38,7 +41,7 @@ public enum ControlRequest: Equatable, Sendable {
 
     /// The command names, as `cmd` carries them.
     public static let commandNames = ["version", "status", "launch", "foreground", "background", "suspend",
-                                      "terminate", "reclaim", "lock", "memory-pressure", "task-begin", "task-end",
+                                      "terminate", "interrupt-begin", "interrupt-end", "reclaim", "lock", "memory-pressure", "task-begin", "task-end",
                                       "task-list", "mode", "download", "upload", "transfers", "transfers-cancel", "watch", "reload",
                                       "debug-stall"]
 
@@ -52,6 +55,8 @@ public enum ControlRequest: Equatable, Sendable {
         case .background: return "background"
         case .suspend: return "suspend"
         case .terminate: return "terminate"
+        case .interruptBegin: return "interrupt-begin"
+        case .interruptEnd: return "interrupt-end"
         case .reclaim: return "reclaim"
         case .lock: return "lock"
         case .memoryPressure: return "memory-pressure"
@@ -74,7 +79,7 @@ public enum ControlRequest: Equatable, Sendable {
         switch self {
         case .status(let app), .transfers(let app), .watch(let app): return app
         case .launch(let app, _), .foreground(let app), .background(let app), .suspend(let app),
-             .terminate(let app), .reclaim(let app), .taskBegin(let app, _), .taskEnd(let app, _),
+             .terminate(let app), .interruptBegin(let app), .interruptEnd(let app), .reclaim(let app), .taskBegin(let app, _), .taskEnd(let app, _),
              .taskList(let app), .mode(let app, _), .download(let app, _, _, _), .upload(let app, _, _):
             return app
         // Not resolved to a configured app: a reload may have removed the app whose transfer is cancelled.
@@ -94,7 +99,7 @@ public enum ControlRequest: Equatable, Sendable {
         case .status(let app), .transfers(let app), .watch(let app):
             if let app { members.set(.app, app) }
         case .foreground(let app), .background(let app), .suspend(let app), .terminate(let app),
-             .reclaim(let app), .taskList(let app):
+             .interruptBegin(let app), .interruptEnd(let app), .reclaim(let app), .taskList(let app):
             members.set(.app, app)
         case .launch(let app, let background):
             members.set(.app, app)
@@ -149,6 +154,8 @@ public enum ControlRequest: Equatable, Sendable {
         case "background": self = .background(app: try fields.string(.app))
         case "suspend": self = .suspend(app: try fields.string(.app))
         case "terminate": self = .terminate(app: try fields.string(.app))
+        case "interrupt-begin": self = .interruptBegin(app: try fields.string(.app))
+        case "interrupt-end": self = .interruptEnd(app: try fields.string(.app))
         case "reclaim": self = .reclaim(app: try fields.string(.app))
         case "lock": self = .lock
         case "memory-pressure": self = .memoryPressure

@@ -234,6 +234,11 @@ private struct ConfigReader {
             }
         }
         readProgramKeys(entries, into: &app)
+        if app.launch == .background, app.exitsOnSuspend || !app.multitasking,
+           let line = entries.first(where: { $0.key == "launch" })?.line {
+            let key = app.exitsOnSuspend ? "exits-on-suspend = yes" : "multitasking = no"
+            error(line, "launch = background cannot be used with \(key): such an app never runs in the background (UIApplicationExitsOnSuspend)")
+        }
         if app.budgets.expirationLead >= app.budgets.taskTime {
             let line = entries.first(where: { $0.key == "expiration-lead" || $0.key == "task-time" })?.line ?? section.line
             error(line, "expiration-lead (\(app.budgets.expirationLead)) must be shorter than task-time (\(app.budgets.taskTime))")
@@ -427,6 +432,11 @@ private struct ConfigReader {
                 unknownKey(entry, in: "socket")
                 valid = false
             }
+        }
+        // SPEC section 6: on iOS only a VoIP app has a keep-alive handler (setKeepAliveTimeout).
+        if socket.keepalive != nil, !socket.voip, let line = entries.first(where: { $0.key == "keepalive" })?.line {
+            error(line, "keepalive belongs to a VoIP socket (voip = yes): on iOS only a VoIP app has a keep-alive handler")
+            valid = false
         }
         if socket.voip, let line = entries.first(where: { $0.key == "voip" })?.line {
             if case .unix = address {

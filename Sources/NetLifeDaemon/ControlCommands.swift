@@ -52,6 +52,10 @@ enum ControlCommands {
             transition(.suspend, app, daemon, reply)
         case .terminate:
             transition(.terminate, app, daemon, reply)
+        case .interruptBegin:
+            transition(.interruptBegin, app, daemon, reply)
+        case .interruptEnd:
+            transition(.interruptEnd, app, daemon, reply)
         case .taskBegin(_, let name):
             guard let app else { return reply(missingApp) }
             guard app.openBackgroundTaskCount < ControlProtocol.maxTasksPerApp else {

@@ -46,6 +46,16 @@ struct CtlCommand: Sendable {
                    ControlRequest.reclaim, render: renderReclaim),
         plainCommand("lock", "Reclaim the sockets of every suspended app (TN2277: lock the screen).", .lock, render: renderReclaim),
         appCommand("terminate", "Terminate an app (will-terminate runs, unless it is suspended).", ControlRequest.terminate),
+        CtlCommand(words: ["interrupt", "begin"], usage: "interrupt begin APP",
+                   summary: "Interrupt an active app (an incoming call, a system sheet): will-resign-active; it rests inactive, listeners open.",
+                   build: { arguments throws(ControlTool.UsageError) in
+                       .interruptBegin(app: try Arguments(arguments, positional: 1...1).positional[0])
+                   }, render: renderTransition),
+        CtlCommand(words: ["interrupt", "end"], usage: "interrupt end APP",
+                   summary: "End an app's interruption: did-become-active.",
+                   build: { arguments throws(ControlTool.UsageError) in
+                       .interruptEnd(app: try Arguments(arguments, positional: 1...1).positional[0])
+                   }, render: renderTransition),
         plainCommand("memory-pressure", "Terminate suspended apps without callbacks, largest first.", .memoryPressure,
                      render: renderMemoryPressure),
         CtlCommand(words: ["task", "begin"], usage: "task begin APP [--name N]",

@@ -161,6 +161,50 @@ struct BackgroundTaskTests {
         #expect(connectTCP(port: port) == .failed(ECONNREFUSED))
     }
 
+    @Test func anAppThatExitsOnSuspendPassesThroughSuspendedAndIsNeverLaunchedIntoTheBackground() throws {
+        let daemon = try TestDaemon(config: echoConfig(app: "app", port: 0, appLines: "exits-on-suspend = yes"))
+        defer { daemon.stop() }
+        let watcher = try #require(RawControlClient(path: daemon.controlPath))
+        defer { watcher.close() }
+        #expect(watcher.send("{\"cmd\":\"watch\",\"app\":\"app\"}\n") > 0)
+        _ = watcher.line(timeout: 5)
+        #expect(daemon.ctl("background", "app").status == 0)
+        var states: [String] = []
+        while let line = watcher.line(timeout: 5),
+              let event = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any] {
+            if event["event"] as? String == "state" { states.append("\(event["from"] as? String ?? "?")->\(event["to"] as? String ?? "?")") }
+            if event["event"] as? String == "transition" { break }
+        }
+        // The seeds' path: Active -> Inactive -> Background -> Suspended -> Not Running.
+        #expect(states == ["active->inactive", "inactive->background", "background->suspended", "suspended->not-running"], "\(states)")
+        let launch = daemon.ctl("launch", "app", "--background")
+        #expect(launch.status == 1 && launch.stderr.contains("never runs in the background"), "\(launch)")
+        #expect(daemon.state("app") == "not-running")
+        // launch = background with exits-on-suspend is a config error naming its line.
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        directory.write("bad.conf", "[app x]\nexits-on-suspend = yes\nlaunch = background\n")
+        let check = run([product("netlifed"), "--check-config", directory.file("bad.conf")])
+        #expect(check.status == 1 && check.stderr.contains("bad.conf:3: launch = background cannot be used with exits-on-suspend = yes"), "\(check)")
+    }
+
+    @Test func theLastTaskEndingSuspendsTheAppAtOnceNotAfterAutoSuspend() throws {
+        let daemon = try TestDaemon(config: taskConfig(extra: "auto-suspend = 5s"))
+        defer { daemon.stop() }
+        let first = taskID(daemon.ctl("task", "begin", "app"))
+        let second = taskID(daemon.ctl("task", "begin", "app"))
+        #expect(daemon.ctl("background", "app").status == 0)
+        #expect(daemon.ctl("task", "end", "app", String(first)).status == 0)
+        usleep(200_000)
+        #expect(daemon.state("app") == "background", "a task is still open")
+        let ended = Date()
+        #expect(daemon.ctl("task", "end", "app", String(second)).status == 0)
+        // iOS suspends an app when its last background task ends; auto-suspend (5 s here) is only the grace
+        // after did-enter-background.
+        #expect(waitUntil(timeout: 1) { daemon.state("app") == "suspended" }, "\(daemon.state("app") ?? "?")")
+        #expect(Date().timeIntervalSince(ended) < 1)
+    }
+
     @Test func withoutMultitaskingTasksAreRefusedAndBackgroundTerminates() throws {
         let daemon = try TestDaemon(config: taskConfig(extra: "multitasking = no"))
         defer { daemon.stop() }

@@ -259,6 +259,42 @@ extension TestDaemon {
         #expect(daemon.status("app")["lastTermination"] is NSNull)
     }
 
+    @Test func aWakeRunsOnlyTheVoIPSocketThatWokeTheApp() throws {
+        let voipServer = try #require(PeerServer())
+        let plainServer = try #require(PeerServer())
+        defer { voipServer.close(); plainServer.close() }
+        let daemon = try TestDaemon(config: "[daemon]\n" + lineSocketApp("app", voipServer, socket: "v", socketLines: "voip = yes") + """
+            [socket app.p]
+            connect = \(plainServer.address)
+            protocol = line
+
+            [listener app.main]
+            address = 127.0.0.1:0
+            service = echo
+            connections = keep
+
+            """)
+        defer { daemon.stop() }
+        let voip = try #require(voipServer.accept())
+        let plain = try #require(plainServer.accept())
+        defer { voip.close(); plain.close() }
+        let client = try #require(Peer.connect(port: daemon.port(of: "app")))
+        defer { client.close() }
+        #expect(daemon.ctl("background", "app").status == 0)
+        #expect(daemon.ctl("suspend", "app").status == 0)
+        plain.send("buffered\n")
+        client.send("ping")
+        voip.send("ring\n")
+        #expect(waitUntil { daemon.socket("app", "v")?["lines"] as? Int == 1 }, "the VoIP socket's line woke the app and was handled")
+        #expect(waitUntil { daemon.state("app") == "suspended" }, "suspended again once the wake is over")
+        // The wake ran only what woke it: the plain socket's line and the kept connection stay unread.
+        #expect(daemon.socket("app", "p")?["lines"] as? Int == 0, "\(String(describing: daemon.socket("app", "p")))")
+        #expect(client.read(timeout: 0.3) == .timedOut, "no echo during the wake")
+        #expect(daemon.ctl("foreground", "app").status == 0)
+        #expect(waitUntil { daemon.socket("app", "p")?["lines"] as? Int == 1 }, "read once the app runs again")
+        #expect(client.readText(count: 4) == "ping")
+    }
+
     @Test func aWakeHandlerPastKeepaliveBudgetIsSuspendedNotKilled() throws {
         let server = try #require(PeerServer())
         defer { server.close() }

@@ -7,15 +7,18 @@
 import Foundation
 import Testing
 
-/// The package's default config, with the daemon keys `daemon` added.
-private func config(daemon: String = "", apps: String = """
+/// The app of the package's default config.
+private let echoApp = """
     [app echo]
     launch = foreground
 
     [listener echo.main]
     address = 127.0.0.1:7070
     service = echo
-    """) -> String {
+    """
+
+/// A config: the daemon keys `daemon`, then `apps`.
+private func config(daemon: String = "", apps: String = echoApp) -> String {
     "[daemon]\n\(daemon)\n\n\(apps)\n"
 }
 
@@ -79,13 +82,8 @@ struct SystemdContainerTests {
     @Test func reloadWaitsForTheNewConfigAndAFailedOneLeavesTheOldServing() throws {
         try withInstalledBox { box in
             let pid = box.property("MainPID")
-            box.write("/etc/netlifed/netlifed.conf", config(apps: """
-                [app echo]
-                launch = foreground
+            box.write("/etc/netlifed/netlifed.conf", config(apps: echoApp + """
 
-                [listener echo.main]
-                address = 127.0.0.1:7070
-                service = echo
 
                 [app two]
                 launch = foreground

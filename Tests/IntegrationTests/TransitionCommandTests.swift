@@ -136,4 +136,40 @@ struct TransitionCommandTests {
         }
         #expect(daemon.ctl("status").stdout.contains("listener main 127.0.0.1:\(port) (echo): open, 0 connections"))
     }
+
+    @Test func anInterruptionResignsActiveKeepsTheListenerOpenAndItsEndBecomesActive() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let events = directory.file("events")
+        let hook = "/bin/sh -c 'echo $NETLIFE_EVENT >> \(events)'"
+        let daemon = try TestDaemon(config: echoConfig(port: 0, appLines: """
+            on-will-resign-active = \(hook)
+            on-did-enter-background = \(hook)
+            on-did-become-active = \(hook)
+            """))
+        defer { daemon.stop() }
+        let port = daemon.port(of: "echo")
+        _ = try? FileManager.default.removeItem(atPath: events)
+        let begin = daemon.ctl("interrupt", "begin", "echo")
+        #expect(begin.status == 0 && begin.stdout.hasPrefix("echo: inactive (will-resign-active"), "\(begin)")
+        #expect(directory.read("events") == "will-resign-active\n")
+        // Resting inactive: still the foreground app, its listener open and serving (an alert over an app).
+        #expect(daemon.state("echo") == "inactive")
+        let peer = try #require(Peer.connect(port: port))
+        #expect(peer.roundTrip("during the call\n") == "during the call\n")
+        #expect(daemon.ctl("interrupt", "begin", "echo").stdout == "echo: already inactive\n")
+        let foreground = daemon.ctl("foreground", "echo")
+        #expect(foreground.status == 1 && foreground.stderr.contains("interrupt end"), "\(foreground)")
+        let end = daemon.ctl("interrupt", "end", "echo")
+        #expect(end.status == 0 && end.stdout.hasPrefix("echo: active (did-become-active"), "\(end)")
+        #expect(directory.read("events") == "will-resign-active\ndid-become-active\n")
+        #expect(daemon.ctl("interrupt", "end", "echo").status == 1)
+        // Sent to the background from an interruption: did-enter-background only, and the listener closes.
+        #expect(daemon.ctl("interrupt", "begin", "echo").status == 0)
+        let background = daemon.ctl("background", "echo")
+        #expect(background.status == 0 && background.stdout.hasPrefix("echo: background (did-enter-background"), "\(background)")
+        #expect(directory.read("events") == "will-resign-active\ndid-become-active\nwill-resign-active\ndid-enter-background\n")
+        #expect(connectTCP(port: port) == .failed(ECONNREFUSED))
+        #expect(daemon.ctl("interrupt", "begin", "echo").status == 1, "only an active app can be interrupted")
+    }
 }

@@ -208,9 +208,16 @@ private func errors(_ text: String) -> [String] {
     }
 
     @Test func keepaliveMustReachKeepaliveMin() {
-        let below = errors("[daemon]\nkeepalive-min = 30s\n[app a]\n[socket a.s]\nconnect = 127.0.0.1:9\nprotocol = line\nkeepalive = 10s\nkeepalive-message = PING\n")
-        #expect(below == ["test.conf:7: keepalive must be between 30s and 24h, got '10s'"])
-        #expect(errors("[app a]\n[socket a.s]\nconnect = 127.0.0.1:9\nprotocol = line\nkeepalive = 1h\n")
-                == ["test.conf:5: protocol line: keepalive needs keepalive-message = LINE (the line sent as the keep-alive)"])
+        let below = errors("[daemon]\nkeepalive-min = 30s\n[app a]\n[socket a.s]\nconnect = 127.0.0.1:9\nprotocol = line\nvoip = yes\nkeepalive = 10s\nkeepalive-message = PING\n")
+        #expect(below == ["test.conf:8: keepalive must be between 30s and 24h, got '10s'"])
+        #expect(errors("[app a]\n[socket a.s]\nconnect = 127.0.0.1:9\nprotocol = line\nvoip = yes\nkeepalive = 1h\n")
+                == ["test.conf:6: protocol line: keepalive needs keepalive-message = LINE (the line sent as the keep-alive)"])
+    }
+
+    @Test func keepaliveBelongsToAVoIPSocketOnly() {
+        // On iOS only a VoIP app has a keep-alive handler: a keep-alive on another socket would wake the app.
+        #expect(errors("[app a]\n[socket a.s]\nconnect = 127.0.0.1:9\nprotocol = line\nkeepalive = 1h\nkeepalive-message = PING\n")
+                == ["test.conf:5: keepalive belongs to a VoIP socket (voip = yes): on iOS only a VoIP app has a keep-alive handler"])
+        #expect(errors("[app a]\n[socket a.s]\nconnect = 127.0.0.1:9\nprotocol = line\nkeepalive = 1h\nkeepalive-message = PING\nvoip = yes\n").isEmpty)
     }
 }

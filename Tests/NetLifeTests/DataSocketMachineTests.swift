@@ -91,11 +91,17 @@ import Testing
         #expect(machine.reconnectDue() == [])
     }
 
-    @Test func suspensionPausesReadsExceptOnVoIPSockets() {
+    @Test func suspensionPausesReadsExceptOnVoIPSocketsUntilTheForegroundThroughWakeUps() {
         var plain = connected(.keep)
         _ = plain.appEnteredBackground()
         #expect(plain.appSuspended() == [.pauseReading])
-        #expect(plain.appWokeInBackground() == [.resumeReading])
+        // A wake-up runs only what woke it: a plain socket stays unread, paused once.
+        #expect(plain.appWokeInBackground() == [])
+        #expect(plain.readsPaused)
+        #expect(plain.appSuspended() == [])
+        #expect(plain.appWokeInBackground() == [])
+        #expect(plain.appWillEnterForeground() == [.resumeReading])
+        #expect(!plain.readsPaused)
         var voip = connected(.keep, voip: true)
         _ = voip.appEnteredBackground()
         #expect(voip.appSuspended() == [])
@@ -133,7 +139,7 @@ import Testing
         #expect(machine.state == .closed)
         #expect(machine.connected() == [], "a late completion is ignored")
         #expect(machine.reclaim() == nil)
-        #expect(machine.appWillEnterForeground() == [.resumeReading, .connect])
+        #expect(machine.appWillEnterForeground() == [.connect], "closed, never paused: it just connects")
         // A VoIP socket's connect goes on, and it reads when it completes.
         var voip = DataSocketMachine(policy: .keep, voip: true)
         _ = voip.appLaunched(background: true)

@@ -71,9 +71,12 @@ private func stages(_ plan: TransitionPlan?) -> [String] {
         let background = plan(.background, .active, traits)
         #expect(stages(background) == ["will-resign-active@inactive", "did-enter-background@background", "will-terminate@background"])
         #expect(background?.finalState == .notRunning)
-        let launch = plan(.launch(background: true), .notRunning, traits)
-        #expect(launch?.finalState == .notRunning)
-        #expect(launch?.stages.last?.event == .willTerminate)
+        // Such an app never runs in the background, so it is never launched there.
+        guard case .refused(let why) = LifecycleRules.decide(.launch(background: true), in: .notRunning, traits: traits) else {
+            Issue.record("launch --background of an app that exits on suspend was not refused")
+            return
+        }
+        #expect(why.contains("never runs in the background"))
     }
 
     @Test func delegateAndHookStepsFollowThePolicySteps() {
@@ -92,6 +95,7 @@ private func stages(_ plan: TransitionPlan?) -> [String] {
         (.background, .suspended),
         (.suspend, .suspended),
         (.terminate, .notRunning),
+        (.interruptBegin, .inactive),
     ])
     func askingForTheCurrentStateIsAlready(command: LifecycleCommand, state: AppState) {
         #expect(LifecycleRules.decide(command, in: state, traits: plain) == .already(state))
@@ -104,7 +108,12 @@ private func stages(_ plan: TransitionPlan?) -> [String] {
         (.suspend, .active),
         (.suspend, .inactive),
         (.foreground, .inactive),
-        (.background, .inactive),
+        (.interruptBegin, .notRunning),
+        (.interruptBegin, .background),
+        (.interruptBegin, .suspended),
+        (.interruptEnd, .active),
+        (.interruptEnd, .background),
+        (.interruptEnd, .notRunning),
     ])
     func impossibleCommandsAreRefused(command: LifecycleCommand, state: AppState) {
         guard case .refused(let message) = LifecycleRules.decide(command, in: state, traits: plain) else {
@@ -112,6 +121,23 @@ private func stages(_ plan: TransitionPlan?) -> [String] {
             return
         }
         #expect(!message.isEmpty)
+    }
+
+    @Test func anInterruptionResignsActiveAndRestsInactiveWithItsListenersUntilItEnds() {
+        let begin = plan(.interruptBegin, .active, LifecycleTraits(hooks: [.willResignActive]))
+        #expect(stages(begin) == ["will-resign-active@inactive"])
+        #expect(begin?.finalState == .inactive)
+        #expect(begin?.budget == .background)
+        #expect(begin?.stages[0].steps == [.hook], "no listener is closed: an alert does not stop the app")
+        let end = plan(.interruptEnd, .inactive)
+        #expect(stages(end) == ["did-become-active@active"])
+        #expect(end?.finalState == .active)
+        // Leaving for the background from the interruption: it has resigned active already.
+        let background = plan(.background, .inactive)
+        #expect(stages(background) == ["did-enter-background@background"])
+        #expect(background?.stages[0].steps == [.policy(.closeListeners), .policy(.closeConnections), .policy(.applyDataSocketPolicy)])
+        #expect(stages(plan(.background, .inactive, LifecycleTraits(exitsOnSuspend: true))) == ["did-enter-background@background", "will-terminate@background"])
+        #expect(stages(plan(.terminate, .inactive)) == ["will-terminate@inactive"])
     }
 
     @Test func suspendIsImmediateWhenEligibleAndPendingOtherwise() {
