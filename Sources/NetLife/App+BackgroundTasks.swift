@@ -40,10 +40,12 @@ extension App {
 
     private func beginTask(name: String?, origin: BackgroundTaskRegistry.Origin,
                            expirationHandler: (() -> Void)?) -> BackgroundTaskIdentifier {
-        let allowed = state != .notRunning && state != .suspended && configuration.multitasking && retirement == nil
+        // An app that exits on suspend never runs in the background, so a task could not keep it there.
+        let allowed = state != .notRunning && state != .suspended && configuration.multitasking && !configuration.exitsOnSuspend
+            && retirement == nil
         let id = backgroundTasks.begin(name: name, origin: origin, allowed: allowed, expirationHandler: expirationHandler)
         if id == BackgroundTaskRegistry.invalid {
-            logger.info("background task\(name.map { " '\($0.prefix(64))'" } ?? "") refused (state \(state)\(configuration.multitasking ? "" : ", multitasking = no"))")
+            logger.info("background task\(name.map { " '\($0.prefix(64))'" } ?? "") refused (state \(state)\(configuration.multitasking ? "" : ", multitasking = no")\(configuration.exitsOnSuspend ? ", exits-on-suspend = yes" : ""))")
         }
         return id
     }

@@ -284,6 +284,9 @@ public final class App {
 
     private func enter(_ newState: AppState) {
         guard newState != state else { return }
+        // iOS: will-enter-foreground runs while the app is still in the background; it is inactive for a
+        // moment, then active for did-become-active.
+        if state == .background, newState == .active { enter(.inactive) }
         let oldState = state
         state = newState
         switch (oldState, newState) {
@@ -306,7 +309,7 @@ public final class App {
     }
 
     private func perform(_ step: PolicyStep) {
-        sockets.perform(step, state: state)
+        sockets.perform(step, launchingInBackground: pipeline?.currentStage == .didFinishLaunching && state == .background)
         switch step {
         case .resumeApp:
             program?.thaw()

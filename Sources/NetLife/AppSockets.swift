@@ -55,8 +55,9 @@ final class AppSockets {
         }
     }
 
-    /// Performs a built-in policy step that concerns sockets; `state` is the app's state during the stage.
-    func perform(_ step: PolicyStep, state: AppState) {
+    /// Performs a built-in policy step that concerns sockets; `launchingInBackground`: the step belongs to
+    /// a launch straight into the background.
+    func perform(_ step: PolicyStep, launchingInBackground: Bool) {
         switch step {
         case .openListeners:
             // From the background after a wake-up (no resume-app step): the connections read again too.
@@ -79,7 +80,7 @@ final class AppSockets {
             for listener in listeners { listener.setConnectionsPaused(false) }
         case .connectDataSockets:
             for socket in dataSockets {
-                if state == .background { socket.appLaunchedInBackground() }
+                if launchingInBackground { socket.appLaunchedInBackground() }
                 else { socket.appForeground() }
             }
         case .applyDataSocketPolicy:

@@ -139,8 +139,10 @@ public enum LifecycleRules {
             // the foreground app, resting inactive.
             return .refused("is interrupted (inactive); netlifectl interrupt end APP makes it active again")
         case (.foreground, .background), (.foreground, .suspended):
+            // iOS: will-enter-foreground runs while the app is still in the background (a suspended one is
+            // resumed into it first); it becomes inactive for a moment, then active for did-become-active.
             let resume: [PolicyStep] = (state == .suspended ? [.resumeApp] : []) + [.openListeners, .connectDataSockets]
-            return plan(.foreground, .active, [stage(.willEnterForeground, .inactive, resume),
+            return plan(.foreground, .active, [stage(.willEnterForeground, .background, resume),
                                               stage(.didBecomeActive, .active)])
 
         case (.background, .notRunning):
@@ -150,15 +152,12 @@ public enum LifecycleRules {
         case (.background, .inactive):
             // An interrupted app leaves for the background: it has resigned active already.
             let enter = [stage(.didEnterBackground, .background, enterBackground)]
-            if traits.exitsOnSuspend {
-                return plan(.background, .notRunning, enter + [stage(.willTerminate, .background, terminating)])
-            }
-            return plan(.background, .background, enter)
+            return plan(.background, traits.exitsOnSuspend ? .notRunning : .background, enter)
         case (.background, .active):
-            if traits.exitsOnSuspend {
-                return plan(.background, .notRunning, leaveBackground + [stage(.willTerminate, .background, terminating)])
-            }
-            return plan(.background, .background, leaveBackground)
+            // An app that exits on suspend (SPEC section 2, the seeds' path 2): Active -> Inactive ->
+            // Background -> Suspended -> Not Running, with no callback after did-enter-background (App passes
+            // it through suspended as it ends).
+            return plan(.background, traits.exitsOnSuspend ? .notRunning : .background, leaveBackground)
 
         case (.suspend, .suspended):
             return .already(.suspended)

@@ -140,7 +140,7 @@ struct BackgroundTaskTests {
         #expect(daemon.ctl("suspend", "manual").stdout == "manual: suspended\n")
     }
 
-    @Test func exitsOnSuspendTerminatesThroughWillTerminate() throws {
+    @Test func exitsOnSuspendEndsAfterDidEnterBackgroundWithNoMoreCallbacks() throws {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
         let events = directory.file("events")
@@ -156,7 +156,8 @@ struct BackgroundTaskTests {
         let background = daemon.ctl("background", "app")
         #expect(background.status == 0)
         #expect(background.stdout.hasPrefix("app: not-running (will-resign-active"))
-        #expect(directory.read("events") == "will-resign-active\ndid-enter-background\nwill-terminate\n")
+        // SPEC section 2: no callback while suspended, then the app ends (no will-terminate).
+        #expect(directory.read("events") == "will-resign-active\ndid-enter-background\n")
         #expect((daemon.status("app")["lastTermination"] as? [String: Any])?["reason"] as? String == "exited-on-suspend")
         #expect(connectTCP(port: port) == .failed(ECONNREFUSED))
     }
@@ -180,6 +181,11 @@ struct BackgroundTaskTests {
         let launch = daemon.ctl("launch", "app", "--background")
         #expect(launch.status == 1 && launch.stderr.contains("never runs in the background"), "\(launch)")
         #expect(daemon.state("app") == "not-running")
+        // A background task could not keep it in the background: beginning one returns the invalid id 0.
+        #expect(daemon.ctl("launch", "app").status == 0)
+        let task = daemon.ctl("--json", "task", "begin", "app")
+        let reply = try JSONSerialization.jsonObject(with: Data(task.stdout.utf8)) as? [String: Any]
+        #expect(reply?["id"] as? Int == 0, "\(task)")
         // launch = background with exits-on-suspend is a config error naming its line.
         let directory = TemporaryDirectory()
         defer { directory.remove() }

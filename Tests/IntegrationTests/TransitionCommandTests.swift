@@ -172,4 +172,33 @@ struct TransitionCommandTests {
         #expect(connectTCP(port: port) == .failed(ECONNREFUSED))
         #expect(daemon.ctl("interrupt", "begin", "echo").status == 1, "only an active app can be interrupted")
     }
+
+    @Test func willEnterForegroundRunsWhileTheAppIsStillInTheBackground() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let seen = directory.file("seen")
+        // The hook asks the daemon for its app's state, as an iOS app reads applicationState.
+        let hook = "/bin/sh -c '\(product("netlifectl")) status echo | head -n 1 >> \(seen)'"
+        let daemon = try TestDaemon(config: echoConfig(port: 0, appLines: "auto-suspend = never\non-will-enter-foreground = \(hook)"))
+        defer { daemon.stop() }
+        let watcher = try #require(RawControlClient(path: daemon.controlPath))
+        defer { watcher.close() }
+        #expect(daemon.ctl("background", "echo").status == 0)
+        #expect(watcher.send("{\"cmd\":\"watch\",\"app\":\"echo\"}\n") > 0)
+        _ = watcher.line(timeout: 5)
+        #expect(daemon.ctl("foreground", "echo").status == 0)
+        #expect(directory.read("seen") == "echo: background\n", "\(directory.read("seen"))")
+        var states: [String] = []
+        while let line = watcher.line(timeout: 5),
+              let event = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any] {
+            if event["event"] as? String == "state" { states.append("\(event["from"] as? String ?? "?")->\(event["to"] as? String ?? "?")") }
+            if event["event"] as? String == "transition" { break }
+        }
+        #expect(states == ["background->inactive", "inactive->active"], "\(states)")
+        // From suspended: resumed into the background first.
+        #expect(daemon.ctl("background", "echo").status == 0)
+        #expect(daemon.ctl("suspend", "echo").status == 0)
+        #expect(daemon.ctl("foreground", "echo").status == 0)
+        #expect(directory.read("seen") == "echo: background\necho: background\n", "\(directory.read("seen"))")
+    }
 }

@@ -40,7 +40,7 @@ struct WatchTests {
             }
         }
         #expect(summary == ["active->inactive", "inactive->background", "listener-closed", "done background",
-                            "background->inactive", "listener-opened", "inactive->active", "done foreground",
+                            "listener-opened", "background->inactive", "inactive->active", "done foreground",
                             "task-began"], "\(summary)")
         #expect(events.allSatisfy { $0["app"] as? String == "app" })
         let done = events.first { $0["event"] as? String == "transition" }

@@ -36,7 +36,7 @@ struct AppTests {
         #expect(delegate.calls == [
             "did-finish-launching inactive", "did-become-active active",
             "will-resign-active inactive", "did-enter-background background",
-            "will-enter-foreground inactive", "did-become-active active",
+            "will-enter-foreground background", "did-become-active active",
             "will-terminate active",
         ])
         #expect(outcomes.count == 4)

@@ -42,14 +42,14 @@ private func stages(_ plan: TransitionPlan?) -> [String] {
 
     @Test func foregroundFromBackgroundReopensListeners() {
         let foreground = plan(.foreground, .background)
-        #expect(stages(foreground) == ["will-enter-foreground@inactive", "did-become-active@active"])
+        #expect(stages(foreground) == ["will-enter-foreground@background", "did-become-active@active"])
         #expect(foreground?.stages[0].steps == [.policy(.openListeners), .policy(.connectDataSockets)])
         #expect(foreground?.budget == .foreground)
     }
 
     @Test func foregroundFromSuspendedResumesTheAppBeforeReopening() {
         let foreground = plan(.foreground, .suspended)
-        #expect(stages(foreground) == ["will-enter-foreground@inactive", "did-become-active@active"])
+        #expect(stages(foreground) == ["will-enter-foreground@background", "did-become-active@active"])
         #expect(foreground?.stages[0].steps == [.policy(.resumeApp), .policy(.openListeners), .policy(.connectDataSockets)])
     }
 
@@ -69,7 +69,7 @@ private func stages(_ plan: TransitionPlan?) -> [String] {
     @Test func exitsOnSuspendTerminatesOnBackground() {
         let traits = LifecycleTraits(exitsOnSuspend: true)
         let background = plan(.background, .active, traits)
-        #expect(stages(background) == ["will-resign-active@inactive", "did-enter-background@background", "will-terminate@background"])
+        #expect(stages(background) == ["will-resign-active@inactive", "did-enter-background@background"], "no callback after: it is suspended, then ends")
         #expect(background?.finalState == .notRunning)
         // Such an app never runs in the background, so it is never launched there.
         guard case .refused(let why) = LifecycleRules.decide(.launch(background: true), in: .notRunning, traits: traits) else {
@@ -136,7 +136,8 @@ private func stages(_ plan: TransitionPlan?) -> [String] {
         let background = plan(.background, .inactive)
         #expect(stages(background) == ["did-enter-background@background"])
         #expect(background?.stages[0].steps == [.policy(.closeListeners), .policy(.closeConnections), .policy(.applyDataSocketPolicy)])
-        #expect(stages(plan(.background, .inactive, LifecycleTraits(exitsOnSuspend: true))) == ["did-enter-background@background", "will-terminate@background"])
+        #expect(stages(plan(.background, .inactive, LifecycleTraits(exitsOnSuspend: true))) == ["did-enter-background@background"])
+        #expect(plan(.background, .inactive, LifecycleTraits(exitsOnSuspend: true))?.finalState == .notRunning)
         #expect(stages(plan(.terminate, .inactive)) == ["will-terminate@inactive"])
     }
 
