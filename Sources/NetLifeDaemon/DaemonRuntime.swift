@@ -91,7 +91,9 @@ final class DaemonRuntime {
             }
             group = entry.pointee.gr_gid
         }
-        let server = ControlServer(path: controlPath, group: group, loop: loop, logger: logger) { [unowned self] request, session, reply in
+        // The closures stored on the loop hold the runtime weakly: one that outlived it does nothing.
+        let server = ControlServer(path: controlPath, group: group, loop: loop, logger: logger) { [weak self] request, session, reply in
+            guard let self else { return }
             ControlCommands.dispatch(request, supervisor: supervisor, daemon: self, session: session, reply: reply)
         }
         do {
@@ -101,7 +103,7 @@ final class DaemonRuntime {
             throw StartError(description: error.description)
         }
         controlServer = server
-        supervisor.onAppEvent = { [unowned self] app, event in appEvent(app, event) }
+        supervisor.onAppEvent = { [weak self] app, event in self?.appEvent(app, event) }
     }
 
     /// Runs until SIGTERM or SIGINT has terminated every app, then tears everything down (`tearDown()`).
@@ -115,9 +117,9 @@ final class DaemonRuntime {
             // signal would be lost; that is microseconds at start-up, before READY=1.)
             ignoreSignals([SIGTERM, SIGINT, SIGHUP])
             for signal in [SIGTERM, SIGINT] {
-                signalWatchers.append(try SignalWatcher(loop: loop, signal: signal) { [unowned self] in shutDown(signal: signal) })
+                signalWatchers.append(try SignalWatcher(loop: loop, signal: signal) { [weak self] in self?.shutDown(signal: signal) })
             }
-            signalWatchers.append(try SignalWatcher(loop: loop, signal: SIGHUP) { [unowned self] in hangUp() })
+            signalWatchers.append(try SignalWatcher(loop: loop, signal: SIGHUP) { [weak self] in self?.hangUp() })
         } catch {
             logger.critical("cannot watch signals: \(error)")
             return 1
@@ -132,7 +134,8 @@ final class DaemonRuntime {
         let supervisor = self.supervisor
         transfers.appNamed = { [weak supervisor] name in supervisor?.app(named: name) }
         transfers.restore()
-        supervisor.launchApps { [unowned self] in
+        supervisor.launchApps { [weak self] in
+            guard let self else { return }
             transfers.resumeRestored()
             // Degraded or not, READY=1: the apps that could start serve.
             let reasons = supervisor.degradedReasons
@@ -232,7 +235,8 @@ final class DaemonRuntime {
         isShuttingDown = true
         logger.notice("\(signal == SIGTERM ? "SIGTERM" : "SIGINT"): terminating every app")
         announcer.state("STOPPING=1")
-        supervisor.terminateAll { [unowned self] in
+        supervisor.terminateAll { [weak self] in
+            guard let self else { return }
             let grace = (supervisor.apps.map(\.configuration.budgets.terminate).max() ?? .zero) + .seconds(1)
             waitForPrograms(until: .now() + grace) { [weak self] in
                 guard let self else { return }

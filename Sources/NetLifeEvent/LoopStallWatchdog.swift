@@ -83,7 +83,8 @@ public final class LoopStallWatchdog: Sendable {
     public func start(on loop: EventLoop) {
         guard thread == nil else { return }
         beat()
-        let timer = EventTimer(loop: loop) { [unowned self] in
+        let timer = EventTimer(loop: loop) { [weak self] in
+            guard let self else { return }
             beat()
             heartbeat?.arm(after: StallPolicy.heartbeatInterval(threshold: threshold))
         }
