@@ -107,12 +107,10 @@ enum ControlCommands {
                 reply(Reply.error(.invalidTransition, refusal.message))
             }
         case .lock:
-            // TN2277's test recipe: locking the screen reclaims the sockets of every suspended app.
-            let reclaimed = supervisor.apps.compactMap { app -> ReclaimInfo? in
-                guard case .success(let result) = app.reclaim() else { return nil }
-                return ReclaimInfo(app: app.name, sockets: result.sockets, connections: result.connections)
-            }
-            reply(ReclaimReply(reclaimed: reclaimed).json)
+            // As pressing the lock button (SPEC section 6): the app in the foreground goes to the background
+            // (will-resign-active, did-enter-background) first; then, TN2277's test recipe, the sockets of
+            // every suspended app are reclaimed.
+            backgroundForegroundApps(supervisor.apps) { reclaimSuspended(supervisor, reply) }
         case .memoryPressure:
             reply(MemoryPressureReply(terminated: daemon.relieveMemoryPressure()).json)
         case .download(_, let url, let output, let clientSees):
@@ -135,6 +133,29 @@ enum ControlCommands {
             case .failure(let error): reply(error.json)
             }
         }
+    }
+
+    /// Sends every app in the foreground (active, or inactive under an interruption) to the background, as
+    /// locking the screen does, then calls `then`.
+    private static func backgroundForegroundApps(_ apps: [App], then: @escaping () -> Void) {
+        let foreground = apps.filter { $0.state == .active || $0.state == .inactive }
+        var waiting = foreground.count
+        guard waiting > 0 else { return then() }
+        for app in foreground {
+            app.perform(.background) { _ in
+                waiting -= 1
+                if waiting == 0 { then() }
+            }
+        }
+    }
+
+    /// `lock`'s reclaim (TN2277's test recipe): the sockets of every suspended app.
+    private static func reclaimSuspended(_ supervisor: Supervisor, _ reply: @escaping (JSON) -> Void) {
+        let reclaimed = supervisor.apps.compactMap { app -> ReclaimInfo? in
+            guard case .success(let result) = app.reclaim() else { return nil }
+            return ReclaimInfo(app: app.name, sockets: result.sockets, connections: result.connections)
+        }
+        reply(ReclaimReply(reclaimed: reclaimed).json)
     }
 
     /// Not reachable: ControlRequest guarantees an app for the commands that need one, and dispatch resolves

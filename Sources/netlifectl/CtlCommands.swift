@@ -44,7 +44,7 @@ struct CtlCommand: Sendable {
         appCommand("suspend", "Suspend a background app (pending until it is suspend-eligible).", ControlRequest.suspend),
         appCommand("reclaim", "Reclaim the sockets of a suspended app: its peers see a reset (VoIP sockets excepted).",
                    ControlRequest.reclaim, render: renderReclaim),
-        plainCommand("lock", "Reclaim the sockets of every suspended app (TN2277: lock the screen).", .lock, render: renderReclaim),
+        plainCommand("lock", "Lock the screen: the foreground apps go to the background, then every suspended app's sockets are reclaimed.", .lock, render: renderReclaim),
         appCommand("terminate", "Terminate an app (will-terminate runs, unless it is suspended).", ControlRequest.terminate),
         CtlCommand(words: ["interrupt", "begin"], usage: "interrupt begin APP",
                    summary: "Interrupt an active app (an incoming call, a system sheet): will-resign-active; it rests inactive, listeners open.",

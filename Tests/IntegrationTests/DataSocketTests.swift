@@ -203,6 +203,7 @@ extension TestDaemon {
         #expect(lock.status == 0)
         #expect(lock.stdout.contains("asleep: reclaimed s"), "\(lock.stdout)")
         #expect(!lock.stdout.contains("awake"), "\(lock.stdout)")
+        #expect(daemon.state("awake") == "background", "locking the screen sends the foreground app to the background")
         #expect(asleepPeer.readEnd(timeout: 1) == .error(ECONNRESET))
         #expect(awakePeer.read(timeout: 0.2) == .timedOut)
         #expect(voipPeer.read(timeout: 0.1) == .timedOut, "a VoIP socket is never reclaimed")

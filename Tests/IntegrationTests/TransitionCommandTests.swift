@@ -201,4 +201,26 @@ struct TransitionCommandTests {
         #expect(daemon.ctl("foreground", "echo").status == 0)
         #expect(directory.read("seen") == "echo: background\necho: background\n", "\(directory.read("seen"))")
     }
+
+    @Test func lockSendsTheForegroundAppToTheBackgroundThroughItsCallbacks() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let events = directory.file("events")
+        let hook = "/bin/sh -c 'echo $NETLIFE_APP $NETLIFE_EVENT >> \(events)'"
+        let daemon = try TestDaemon(config: "[daemon]\n"
+            + echoApp("front", appLines: "auto-suspend = never\non-will-resign-active = \(hook)\non-did-enter-background = \(hook)")
+            + echoApp("calling", appLines: "auto-suspend = never\non-did-enter-background = \(hook)"))
+        defer { daemon.stop() }
+        let port = daemon.port(of: "front")
+        #expect(daemon.ctl("interrupt", "begin", "calling").status == 0)
+        let lock = daemon.ctl("lock")
+        #expect(lock.status == 0, "\(lock)")
+        // As pressing the lock button: the apps in the foreground (an interrupted one too) go to the
+        // background, and their listeners close.
+        #expect(daemon.state("front") == "background")
+        #expect(daemon.state("calling") == "background")
+        #expect(connectTCP(port: port) == .failed(ECONNREFUSED))
+        let lines = Set(directory.read("events").split(separator: "\n").map(String.init))
+        #expect(lines == ["front will-resign-active", "front did-enter-background", "calling did-enter-background"], "\(lines)")
+    }
 }
