@@ -109,8 +109,8 @@ enum ControlCommands {
                 return ReclaimInfo(app: app.name, sockets: result.sockets, connections: result.connections)
             }
             reply(ReclaimReply(reclaimed: reclaimed).json)
-        case .memoryPressure:
-            reply(MemoryPressureReply(terminated: daemon.relieveMemoryPressure()).json)
+        case .memoryPressure(let free):
+            daemon.relieveMemoryPressure(free: free) { terminated in reply(MemoryPressureReply(terminated: terminated).json) }
         case .download(_, let url, let output, let clientSees):
             guard let app else { return reply(missingApp) }
             switch daemon.transfers.download(app: app, url: url, output: output, clientSees: clientSees) {
