@@ -35,7 +35,7 @@ _netlifectl() {
             mapfile -t COMPREPLY < <(compgen -f -- "$cur")
             return 0
             ;;
-        --name) return 0 ;;
+        --name | --free) return 0 ;;
     esac
 
     # The words of the command so far, without netlifectl's own options and their values.
@@ -43,7 +43,7 @@ _netlifectl() {
     local i
     for ((i = 1; i < COMP_CWORD; i++)); do
         case ${COMP_WORDS[i]} in
-            --control | --output | --name) ((i++)) ;;
+            --control | --output | --name | --free) ((i++)) ;;
             -*) ;;
             *) words+=("${COMP_WORDS[i]}") ;;
         esac
@@ -87,6 +87,7 @@ _netlifectl() {
         "task begin") options+=" --name" ;;
         download) options+=" --output --no-wait" ;;
         upload) options+=" --no-wait" ;;
+        memory-pressure) options+=" --free" ;;
     esac
     if [[ $cur == -* ]]; then
         mapfile -t COMPREPLY < <(compgen -W "$options" -- "$cur")

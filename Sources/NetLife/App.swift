@@ -572,11 +572,18 @@ public final class App {
     /// memory. Memory pressure ends the largest suspended app first.
     public var heldBytes: Int { sockets.heldBytes + (program?.status.memoryBytes ?? 0) }
 
+    /// Whether the app has a VoIP socket: memory pressure ends it after the other apps, and relaunches it
+    /// into the background.
+    public var hasVoIPSocket: Bool { sockets.dataSockets.contains { $0.configuration.voip } }
+
+    /// Whether memory pressure can end the app now: it is suspended, and no command is under way.
+    public var canTerminateForMemoryPressure: Bool { state == .suspended && retirement == nil && pipeline == nil }
+
     /// Memory pressure (jetsam): a suspended app is terminated without any callback. Returns false,
     /// changing nothing, when the app is not suspended.
     @discardableResult
     public func terminateForMemoryPressure() -> Bool {
-        guard state == .suspended, retirement == nil, pipeline == nil else { return false }
+        guard canTerminateForMemoryPressure else { return false }
         logger.notice("terminated for memory pressure (held \(heldBytes) bytes)")
         tearDown(closing: .now)
         let record = TerminationRecord(reason: .memoryPressure)

@@ -727,22 +727,30 @@ public struct ReclaimReply: Equatable, Sendable {
     }
 }
 
-/// An app that memory pressure terminated, and the bytes its sockets held.
+/// An app that memory pressure terminated: the bytes it held (its sockets' buffers and kernel queues, plus a
+/// process app's program's memory), whether it has a VoIP socket, and whether it was relaunched into the
+/// background (VoIP apps are, as iOS relaunches them).
 public struct JettisonInfo: Equatable, Sendable {
     public var app: String
     public var bytes: Int
+    public var voip: Bool
+    public var relaunched: Bool
 
-    public init(app: String, bytes: Int) {
+    public init(app: String, bytes: Int, voip: Bool = false, relaunched: Bool = false) {
         self.app = app
         self.bytes = bytes
+        self.voip = voip
+        self.relaunched = relaunched
     }
 
-    enum Key: String { case app, bytes }
+    enum Key: String { case app, bytes, voip, relaunched }
 
     public var json: JSON {
         var members = JSONMembers<Key>()
         members.set(.app, app)
         members.set(.bytes, Double(bytes))
+        members.set(.voip, voip)
+        members.set(.relaunched, relaunched)
         return members.json
     }
 
@@ -750,10 +758,24 @@ public struct JettisonInfo: Equatable, Sendable {
         let fields = try JSONFields<Key>(json, what: "a terminated app")
         app = try fields.string(.app)
         bytes = Int(try fields.count(.bytes))
+        voip = try fields.bool(.voip, default: false)
+        relaunched = try fields.bool(.relaunched, default: false)
+    }
+
+    /// One line of text for netlifectl.
+    public var text: String {
+        var line = "\(app): terminated (memory pressure), held \(bytes) byte\(bytes == 1 ? "" : "s")"
+        if relaunched {
+            line += "; relaunched into the background (VoIP)"
+        } else if voip {
+            line += "; VoIP app not relaunched (see netlifed's log)"
+        }
+        return line
     }
 }
 
-/// The reply to `memory-pressure`: the suspended apps terminated, largest first.
+/// The reply to `memory-pressure`: the suspended apps terminated, in the order they were (VoIP apps last,
+/// each group largest first).
 public struct MemoryPressureReply: Equatable, Sendable {
     public var terminated: [JettisonInfo]
     public init(terminated: [JettisonInfo]) { self.terminated = terminated }

@@ -16,7 +16,9 @@ public enum ControlRequest: Equatable, Sendable {
     case interruptEnd(app: String)
     case reclaim(app: String)
     case lock
-    case memoryPressure
+    /// `free`: the bytes to free (suspended apps are ended largest first until they are); nil: end every
+    /// suspended app.
+    case memoryPressure(free: Int?)
     case taskBegin(app: String, name: String?)
     case taskEnd(app: String, id: UInt64)
     case taskList(app: String)
@@ -36,7 +38,7 @@ public enum ControlRequest: Equatable, Sendable {
 
     /// The member names of requests.
     public enum Key: String {
-        case cmd, `protocol`, app, background, name, id, mode, url, output, outputDirectory, file, duration
+        case cmd, `protocol`, app, background, name, id, mode, url, output, outputDirectory, file, duration, free
     }
 
     /// The command names, as `cmd` carries them.
@@ -94,8 +96,10 @@ public enum ControlRequest: Equatable, Sendable {
         members.set(.cmd, .string(command))
         members.set(.protocol, .number(Double(ControlProtocol.version)))
         switch self {
-        case .version, .lock, .memoryPressure, .reload:
+        case .version, .lock, .reload:
             break
+        case .memoryPressure(let free):
+            if let free { members.set(.free, .number(Double(free))) }
         case .status(let app), .transfers(let app), .watch(let app):
             if let app { members.set(.app, app) }
         case .foreground(let app), .background(let app), .suspend(let app), .terminate(let app),
@@ -158,7 +162,9 @@ public enum ControlRequest: Equatable, Sendable {
         case "interrupt-end": self = .interruptEnd(app: try fields.string(.app))
         case "reclaim": self = .reclaim(app: try fields.string(.app))
         case "lock": self = .lock
-        case "memory-pressure": self = .memoryPressure
+        case "memory-pressure":
+            let free = fields.value(.free) == nil ? nil : try fields.count(.free)
+            self = .memoryPressure(free: free.map { Int($0) })
         case "task-begin":
             let app = try fields.string(.app)
             let name = try fields.optionalString(.name)

@@ -111,8 +111,8 @@ enum ControlCommands {
             // (will-resign-active, did-enter-background) first; then, TN2277's test recipe, the sockets of
             // every suspended app are reclaimed.
             backgroundForegroundApps(supervisor.apps) { reclaimSuspended(supervisor, reply) }
-        case .memoryPressure:
-            reply(MemoryPressureReply(terminated: daemon.relieveMemoryPressure()).json)
+        case .memoryPressure(let free):
+            daemon.relieveMemoryPressure(free: free) { terminated in reply(MemoryPressureReply(terminated: terminated).json) }
         case .download(_, let url, let output, let clientSees):
             guard let app else { return reply(missingApp) }
             switch daemon.transfers.download(app: app, url: url, output: output, clientSees: clientSees) {

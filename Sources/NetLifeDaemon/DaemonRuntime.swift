@@ -254,18 +254,6 @@ final class DaemonRuntime {
         loop.schedule(after: .milliseconds(10)) { [weak self] in self?.waitForPrograms(until: deadline, then: done) }
     }
 
-    /// Memory pressure (`netlifectl memory-pressure`): every suspended app is terminated without callbacks,
-    /// as jetsam does, the one whose sockets hold the most bytes first. Returns them in that order.
-    func relieveMemoryPressure() -> [JettisonInfo] {
-        let ranked = supervisor.apps.filter { $0.state == .suspended }
-            .map { (app: $0, bytes: $0.heldBytes) }
-            .sorted { $0.bytes != $1.bytes ? $0.bytes > $1.bytes : $0.app.name < $1.app.name }
-        logger.notice("memory pressure: terminating \(ranked.count) suspended app(s)")
-        return ranked.compactMap { entry in
-            entry.app.terminateForMemoryPressure() ? JettisonInfo(app: entry.app.name, bytes: entry.bytes) : nil
-        }
-    }
-
     /// Sends STATUS= (coalesced to one per loop turn), noting whether it said degraded.
     private func announceStatus() {
         let reasons = supervisor.degradedReasons

@@ -56,8 +56,18 @@ struct CtlCommand: Sendable {
                    build: { arguments throws(ControlTool.UsageError) in
                        .interruptEnd(app: try Arguments(arguments, positional: 1...1).positional[0])
                    }, render: renderTransition),
-        plainCommand("memory-pressure", "Terminate suspended apps without callbacks, largest first.", .memoryPressure,
-                     render: renderMemoryPressure),
+        CtlCommand(words: ["memory-pressure"], usage: "memory-pressure [--free BYTES]",
+                   summary: "Terminate suspended apps without callbacks, largest first, until BYTES (a plain number of bytes) are freed, or all of them; VoIP apps last, and relaunched into the background.",
+                   build: { arguments throws(ControlTool.UsageError) in
+                       let parsed = try Arguments(arguments, positional: 0...0, options: ["--free"])
+                       guard let text = parsed.options["--free"] else { return .memoryPressure(free: nil) }
+                       // Plain bytes: the config's K/M/G suffixes are read by the daemon's parser, which
+                       // netlifectl does not link.
+                       guard let free = Int(text), free >= 0, free < 9_000_000_000_000_000 else {
+                           throw ControlTool.UsageError(message: "--free takes a whole number of bytes (no suffix), got '\(text)'")
+                       }
+                       return .memoryPressure(free: free)
+                   }, render: renderMemoryPressure),
         CtlCommand(words: ["task", "begin"], usage: "task begin APP [--name N]",
                    summary: "Begin a background task; prints its id (0 = refused).",
                    build: { arguments throws(ControlTool.UsageError) in
@@ -273,8 +283,8 @@ func renderReclaim(_ reply: JSON) throws(ControlError) -> String {
 
 func renderMemoryPressure(_ reply: JSON) throws(ControlError) -> String {
     let terminated = try MemoryPressureReply(json: reply).terminated
-    guard !terminated.isEmpty else { return "no suspended app: nothing terminated" }
-    return terminated.map { "\($0.app): terminated (memory pressure), its sockets held \($0.bytes) bytes" }.joined(separator: "\n")
+    guard !terminated.isEmpty else { return "nothing terminated: no suspended app, or nothing to free" }
+    return terminated.map(\.text).joined(separator: "\n")
 }
 
 func renderTransfers(_ reply: JSON) throws(ControlError) -> String {

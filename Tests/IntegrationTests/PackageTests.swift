@@ -147,6 +147,7 @@ struct CompletionTests {
         #expect(complete(["netlifectl", "--"]) == ["--control", "--help", "--json", "--version"])
         #expect(complete(["netlifectl", "mode", "echo", ""]) == ["continuous", "idle"])
         #expect(complete(["netlifectl", "launch", "echo", "--b"]) == ["--background"])
+        #expect(complete(["netlifectl", "memory-pressure", "--f"]) == ["--free"])
     }
 
     @Test func offersTheAppsOfTheRunningDaemonWithAndWithoutPython() throws {
