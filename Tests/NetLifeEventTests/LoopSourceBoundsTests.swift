@@ -1,4 +1,4 @@
-// Lifetimes and bounds of the loop's sources (issue: hardening): a closed timer ignores arming, a closed
+// Lifetimes and bounds of the loop's sources: a closed timer ignores arming, a closed
 // connection's buffers stay usable, the flush timeout measures progress, child output is bounded per turn
 // and rate-limited, a child's own ends of its pipes block, and clock arithmetic saturates.
 
@@ -20,7 +20,7 @@ private final class BufferHolder: ConnectionDelegate {
 }
 
 @Suite(.timeLimit(.minutes(5)))
-struct HardeningUnitTests {
+struct LoopSourceBoundsTests {
     @Test func aClosedTimerIgnoresArmingCancellingAndClosing() throws {
         let loop = try EventLoop()
         var fired = false
