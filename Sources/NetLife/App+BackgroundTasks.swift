@@ -34,14 +34,19 @@ extension App {
     }
 
     /// Begins a task for a control-socket client; its expiration handler is the `on-expiration` hook.
-    public func beginControlTask(name: String?) -> BackgroundTaskIdentifier {
-        beginTask(name: name, origin: .control, expirationHandler: nil)
+    ///
+    /// - Parameter processGroup: the process group of the client (from SO_PEERCRED), if known. When it is the
+    ///   group of one of the app's hooks, what the hook leaves in its group lives until the task ends (TN2277's
+    ///   recipe: begin a task, start the work asynchronously, return).
+    public func beginControlTask(name: String?, processGroup: Int32? = nil) -> BackgroundTaskIdentifier {
+        beginTask(name: name, origin: .control, processGroup: processGroup, expirationHandler: nil)
     }
 
-    private func beginTask(name: String?, origin: BackgroundTaskRegistry.Origin,
+    private func beginTask(name: String?, origin: BackgroundTaskRegistry.Origin, processGroup: Int32? = nil,
                            expirationHandler: (() -> Void)?) -> BackgroundTaskIdentifier {
         let allowed = state != .notRunning && state != .suspended && configuration.multitasking && retirement == nil
-        let id = backgroundTasks.begin(name: name, origin: origin, allowed: allowed, expirationHandler: expirationHandler)
+        let id = backgroundTasks.begin(name: name, origin: origin, allowed: allowed, processGroup: processGroup,
+                                       expirationHandler: expirationHandler)
         if id == BackgroundTaskRegistry.invalid {
             logger.info("background task\(name.map { " '\($0.prefix(64))'" } ?? "") refused (state \(state)\(configuration.multitasking ? "" : ", multitasking = no"))")
         }
