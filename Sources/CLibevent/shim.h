@@ -124,4 +124,16 @@ static inline int netlife_pipe2(int fds[2], int flags) {
     return pipe2(fds, flags);
 }
 
+// The exit status of a child that has exited, in waitpid's encoding, without reaping it (WNOWAIT): it stays a
+// zombie, so that its pid, which is also its process group's id, cannot be given to another process while the
+// rest of its group lives on. Returns 0, or -1 with errno set (EAGAIN: it has not exited). The siginfo_t
+// fields are macros over a union, which Swift cannot read.
+static inline int netlife_peek_exit(pid_t pid, int *status) {
+    siginfo_t info = { 0 };
+    if (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG | WNOWAIT) < 0) return -1;
+    if (info.si_pid == 0) { errno = EAGAIN; return -1; }
+    *status = info.si_code == CLD_EXITED ? (info.si_status & 0xff) << 8 : (info.si_status & 0x7f);
+    return 0;
+}
+
 #endif

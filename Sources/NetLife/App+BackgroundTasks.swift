@@ -34,16 +34,21 @@ extension App {
     }
 
     /// Begins a task for a control-socket client; its expiration handler is the `on-expiration` hook.
-    public func beginControlTask(name: String?) -> BackgroundTaskIdentifier {
-        beginTask(name: name, origin: .control, expirationHandler: nil)
+    ///
+    /// - Parameter processGroup: the process group of the client (from SO_PEERCRED), if known. When it is the
+    ///   group of one of the app's hooks, what the hook leaves in its group lives until the task ends (TN2277's
+    ///   recipe: begin a task, start the work asynchronously, return).
+    public func beginControlTask(name: String?, processGroup: Int32? = nil) -> BackgroundTaskIdentifier {
+        beginTask(name: name, origin: .control, processGroup: processGroup, expirationHandler: nil)
     }
 
-    private func beginTask(name: String?, origin: BackgroundTaskRegistry.Origin,
+    private func beginTask(name: String?, origin: BackgroundTaskRegistry.Origin, processGroup: Int32? = nil,
                            expirationHandler: (() -> Void)?) -> BackgroundTaskIdentifier {
         // An app that exits on suspend never runs in the background, so a task could not keep it there.
         let allowed = state != .notRunning && state != .suspended && configuration.multitasking && !configuration.exitsOnSuspend
             && retirement == nil
-        let id = backgroundTasks.begin(name: name, origin: origin, allowed: allowed, expirationHandler: expirationHandler)
+        let id = backgroundTasks.begin(name: name, origin: origin, allowed: allowed, processGroup: processGroup,
+                                       expirationHandler: expirationHandler)
         if id == BackgroundTaskRegistry.invalid {
             logger.info("background task\(name.map { " '\($0.prefix(64))'" } ?? "") refused (state \(state)\(configuration.multitasking ? "" : ", multitasking = no")\(configuration.exitsOnSuspend ? ", exits-on-suspend = yes" : ""))")
         }

@@ -2,7 +2,8 @@
 // keeps the Swift expiration handlers, arms one deadline timer for whatever the registry says is due next,
 // runs the handlers it hands out (a closure for tasks begun through the Swift API, the `on-expiration` hook
 // for tasks begun over the control socket), and tells its app when the watchdog must kill it or when the
-// app's suspend-eligibility may have changed.
+// app's suspend-eligibility may have changed. It tells the hook runner which tasks begin, from which process
+// group, and end: a task a hook's process group began keeps what the hook leaves there alive.
 
 import NetLifeEvent
 
@@ -53,11 +54,15 @@ final class BackgroundTasks {
     var expirationHandlerDeadline: MonotonicTime? { registry.expirationHandlerDeadline }
 
     /// Begins a task (see `App.beginBackgroundTask`); 0 when refused.
-    func begin(name: String?, origin: BackgroundTaskRegistry.Origin, allowed: Bool,
+    ///
+    /// - Parameter processGroup: for a task begun over the control socket, the process group of the client
+    ///   that asked (SO_PEERCRED), if known.
+    func begin(name: String?, origin: BackgroundTaskRegistry.Origin, allowed: Bool, processGroup: Int32? = nil,
                expirationHandler: (() -> Void)?) -> BackgroundTaskIdentifier {
         let id = registry.begin(name: name, origin: origin, now: .now(), allowed: allowed)
         guard id != BackgroundTaskRegistry.invalid else { return id }
         if let expirationHandler { handlers[id] = expirationHandler }
+        if let processGroup { hooks.taskBegun(id, inProcessGroup: processGroup) }
         logger.debug("background task \(id) begun\(name.map { " ('\($0)')" } ?? "")")
         owner?.backgroundTasksReport(.taskBegan(id: id, name: registry.tasks.last?.name))
         changed()
@@ -70,6 +75,7 @@ final class BackgroundTasks {
         if case .ended = result {
             handlers[id] = nil
             logger.debug("background task \(id) ended")
+            hooks.taskEnded(id)
             owner?.backgroundTasksReport(.taskEnded(id: id))
             changed()
         }
@@ -102,6 +108,7 @@ final class BackgroundTasks {
     /// The app stopped running: every task and handler is dropped.
     func removeAll() {
         if !registry.tasks.isEmpty { logger.warning("dropping \(registry.tasks.count) background task(s)") }
+        for task in registry.tasks { hooks.taskEnded(task.id) }
         abandonRunningHook()
         registry.removeAll()
         handlers.removeAll()

@@ -61,7 +61,9 @@ enum ControlCommands {
             guard app.openBackgroundTaskCount < ControlProtocol.maxTasksPerApp else {
                 return reply(Reply.error(.limit, "app \(app.name) already has \(ControlProtocol.maxTasksPerApp) open background tasks, the most allowed; end some first"))
             }
-            reply(TaskBeginReply(app: app.name, id: app.beginControlTask(name: name)).json)
+            // The client's process group: a hook's (or what it started) makes the task the hook's.
+            let group = session?.peerProcess.map { getpgid($0) }.flatMap { $0 > 0 ? $0 : nil }
+            reply(TaskBeginReply(app: app.name, id: app.beginControlTask(name: name, processGroup: group)).json)
         case .taskEnd(_, let id):
             guard let app else { return reply(missingApp) }
             let warning: String? = switch app.endBackgroundTask(id) {

@@ -140,7 +140,8 @@ final class ControlServer {
             sessions[ObjectIdentifier(victim)] = nil
             victim.end(.tooManyConnections, "closed to make room for another client: at most \(ControlProtocol.maxConnections) control connections are open at once")
         }
-        let session = ControlSession(connection: connection, server: self, loop: loop, timeouts: timeouts)
+        let session = ControlSession(connection: connection, peerProcess: credentials?.pid, server: self, loop: loop,
+                                     timeouts: timeouts)
         sessions[ObjectIdentifier(session)] = session
     }
 

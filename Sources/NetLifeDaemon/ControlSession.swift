@@ -32,6 +32,8 @@ final class ControlSession: ConnectionDelegate {
     static let timePerTurn = Duration.milliseconds(2)
 
     let connection: Connection
+    /// The client's process id, as the kernel recorded it at connect time (SO_PEERCRED).
+    let peerProcess: Int32?
     private weak var server: ControlServer?
     private let timeouts: Timeouts
     /// What the session waits for from its client, against `deadline`.
@@ -65,8 +67,9 @@ final class ControlSession: ConnectionDelegate {
     /// Whether the last (unterminated) request before the client's half-close has been taken.
     private var tookFinalRequest = false
 
-    init(connection: Connection, server: ControlServer, loop: EventLoop, timeouts: Timeouts) {
+    init(connection: Connection, peerProcess: Int32?, server: ControlServer, loop: EventLoop, timeouts: Timeouts) {
         self.connection = connection
+        self.peerProcess = peerProcess
         self.server = server
         self.timeouts = timeouts
         deadline = EventTimer(loop: loop) { [weak self] in self?.deadlinePassed() }

@@ -2,7 +2,10 @@
 // exit seen through a pidfd (no SIGCHLD handler, no blocked thread), their stdout and stderr read line by
 // line through pipe events, at most one 64 KiB read per pipe per loop turn so that a child that writes
 // without pause cannot hold the loop. When the child exits, what it left in its process group is killed,
-// as systemd's KillMode=control-group does.
+// as systemd's KillMode=control-group does, unless its owner asks, at the exit, to keep the group: then the
+// exit is reported but the child is not reaped (waitid with WNOWAIT), so that its pid, the group's id, stays
+// reserved and a later signal to the group cannot reach a stranger; what is left of the group runs on, its
+// output still read, until the owner kills it (`killKeptGroup()`, `close()`).
 //
 // A process app's program (SPEC section 12) needs more than a hook: its listeners at descriptors 3, 4, ...
 // under systemd's socket-activation protocol, a working directory, and a cgroup it joins before its first
@@ -181,10 +184,15 @@ public final class ChildProcess {
     private var outputs: [OutputPipe] = []
     /// Dropped once called, so that a closure that refers to this process does not keep it alive.
     private var onExit: ((ChildExitStatus) -> Void)?
+    /// Asked when the child exits: whether the rest of its process group runs on.
+    private var keepsGroupAfterExit: (() -> Bool)?
     private var onOutput: ((ChildOutput) -> Void)?
     private var outputLimit: LineRateLimiter
     /// The exit status, once the process has ended.
     public private(set) var exitStatus: ChildExitStatus?
+    /// Whether the child has exited and the rest of its process group was kept running: the child is a
+    /// zombie, not yet reaped, until `killKeptGroup()` or `close()`.
+    public private(set) var isGroupKept = false
 
     /// Spawns `arguments[0]` (looked up in PATH) with `arguments` and exactly `environment`, stdin from
     /// /dev/null, in a new process group, with an empty signal mask and default signal dispositions.
@@ -195,18 +203,23 @@ public final class ChildProcess {
     ///   - outputLimit: how many lines of output are delivered; the others are counted and reported as
     ///     `.dropped` before the next delivered line and when the child exits.
     ///   - onOutput: each line the child writes to stdout or stderr, and counts of dropped lines.
+    ///   - keepsGroupAfterExit: asked when the child exits; true leaves the rest of its process group
+    ///     running (`isGroupKept`), its output still delivered, until `killKeptGroup()` or `close()`. Nil or
+    ///     false: the group is killed at the exit.
     ///   - onExit: called once when the child has exited, after its pending output has been delivered.
     /// The corresponding C functions are `posix_spawnp` and `pidfd_open`.
     public init(loop: EventLoop, arguments: [String], environment: [String: String],
                 options: ChildLaunchOptions = ChildLaunchOptions(),
                 outputLimit: LineRateLimiter = .hookOutput,
                 onOutput: @escaping (ChildOutput) -> Void,
+                keepsGroupAfterExit: (() -> Bool)? = nil,
                 onExit: @escaping (ChildExitStatus) -> Void) throws(SystemError) {
         guard !arguments.isEmpty else { throw SystemError("posix_spawnp", Errno(rawValue: ENOENT)) }
         guard options.problem == nil else { throw SystemError("posix_spawnp(\(arguments[0]))", Errno(rawValue: EINVAL)) }
         loop.assertInLoop()
         self.loop = loop
         self.onExit = onExit
+        self.keepsGroupAfterExit = keepsGroupAfterExit
         self.onOutput = onOutput
         self.outputLimit = outputLimit
 
@@ -349,30 +362,72 @@ public final class ChildProcess {
     /// child owns it: do not close it.
     public var processDescriptor: CInt? { exitStatus == nil ? pidfd : nil }
 
-    /// Sends `signal` to the child's whole process group (the child and what it started).
+    /// Sends `signal` to the child's whole process group (the child and what it started), also while the
+    /// group is kept after the child's exit.
     public func signalGroup(_ signal: CInt) {
-        guard exitStatus == nil || signal == SIGKILL else { return }
+        guard exitStatus == nil || isGroupKept || signal == SIGKILL else { return }
         kill(-pid, signal)
     }
 
-    fileprivate func reap() {
+    /// A wait status in waitpid's encoding, as a value.
+    private static func decodeWaitStatus(_ status: CInt) -> ChildExitStatus {
+        (status & 0x7f) == 0 ? .exited((status >> 8) & 0xff) : .signaled(status & 0x7f)
+    }
+
+    fileprivate func exited() {
+        var status: CInt = 0
+        if keepsGroupAfterExit?() == true, netlife_peek_exit(pid, &status) == 0 {
+            return keepGroup(Self.decodeWaitStatus(status))
+        }
         // The child is a zombie now, so its process group id cannot have been reused: end what it left behind
         // (a `sleep 30 &`) before reaping it.
         kill(-pid, SIGKILL)
-        var status: CInt = 0
         guard waitpid(pid, &status, WNOHANG) == pid else { return }
-        let exit: ChildExitStatus = (status & 0x7f) == 0 ? .exited((status >> 8) & 0xff) : .signaled(status & 0x7f)
+        let exit = Self.decodeWaitStatus(status)
         finish(exit)
+        let onExit = self.onExit
+        self.onExit = nil
+        keepsGroupAfterExit = nil
+        onExit?(exit)
+    }
+
+    /// The child has exited and its owner keeps the rest of its group: the exit is reported, the child stays
+    /// an unreaped zombie (its pid keeps the group's id reserved), and the pipes are read on, for what is left
+    /// of the group may still write to them.
+    private func keepGroup(_ exit: ChildExitStatus) {
+        exitStatus = exit
+        isGroupKept = true
+        // The pidfd stays readable from now on: it is not watched again.
+        if let exitEvent { event_free(exitEvent) }
+        exitEvent = nil
+        keepsGroupAfterExit = nil
+        // What the child itself wrote last is in the pipes: delivered before its exit is reported.
+        for output in outputs { output.deliverPending() }
         let onExit = self.onExit
         self.onExit = nil
         onExit?(exit)
     }
 
-    /// Stops watching the child (it is killed first if it still runs) and reaps it; `onExit` is not called.
+    /// Kills what is left of a kept group (SIGKILL) and reaps the child; its pipes are drained and closed.
+    /// Does nothing unless the group is kept. `onExit` is not called again.
+    public func killKeptGroup() {
+        guard isGroupKept, let exit = exitStatus else { return }
+        isGroupKept = false
+        kill(-pid, SIGKILL)
+        // A zombie since its exit: reaped at once, without waiting.
+        var status: CInt = 0
+        while waitpid(pid, &status, WNOHANG) == -1 && errno == EINTR {}
+        finish(exit)
+    }
+
+    /// Stops watching the child (it is killed first if it still runs, with the rest of its group) and reaps
+    /// it; `onExit` is not called. A kept group is killed too.
     public func close() {
+        if isGroupKept { return killKeptGroup() }
         guard exitStatus == nil else { return }
         onExit = nil
         onOutput = nil
+        keepsGroupAfterExit = nil
         kill(-pid, SIGKILL)
         var status: CInt = 0
         while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
@@ -495,10 +550,16 @@ private final class OutputPipe: LoopOwned {
     fileprivate func readable() {
         if !readOnce() { drainAndClose() }
     }
+
+    /// Reads what is waiting now (one read, as the loop would), unless the pipe is closed.
+    func deliverPending() {
+        guard event != nil else { return }
+        readable()
+    }
 }
 
 private func childExited(_: CInt, _: Int16, _ context: UnsafeMutableRawPointer?) {
-    Unmanaged<ChildProcess>.fromOpaque(context!).takeUnretainedValue().reap()
+    Unmanaged<ChildProcess>.fromOpaque(context!).takeUnretainedValue().exited()
 }
 
 private func outputReadable(_: CInt, _: Int16, _ context: UnsafeMutableRawPointer?) {
