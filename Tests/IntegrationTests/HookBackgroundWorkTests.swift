@@ -64,7 +64,7 @@ struct HookBackgroundWorkTests {
         let daemon = try TestDaemon(config: "[daemon]\n" + echoApp("app", appLines: """
             task-time = 2s
             expiration-lead = 1s
-            auto-suspend = never
+            background-mode = continuous
             on-did-enter-background = \(hook)
             on-expiration = /bin/sh -c '\(product("netlifectl")) task end "$NETLIFE_APP" "$NETLIFE_TASK"'
             """))
@@ -76,7 +76,7 @@ struct HookBackgroundWorkTests {
         // The expiration handler (1 s after background) ends the task: the job goes with it.
         #expect(waitUntil(timeout: 3) { !isAlive(pid) }, "the job was ended when its task ended; log:\n\(daemon.log)")
         #expect(waitUntil(timeout: 2) { hookProcesses(app: "app", control: daemon.controlPath).isEmpty }, "no hook process of the app is left")
-        #expect(daemon.state("app") == "background", "auto-suspend = never: the task's end alone ended the job")
+        #expect(daemon.state("app") == "background", "continuous mode: never suspended, so the task's end alone ended the job")
         #expect(!daemon.log.contains("0x8badf00d"))
     }
 
