@@ -9,11 +9,11 @@ extension App {
     /// `multitasking = no` makes it false).
     public var isMultitaskingSupported: Bool { configuration.multitasking }
 
-    /// The background time left: nil (unlimited) in the foreground and when not running, counting down from
-    /// `task-time` in the background (afresh on every entry), shared by all tasks; zero when spent, and zero
-    /// while suspended.
+    /// The background time left: nil (unlimited) in the foreground, counting down from `task-time` in the
+    /// background (afresh on every entry), shared by all tasks; zero when spent, and zero while suspended or
+    /// not running: no code of the app runs then, so no time is offered (and a task begun then gets 0).
     public var backgroundTimeRemaining: Duration? {
-        state.isRunning ? backgroundTasks.remaining(now: .now()) : nil
+        state.isRunning ? backgroundTasks.remaining(now: .now()) : .zero
     }
 
     /// How many background tasks are open.

@@ -282,7 +282,7 @@ public struct AppInfo: Equatable, Sendable {
     public var name: String
     public var state: String
     public var suspendPending: Bool
-    /// Seconds; nil means unlimited (the app is not in the background).
+    /// Seconds; nil means unlimited (the app is in the foreground); 0 while suspended or not running.
     public var backgroundTimeRemaining: Double?
     public var backgroundMode: String
     public var listeners: [ListenerInfo]
@@ -498,21 +498,25 @@ public struct TaskEndReply: Equatable, Sendable {
 /// The reply to `task list`.
 public struct TaskListReply: Equatable, Sendable {
     public var app: String
+    /// The app's state (nil from a daemon that does not say it).
+    public var state: String?
     public var tasks: [TaskInfo]
-    /// Seconds; nil means unlimited.
+    /// Seconds; nil means unlimited (the app is in the foreground).
     public var backgroundTimeRemaining: Double?
 
-    public init(app: String, tasks: [TaskInfo], backgroundTimeRemaining: Double?) {
+    public init(app: String, state: String?, tasks: [TaskInfo], backgroundTimeRemaining: Double?) {
         self.app = app
+        self.state = state
         self.tasks = tasks
         self.backgroundTimeRemaining = backgroundTimeRemaining
     }
 
-    enum Key: String { case app, tasks, backgroundTimeRemaining }
+    enum Key: String { case app, state, tasks, backgroundTimeRemaining }
 
     public var json: JSON {
         var members = JSONMembers<Key>.reply()
         members.set(.app, app)
+        members.setIfPresent(.state, state.map(JSON.string))
         members.set(.tasks, .array(tasks.map(\.json)))
         members.set(.backgroundTimeRemaining, backgroundTimeRemaining)
         return members.json
@@ -521,6 +525,7 @@ public struct TaskListReply: Equatable, Sendable {
     public init(json: JSON) throws(ControlError) {
         let fields = try JSONFields<Key>(json, what: "a reply")
         app = try fields.string(.app)
+        state = try fields.optionalString(.state)
         tasks = try fields.array(.tasks, TaskInfo.init(json:))
         backgroundTimeRemaining = try fields.optionalNumber(.backgroundTimeRemaining)
     }

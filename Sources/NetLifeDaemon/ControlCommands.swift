@@ -70,7 +70,7 @@ enum ControlCommands {
         case .taskList:
             guard let app else { return reply(missingApp) }
             let status = app.status
-            reply(TaskListReply(app: app.name, tasks: status.tasks.map(Reply.task),
+            reply(TaskListReply(app: app.name, state: status.state.rawValue, tasks: status.tasks.map(Reply.task),
                                 backgroundTimeRemaining: status.backgroundTimeRemaining.map(Reply.seconds)).json)
         case .mode(_, let text):
             guard let app, let mode = BackgroundMode(rawValue: text) else { return reply(missingApp) }

@@ -222,11 +222,7 @@ func renderStatus(_ reply: JSON) throws(ControlError) -> String {
         if app.suspendPending { header += " (suspend pending)" }
         if app.backgroundMode == "continuous" { header += " [continuous background mode]" }
         lines.append(header)
-        switch (app.state, app.backgroundTimeRemaining) {
-        case ("not-running", _), ("suspended", _): break   // no time is offered
-        case (_, let remaining?): lines.append("  background time remaining: \(formatSeconds(remaining))")
-        case (_, nil): lines.append("  background time remaining: unlimited")
-        }
+        lines.append("  " + app.backgroundTimeText)
         if let program = app.program {
             var line = "  program: " + (program.pid.map { "pid \($0)" } ?? "not running")
             line += ", \(program.containment)" + (program.cgroup.map { " \($0)" } ?? "")
@@ -282,7 +278,7 @@ func absolutePath(_ path: String) -> String {
 
 func renderTasks(_ reply: JSON) throws(ControlError) -> String {
     let list = try TaskListReply(json: reply)
-    var lines = ["background time remaining: \(list.backgroundTimeRemaining.map(formatSeconds) ?? "unlimited")"]
+    var lines = [list.backgroundTimeText]
     if list.tasks.isEmpty { lines.append("no open background tasks") }
     lines += list.tasks.map(describe)
     return lines.joined(separator: "\n")

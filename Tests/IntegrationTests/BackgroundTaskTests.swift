@@ -1,6 +1,6 @@
-// SPEC sections 2 and 5 through the control socket: background tasks, the shared background time, the
-// expiration hooks in begin order, the grace period, suspend-pending, auto-suspend, exits-on-suspend,
-// multitasking = no, and continuous background mode.
+// SPEC sections 2 and 5 through the control socket: background tasks, the shared background time (none for
+// a suspended or not-running app, in the text as in the JSON), the expiration hooks in begin order, the grace
+// period, suspend-pending, auto-suspend, exits-on-suspend, multitasking = no, and continuous background mode.
 
 import Foundation
 import Testing
@@ -166,6 +166,37 @@ struct BackgroundTaskTests {
         defer { daemon.stop() }
         #expect(taskID(daemon.ctl("task", "begin", "app")) == 0)
         #expect(daemon.ctl("background", "app").stdout.hasPrefix("app: not-running"))
+    }
+
+    @Test func taskListOfANotRunningAppSaysItHasNoBackgroundTime() throws {
+        let daemon = try TestDaemon(config: taskConfig() + "\n[app idle]\nlaunch = no\n")
+        defer { daemon.stop() }
+        let list = daemon.ctl("task", "list", "idle")
+        #expect(list.status == 0, "\(list)")
+        #expect(list.stdout == "background time remaining: 0s (not running)\nno open background tasks\n", "\(list)")
+        #expect(!list.stdout.contains("unlimited"))
+        let json = daemon.ctl("--json", "task", "list", "idle")
+        let reply = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+        #expect(reply["backgroundTimeRemaining"] as? Double == 0, "\(json.stdout)")
+        #expect(reply["state"] as? String == "not-running")
+        #expect(daemon.status("idle")["backgroundTimeRemaining"] as? Double == 0)
+        #expect(daemon.ctl("status", "idle").stdout.contains("  background time remaining: 0s (not running)\n"))
+
+        // Once it runs in the foreground, its time is unlimited again.
+        #expect(daemon.ctl("launch", "idle").status == 0)
+        #expect(daemon.ctl("task", "list", "idle").stdout.hasPrefix("background time remaining: unlimited\n"))
+    }
+
+    @Test func statusOfASuspendedAppShowsItsBackgroundTimeAsTheJSONDoes() throws {
+        let daemon = try TestDaemon(config: taskConfig(extra: "auto-suspend = never"))
+        defer { daemon.stop() }
+        #expect(daemon.ctl("background", "app").status == 0)
+        #expect(daemon.ctl("status", "app").stdout.contains("  background time remaining: "))
+        #expect(daemon.ctl("suspend", "app").status == 0)
+        #expect(daemon.status("app")["backgroundTimeRemaining"] as? Double == 0)
+        let text = daemon.ctl("status", "app")
+        #expect(text.stdout.hasPrefix("app: suspended\n  background time remaining: 0s (suspended)\n"), "\(text)")
+        #expect(daemon.ctl("task", "list", "app").stdout.hasPrefix("background time remaining: 0s (suspended)\n"))
     }
 
     @Test func continuousBackgroundModeKeepsTheAppFromSuspending() throws {

@@ -79,4 +79,24 @@ struct AppTests {
         #expect(outcomes.last == .cancelled("removed"), "a retired app runs nothing more")
         #expect(loop.registeredObjectCount == 0, "the hook was reaped and every timer closed")
     }
+
+    @Test func anAppWhoseCodeCannotRunHasNoBackgroundTime() throws {
+        let loop = try EventLoop()
+        let app = try makeApp(loop)
+        defer { app.retire(reason: "test over") }
+        #expect(app.backgroundTimeRemaining == .zero, "not running: no time is offered")
+        #expect(app.beginBackgroundTask(name: "early") == BackgroundTaskRegistry.invalid)
+
+        app.perform(.launch(background: false)) { _ in }
+        #expect(app.backgroundTimeRemaining == nil, "unlimited in the foreground")
+
+        app.perform(.background) { _ in }
+        app.perform(.suspend) { _ in }
+        #expect(app.state == .suspended)
+        #expect(app.backgroundTimeRemaining == .zero)
+
+        app.perform(.terminate) { _ in }
+        #expect(app.state == .notRunning)
+        #expect(app.backgroundTimeRemaining == .zero)
+    }
 }

@@ -1,0 +1,32 @@
+// What netlifectl prints of replies, from the protocol's types: the background time says what the JSON says
+// (none while no code can run).
+
+import NetLifeControl
+import Testing
+
+@Suite struct ReplyTextTests {
+    @Test func backgroundTimeIsUnlimitedInTheForegroundAndNoneWhileNoCodeCanRun() {
+        #expect(BackgroundTimeText.line(seconds: nil, state: "active") == "background time remaining: unlimited")
+        #expect(BackgroundTimeText.line(seconds: nil, state: "inactive") == "background time remaining: unlimited")
+        #expect(BackgroundTimeText.line(seconds: 29.4121, state: "background") == "background time remaining: 29s")
+        #expect(BackgroundTimeText.line(seconds: 2.5, state: "background") == "background time remaining: 2.5s")
+        #expect(BackgroundTimeText.line(seconds: 0, state: "background") == "background time remaining: 0s")
+        #expect(BackgroundTimeText.line(seconds: 0, state: "suspended") == "background time remaining: 0s (suspended)")
+        #expect(BackgroundTimeText.line(seconds: 0, state: "not-running") == "background time remaining: 0s (not running)")
+        // A daemon that said null for a not-running app: the app still has no time.
+        #expect(BackgroundTimeText.value(seconds: nil, state: "not-running") == "0s (not running)")
+    }
+
+    @Test func taskListCarriesTheStateSoThatItsTextMatchesStatus() throws {
+        let list = TaskListReply(app: "mail", state: "not-running", tasks: [], backgroundTimeRemaining: 0)
+        let json = try JSON.parse(list.json.serialized)
+        #expect(json["state"]?.stringValue == "not-running")
+        #expect(json["backgroundTimeRemaining"]?.doubleValue == 0)
+        let read = try TaskListReply(json: json)
+        #expect(read == list)
+        #expect(read.backgroundTimeText == "background time remaining: 0s (not running)")
+        let app = AppInfo(name: "mail", state: "suspended", suspendPending: false, backgroundTimeRemaining: 0,
+                          backgroundMode: "idle", listeners: [], sockets: [], tasks: [], lastTermination: nil, lastStages: [])
+        #expect(app.backgroundTimeText == "background time remaining: 0s (suspended)")
+    }
+}
