@@ -441,15 +441,24 @@ public struct StatusReply: Equatable, Sendable {
 /// The reply to `task begin`: the id, 0 when refused.
 public struct TaskBeginReply: Equatable, Sendable {
     public var app: String
+    /// The task's id; 0 when it was refused (UIBackgroundTaskInvalid).
     public var id: UInt64
-    public init(app: String, id: UInt64) { self.app = app; self.id = id }
+    /// Why the task was refused (only with the id 0): "app mail is not running".
+    public var reason: String?
 
-    enum Key: String { case app, id }
+    public init(app: String, id: UInt64, reason: String? = nil) {
+        self.app = app
+        self.id = id
+        self.reason = reason
+    }
+
+    enum Key: String { case app, id, reason }
 
     public var json: JSON {
         var members = JSONMembers<Key>.reply()
         members.set(.app, app)
         members.set(.id, .number(Double(id)))
+        members.setIfPresent(.reason, reason.map(JSON.string))
         return members.json
     }
 
@@ -457,6 +466,14 @@ public struct TaskBeginReply: Equatable, Sendable {
         let fields = try JSONFields<Key>(json, what: "a reply")
         app = try fields.string(.app)
         id = try fields.count(.id)
+        reason = try fields.optionalString(.reason)
+    }
+
+    /// What netlifectl says of a refused task (nil when one began): the reason, or where to find it when the
+    /// daemon gave none.
+    public var refusal: String? {
+        guard id == 0 else { return nil }
+        return "task refused: " + (reason ?? "netlifed gave no reason (its log may say)")
     }
 }
 

@@ -57,7 +57,10 @@ enum ControlCommands {
             guard app.openBackgroundTaskCount < ControlProtocol.maxTasksPerApp else {
                 return reply(Reply.error(.limit, "app \(app.name) already has \(ControlProtocol.maxTasksPerApp) open background tasks, the most allowed; end some first"))
             }
-            reply(TaskBeginReply(app: app.name, id: app.beginControlTask(name: name)).json)
+            switch app.beginControlTask(name: name) {
+            case .success(let id): reply(TaskBeginReply(app: app.name, id: id).json)
+            case .failure(let refusal): reply(TaskBeginReply(app: app.name, id: BackgroundTaskRegistry.invalid, reason: refusal.message).json)
+            }
         case .taskEnd(_, let id):
             guard let app else { return reply(missingApp) }
             let warning: String? = switch app.endBackgroundTask(id) {

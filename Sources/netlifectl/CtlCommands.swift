@@ -14,6 +14,9 @@ struct CtlCommand: Sendable {
     let build: @Sendable ([String]) throws(ControlTool.UsageError) -> ControlRequest
     /// Prints a successful reply as text.
     var render: @Sendable (JSON) throws(ControlError) -> String = renderTransition
+    /// Why a successful reply still means the command was refused (a task begin answered with the id 0), or
+    /// nil: netlifectl then says why on stderr and exits 1.
+    var refusal: @Sendable (JSON) -> String? = { _ in nil }
 
     /// The command named by the first words of `words`.
     static func find(_ words: [String]) -> CtlCommand? {
@@ -49,11 +52,12 @@ struct CtlCommand: Sendable {
         plainCommand("memory-pressure", "Terminate suspended apps without callbacks, largest first.", .memoryPressure,
                      render: renderMemoryPressure),
         CtlCommand(words: ["task", "begin"], usage: "task begin APP [--name N]",
-                   summary: "Begin a background task; prints its id (0 = refused).",
+                   summary: "Begin a background task; prints its id (refused: the reason on stderr, exit status 1).",
                    build: { arguments throws(ControlTool.UsageError) in
                        let parsed = try Arguments(arguments, positional: 1...1, options: ["--name"])
                        return .taskBegin(app: parsed.positional[0], name: parsed.options["--name"])
-                   }, render: { reply throws(ControlError) in String(try TaskBeginReply(json: reply).id) }),
+                   }, render: { reply throws(ControlError) in String(try TaskBeginReply(json: reply).id) },
+                   refusal: { reply in (try? TaskBeginReply(json: reply))?.refusal }),
         CtlCommand(words: ["task", "end"], usage: "task end APP ID", summary: "End a background task.",
                    build: { arguments throws(ControlTool.UsageError) in
                        let parsed = try Arguments(arguments, positional: 2...2)

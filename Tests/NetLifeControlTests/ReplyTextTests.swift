@@ -1,5 +1,5 @@
 // What netlifectl prints of replies, from the protocol's types: the background time says what the JSON says
-// (none while no code can run).
+// (none while no code can run), and a refused task begin carries its reason.
 
 import NetLifeControl
 import Testing
@@ -28,5 +28,20 @@ import Testing
         let app = AppInfo(name: "mail", state: "suspended", suspendPending: false, backgroundTimeRemaining: 0,
                           backgroundMode: "idle", listeners: [], sockets: [], tasks: [], lastTermination: nil, lastStages: [])
         #expect(app.backgroundTimeText == "background time remaining: 0s (suspended)")
+    }
+
+    @Test func aRefusedTaskBeginCarriesItsReasonAndABegunOneNone() throws {
+        let refused = TaskBeginReply(app: "mail", id: 0, reason: "app mail is not running")
+        let json = try JSON.parse(refused.json.serialized)
+        #expect(json["ok"]?.boolValue == true, "still a reply, as UIBackgroundTaskInvalid is still a value")
+        #expect(json["id"]?.intValue == 0)
+        #expect(json["reason"]?.stringValue == "app mail is not running")
+        #expect(try TaskBeginReply(json: json) == refused)
+        #expect(refused.refusal == "task refused: app mail is not running")
+
+        let begun = TaskBeginReply(app: "mail", id: 7)
+        #expect(begun.json["reason"] == nil)
+        #expect(begun.refusal == nil)
+        #expect(TaskBeginReply(app: "mail", id: 0).refusal?.hasPrefix("task refused: ") == true, "even without a reason")
     }
 }
