@@ -1,5 +1,6 @@
-// What netlifectl prints of replies, from the protocol's types: the background time says what the JSON says
-// (none while no code can run), and a refused task begin carries its reason.
+// What netlifectl prints of replies and watch events, from the protocol's types: the background time says what
+// the JSON says (none while no code can run), a refused task begin carries its reason, and a data socket's
+// quiet mode shows in watch events.
 
 import NetLifeControl
 import Testing
@@ -43,5 +44,27 @@ import Testing
         #expect(begun.json["reason"] == nil)
         #expect(begun.refusal == nil)
         #expect(TaskBeginReply(app: "mail", id: 0).refusal?.hasPrefix("task refused: ") == true, "even without a reason")
+    }
+
+    @Test func enteringAndLeavingQuietModeAreSocketEventsWithFromAndTo() throws {
+        var entered = WatchEvent(kind: .socket, at: 1, app: "mail")
+        entered.socket = "imap"
+        entered.from = "connected"
+        entered.to = "quiet"
+        let json = try JSON.parse(entered.json.serialized)
+        #expect(json["event"]?.stringValue == "socket")
+        #expect(json["from"]?.stringValue == "connected" && json["to"]?.stringValue == "quiet")
+        #expect(try WatchEvent(json: json) == entered)
+        #expect(entered.text == "mail: socket imap entered quiet mode")
+
+        var left = entered
+        left.from = "quiet"
+        left.to = "connected"
+        #expect(left.text == "mail: socket imap left quiet mode")
+
+        var connected = WatchEvent(kind: .socket, at: 1, app: "mail")
+        connected.socket = "imap"
+        connected.to = "connected"
+        #expect(connected.text == "mail: socket imap connected", "a connect is not a return from quiet mode")
     }
 }

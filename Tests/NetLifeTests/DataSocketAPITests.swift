@@ -1,7 +1,7 @@
 // The Swift API for data sockets (App.openDataSocket with an app author's own protocol) on a real loop
 // against a listening socket of the test: the quiet step that must await a reply holds a background task
-// until the reply arrives, and the app suspends only then; and a reclaim reports only the sockets and
-// connections it reset itself.
+// until the reply arrives, and the app suspends only then; entering and leaving quiet mode are events; and a
+// reclaim reports only the sockets and connections it reset itself.
 
 import Glibc
 import NetLife
@@ -113,6 +113,41 @@ struct DataSocketAPITests {
         #expect(drive(loop) { app.state == .suspended }, "suspended once the reply ended the task")
         #expect(handler.received == ["OK"])
         #expect(app.status.tasks.isEmpty)
+    }
+
+    @Test func enteringAndLeavingQuietModeAreReportedAsEvents() throws {
+        let loop = try EventLoop()
+        let (listenFD, address) = try SocketCalls.listen(on: .ipv4("127.0.0.1", port: 0), backlog: 4)
+        defer { SocketCalls.close(listenFD) }
+        var configuration = AppConfiguration(name: "mail")
+        configuration.autoSuspend = nil
+        let app = try App(configuration: configuration, services: ServiceRegistry(), loop: loop,
+                          logger: Logger(label: "test", minimumLevel: .critical))
+        defer { app.retire(reason: "test over") }
+        var events: [AppEvent] = []
+        app.onEvent = { _, event in
+            switch event {
+            case .socketChanged, .socketQuietModeChanged: events.append(event)
+            default: break
+            }
+        }
+        app.perform(.launch(background: false)) { _ in }
+        var socketConfiguration = DataSocketConfiguration(name: "imap", address: address, protocolName: "silent")
+        socketConfiguration.policy = .quiet
+        let socket = app.openDataSocket(socketConfiguration, handler: SilentProtocol())
+        var peer: CInt = -1
+        #expect(drive(loop) {
+            if peer < 0 { peer = accept(listenFD, nil, nil) }
+            return peer >= 0 && socket.state == .connected
+        })
+        defer { if peer >= 0 { close(peer) } }
+        events.removeAll()
+        app.perform(.background) { _ in }
+        #expect(socket.state == .quiet)
+        #expect(events == [.socketQuietModeChanged(name: "imap", quiet: true)])
+        app.perform(.foreground) { _ in }
+        #expect(socket.state == .connected)
+        #expect(events == [.socketQuietModeChanged(name: "imap", quiet: true), .socketQuietModeChanged(name: "imap", quiet: false)])
     }
 
     @Test func aSecondReclaimReportsNothingTheFirstOneReset() throws {
