@@ -112,6 +112,14 @@ public struct ListenerInfo: Equatable, Sendable {
         error = try fields.optionalString(.error)
         connections = Int(try fields.count(.connections))
     }
+
+    /// The address as netlifectl prints it. A listener configured on port 0 shows port 0 until its first open,
+    /// when the kernel chooses the port (from then on `address` carries it, across closes): it is said so,
+    /// lest port 0 be taken for a bound port.
+    public var addressText: String {
+        let isUnixPath = address.hasPrefix("/") || address.hasPrefix("unix:")
+        return !isUnixPath && address.hasSuffix(":0") ? "\(address) (not bound yet: the port is chosen at the first open)" : address
+    }
 }
 
 /// A data socket in `status` (SPEC section 8): the spec's members, then what the socket's protocol shows

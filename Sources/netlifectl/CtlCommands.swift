@@ -237,7 +237,7 @@ func renderStatus(_ reply: JSON) throws(ControlError) -> String {
             lines.append(line)
         }
         for listener in app.listeners {
-            var line = "  listener \(listener.name) \(listener.address) (\(listener.service)): \(listener.open ? "open" : "closed")"
+            var line = "  listener \(listener.name) \(listener.addressText) (\(listener.service)): \(listener.open ? "open" : "closed")"
             if let error = listener.error { line += " (\(error))" }
             line += ", \(listener.connections) connection\(listener.connections == 1 ? "" : "s")"
             lines.append(line)

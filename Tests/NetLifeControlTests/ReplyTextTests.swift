@@ -1,6 +1,6 @@
-// What netlifectl prints of replies and watch events, from the protocol's types: the background time says what
-// the JSON says (none while no code can run), a refused task begin carries its reason, and a data socket's
-// quiet mode shows in watch events.
+// What netlifectl prints of replies and watch events, from the protocol's types: the background time says
+// what the JSON says (none while no code can run), a port-0 listener never opened is not shown as bound, a
+// refused task begin carries its reason, and a data socket's quiet mode shows in watch events.
 
 import NetLifeControl
 import Testing
@@ -29,6 +29,18 @@ import Testing
         let app = AppInfo(name: "mail", state: "suspended", suspendPending: false, backgroundTimeRemaining: 0,
                           backgroundMode: "idle", listeners: [], sockets: [], tasks: [], lastTermination: nil, lastStages: [])
         #expect(app.backgroundTimeText == "background time remaining: 0s (suspended)")
+    }
+
+    @Test func aListenerNeverOpenedOnPortZeroIsNotShownAsBound() {
+        func listener(_ address: String, open: Bool = false) -> ListenerInfo {
+            ListenerInfo(name: "main", address: address, service: "echo", open: open, error: nil, connections: 0)
+        }
+        #expect(listener("127.0.0.1:0").addressText == "127.0.0.1:0 (not bound yet: the port is chosen at the first open)")
+        #expect(listener("[::1]:0").addressText == "[::1]:0 (not bound yet: the port is chosen at the first open)")
+        #expect(listener("127.0.0.1:40123", open: true).addressText == "127.0.0.1:40123")
+        #expect(listener("127.0.0.1:40123").addressText == "127.0.0.1:40123", "closed after its first open: its port stays")
+        #expect(listener("127.0.0.1:10").addressText == "127.0.0.1:10")
+        #expect(listener("/run/app/s:0").addressText == "/run/app/s:0", "a Unix socket's path, whatever it ends with")
     }
 
     @Test func aRefusedTaskBeginCarriesItsReasonAndABegunOneNone() throws {
