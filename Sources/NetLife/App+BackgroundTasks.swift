@@ -9,11 +9,11 @@ extension App {
     /// `multitasking = no` makes it false).
     public var isMultitaskingSupported: Bool { configuration.multitasking }
 
-    /// The background time left: nil (unlimited) in the foreground and when not running, counting down from
-    /// `task-time` in the background (afresh on every entry), shared by all tasks; zero when spent, and zero
-    /// while suspended.
+    /// The background time left: nil (unlimited) in the foreground, counting down from `task-time` in the
+    /// background (afresh on every entry), shared by all tasks; zero when spent, and zero while suspended or
+    /// not running: no code of the app runs then, so no time is offered (and a task begun then gets 0).
     public var backgroundTimeRemaining: Duration? {
-        state.isRunning ? backgroundTasks.remaining(now: .now()) : nil
+        state.isRunning ? backgroundTasks.remaining(now: .now()) : .zero
     }
 
     /// How many background tasks are open.
@@ -30,29 +30,59 @@ extension App {
     ///   `multitasking = no`, its background time is spent, or 1,024 tasks are open.
     public func beginBackgroundTask(name: String? = nil, expirationHandler: (() -> Void)? = nil) -> BackgroundTaskIdentifier {
         loop.assertInLoop()
-        return beginTask(name: name, origin: .api, expirationHandler: expirationHandler)
+        switch beginTask(name: name, origin: .api, expirationHandler: expirationHandler) {
+        case .success(let id): return id
+        case .failure: return BackgroundTaskRegistry.invalid
+        }
     }
 
     /// Begins a task for a control-socket client; its expiration handler is the `on-expiration` hook.
+    /// Returns its id, or why it was refused (the client gets the id 0 and the reason).
     ///
     /// - Parameter processGroup: the process group of the client (from SO_PEERCRED), if known. When it is the
     ///   group of one of the app's hooks, what the hook leaves in its group lives until the task ends (TN2277's
     ///   recipe: begin a task, start the work asynchronously, return).
-    public func beginControlTask(name: String?, processGroup: Int32? = nil) -> BackgroundTaskIdentifier {
+    public func beginControlTask(name: String?, processGroup: Int32? = nil) -> Result<BackgroundTaskIdentifier, BackgroundTaskRefusal> {
         beginTask(name: name, origin: .control, processGroup: processGroup, expirationHandler: nil)
     }
 
-    private func beginTask(name: String?, origin: BackgroundTaskRegistry.Origin, processGroup: Int32? = nil,
-                           expirationHandler: (() -> Void)?) -> BackgroundTaskIdentifier {
-        // An app that exits on suspend never runs in the background, so a task could not keep it there.
-        let allowed = state != .notRunning && state != .suspended && configuration.multitasking && !configuration.exitsOnSuspend
-            && retirement == nil
-        let id = backgroundTasks.begin(name: name, origin: origin, allowed: allowed, processGroup: processGroup,
-                                       expirationHandler: expirationHandler)
-        if id == BackgroundTaskRegistry.invalid {
-            logger.info("background task\(name.map { " '\($0.prefix(64))'" } ?? "") refused (state \(state)\(configuration.multitasking ? "" : ", multitasking = no")\(configuration.exitsOnSuspend ? ", exits-on-suspend = yes" : ""))")
+    /// Why a task begun now would be refused (the id 0), or nil when it would begin.
+    public var backgroundTaskRefusal: BackgroundTaskRefusal? {
+        if let retirement { return BackgroundTaskRefusal(message: "app \(name) has left the daemon (\(retirement))") }
+        switch state {
+        case .notRunning:
+            return BackgroundTaskRefusal(message: "app \(name) is not running")
+        case .suspended:
+            return BackgroundTaskRefusal(message: "app \(name) is suspended: none of its code runs, so it is offered no background time")
+        case .inactive, .active, .background:
+            break
         }
-        return id
+        if !configuration.multitasking {
+            return BackgroundTaskRefusal(message: "app \(name) has multitasking = no: it never runs in the background")
+        }
+        // An app that exits on suspend never runs in the background, so a task could not keep it there.
+        if configuration.exitsOnSuspend {
+            return BackgroundTaskRefusal(message: "app \(name) has exits-on-suspend = yes: it never runs in the background")
+        }
+        if backgroundTasks.remaining(now: .now()) == .zero {
+            return BackgroundTaskRefusal(message: "app \(name) has spent its background time (task-time \(format(configuration.budgets.taskTime)))")
+        }
+        if backgroundTasks.tasks.count >= BackgroundTaskRegistry.maxOpenTasks {
+            return BackgroundTaskRefusal(message: "app \(name) already has \(BackgroundTaskRegistry.maxOpenTasks) open background tasks, the most allowed")
+        }
+        return nil
+    }
+
+    private func beginTask(name: String?, origin: BackgroundTaskRegistry.Origin, processGroup: Int32? = nil,
+                           expirationHandler: (() -> Void)?) -> Result<BackgroundTaskIdentifier, BackgroundTaskRefusal> {
+        let refusal = backgroundTaskRefusal
+        let id = backgroundTasks.begin(name: name, origin: origin, allowed: refusal == nil, processGroup: processGroup,
+                                       expirationHandler: expirationHandler)
+        guard id == BackgroundTaskRegistry.invalid else { return .success(id) }
+        // The registry refuses only what `backgroundTaskRefusal` names; the fallback is never expected.
+        let reason = refusal ?? BackgroundTaskRefusal(message: "app \(self.name) cannot begin a background task now")
+        logger.info("background task\(name.map { " '\($0.prefix(64))'" } ?? "") refused: \(reason.message)")
+        return .failure(reason)
     }
 
     /// Ends a background task. Ending 0, an unknown or an already ended id does nothing but log a warning.
@@ -93,4 +123,13 @@ extension App {
         logger.debug("restricted run loop served \(connections.count) connection(s) for \(format(MonotonicTime.now() - started)): \(done ? "done" : "gave up")")
         return done
     }
+}
+
+/// Why a background task was refused (UIBackgroundTaskInvalid): the app is not running, is suspended, has
+/// `multitasking = no`, has spent its background time, holds the most tasks allowed, or has left the daemon.
+public struct BackgroundTaskRefusal: Error, Equatable, Sendable {
+    /// What a user is told: "app mail is not running".
+    public var message: String
+
+    public init(message: String) { self.message = message }
 }

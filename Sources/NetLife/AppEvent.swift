@@ -27,6 +27,9 @@ public enum AppEvent: Equatable, Sendable {
     case listenerFailed(name: String, error: String)
     /// A data socket changed state (connecting, connected, closed with or without an error, defunct).
     case socketChanged(name: String, state: DataSocketState, error: String?)
+    /// A data socket entered its protocol's quiet mode (`quiet`: did-enter-background with `policy = quiet`,
+    /// the quiet command sent; its state is now `quiet`) or left it (will-enter-foreground: `connected` again).
+    case socketQuietModeChanged(name: String, quiet: Bool)
     /// A suspended app runs for a moment in the background, and why.
     case woken(WakeReason)
     /// Socket reclaim made these data sockets defunct and reset this many accepted connections.

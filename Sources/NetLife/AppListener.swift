@@ -172,13 +172,13 @@ final class AppListener: ConnectionTracker {
     }
 
     /// Resets every accepted connection in place (socket reclaim of a suspended app): the peer sees RST at
-    /// once; each connection fails on its first read after the app resumes. Returns how many were reset.
+    /// once; each connection fails on its first read after the app resumes. Returns how many were reset
+    /// now: one already reset by an earlier reclaim (or by its peer) is not counted again.
     func reclaimConnections() -> Int {
         var count = 0
         for connection in connections.values where connection.state == .open {
             do {
-                try connection.makeDefunct()
-                count += 1
+                if try connection.makeDefunct() { count += 1 }
             } catch {
                 logger.warning("reclaim of a connection failed: \(error); resetting it")
                 connection.close(.reset)

@@ -96,7 +96,7 @@ public struct AppStatus: Equatable, Sendable {
     public var name: String
     public var state: AppState
     public var suspendPending: Bool
-    /// Nil means unlimited (the app is not in the background).
+    /// Nil means unlimited (the app is in the foreground); zero while suspended or not running.
     public var backgroundTimeRemaining: Duration?
     public var backgroundMode: BackgroundMode
     public var listeners: [ListenerStatus]

@@ -281,7 +281,9 @@ public final class DataSocket: ConnectionDelegate {
         case .sayGoodbye:
             handler.dataSocketSayGoodbye(self)
         case .enterQuiet:
-            if handler.dataSocketEnterQuiet(self) == .awaitingReply, quietTask == nil, let owner {
+            let entry = handler.dataSocketEnterQuiet(self)
+            owner?.dataSocketReport(.socketQuietModeChanged(name: name, quiet: true))
+            if entry == .awaitingReply, quietTask == nil, let owner {
                 // A peer that never answers must not keep the app awake until the watchdog kills it: when the
                 // background time runs out, the wait ends and the connection is given up.
                 let id = owner.beginBackgroundTask(name: "quiet \(name)") { [weak self] in
@@ -293,6 +295,7 @@ public final class DataSocket: ConnectionDelegate {
         case .leaveQuiet:
             endQuietTask()
             handler.dataSocketLeaveQuiet(self)
+            owner?.dataSocketReport(.socketQuietModeChanged(name: name, quiet: false))
         case .pauseReading:
             connection?.pauseReading()
         case .resumeReading:

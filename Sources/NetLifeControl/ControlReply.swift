@@ -112,6 +112,14 @@ public struct ListenerInfo: Equatable, Sendable {
         error = try fields.optionalString(.error)
         connections = Int(try fields.count(.connections))
     }
+
+    /// The address as netlifectl prints it. A listener configured on port 0 shows port 0 until its first open,
+    /// when the kernel chooses the port (from then on `address` carries it, across closes): it is said so,
+    /// lest port 0 be taken for a bound port.
+    public var addressText: String {
+        let isUnixPath = address.hasPrefix("/") || address.hasPrefix("unix:")
+        return !isUnixPath && address.hasSuffix(":0") ? "\(address) (not bound yet: the port is chosen at the first open)" : address
+    }
 }
 
 /// A data socket in `status` (SPEC section 8): the spec's members, then what the socket's protocol shows
@@ -282,7 +290,7 @@ public struct AppInfo: Equatable, Sendable {
     public var name: String
     public var state: String
     public var suspendPending: Bool
-    /// Seconds; nil means unlimited (the app is not in the background).
+    /// Seconds; nil means unlimited (the app is in the foreground); 0 while suspended or not running.
     public var backgroundTimeRemaining: Double?
     public var backgroundMode: String
     public var listeners: [ListenerInfo]
@@ -441,15 +449,24 @@ public struct StatusReply: Equatable, Sendable {
 /// The reply to `task begin`: the id, 0 when refused.
 public struct TaskBeginReply: Equatable, Sendable {
     public var app: String
+    /// The task's id; 0 when it was refused (UIBackgroundTaskInvalid).
     public var id: UInt64
-    public init(app: String, id: UInt64) { self.app = app; self.id = id }
+    /// Why the task was refused (only with the id 0): "app mail is not running".
+    public var reason: String?
 
-    enum Key: String { case app, id }
+    public init(app: String, id: UInt64, reason: String? = nil) {
+        self.app = app
+        self.id = id
+        self.reason = reason
+    }
+
+    enum Key: String { case app, id, reason }
 
     public var json: JSON {
         var members = JSONMembers<Key>.reply()
         members.set(.app, app)
         members.set(.id, .number(Double(id)))
+        members.setIfPresent(.reason, reason.map(JSON.string))
         return members.json
     }
 
@@ -457,6 +474,14 @@ public struct TaskBeginReply: Equatable, Sendable {
         let fields = try JSONFields<Key>(json, what: "a reply")
         app = try fields.string(.app)
         id = try fields.count(.id)
+        reason = try fields.optionalString(.reason)
+    }
+
+    /// What netlifectl says of a refused task (nil when one began): the reason, or where to find it when the
+    /// daemon gave none.
+    public var refusal: String? {
+        guard id == 0 else { return nil }
+        return "task refused: " + (reason ?? "netlifed gave no reason (its log may say)")
     }
 }
 
@@ -498,21 +523,25 @@ public struct TaskEndReply: Equatable, Sendable {
 /// The reply to `task list`.
 public struct TaskListReply: Equatable, Sendable {
     public var app: String
+    /// The app's state (nil from a daemon that does not say it).
+    public var state: String?
     public var tasks: [TaskInfo]
-    /// Seconds; nil means unlimited.
+    /// Seconds; nil means unlimited (the app is in the foreground).
     public var backgroundTimeRemaining: Double?
 
-    public init(app: String, tasks: [TaskInfo], backgroundTimeRemaining: Double?) {
+    public init(app: String, state: String?, tasks: [TaskInfo], backgroundTimeRemaining: Double?) {
         self.app = app
+        self.state = state
         self.tasks = tasks
         self.backgroundTimeRemaining = backgroundTimeRemaining
     }
 
-    enum Key: String { case app, tasks, backgroundTimeRemaining }
+    enum Key: String { case app, state, tasks, backgroundTimeRemaining }
 
     public var json: JSON {
         var members = JSONMembers<Key>.reply()
         members.set(.app, app)
+        members.setIfPresent(.state, state.map(JSON.string))
         members.set(.tasks, .array(tasks.map(\.json)))
         members.set(.backgroundTimeRemaining, backgroundTimeRemaining)
         return members.json
@@ -521,6 +550,7 @@ public struct TaskListReply: Equatable, Sendable {
     public init(json: JSON) throws(ControlError) {
         let fields = try JSONFields<Key>(json, what: "a reply")
         app = try fields.string(.app)
+        state = try fields.optionalString(.state)
         tasks = try fields.array(.tasks, TaskInfo.init(json:))
         backgroundTimeRemaining = try fields.optionalNumber(.backgroundTimeRemaining)
     }

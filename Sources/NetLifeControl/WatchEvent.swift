@@ -22,7 +22,8 @@ public struct WatchEvent: Equatable, Sendable {
         case listenerOpened = "listener-opened"
         case listenerClosed = "listener-closed"
         case listenerFailed = "listener-failed"
-        /// A data socket changed state: `socket`, `to` (the state), `error`.
+        /// A data socket changed state: `socket`, `to` (the state), `error`; entering and leaving the protocol's
+        /// quiet mode also say `from` (`connected` to `quiet`, `quiet` to `connected`).
         case socket
         /// A suspended app was woken into the background: `reason` (`voip-data` or `keepalive`), `socket`.
         case woken
@@ -153,6 +154,10 @@ public struct WatchEvent: Equatable, Sendable {
             return "\(subject)listener \(listener ?? "?") closed"
         case .listenerFailed:
             return "\(subject)listener \(listener ?? "?") cannot open: \(error ?? "?")"
+        case .socket where to == "quiet":
+            return "\(subject)socket \(socket ?? "?") entered quiet mode"
+        case .socket where from == "quiet":
+            return "\(subject)socket \(socket ?? "?") left quiet mode"
         case .socket:
             return "\(subject)socket \(socket ?? "?") \(to ?? "?")\(error.map { ": \($0)" } ?? "")"
         case .woken:

@@ -63,7 +63,10 @@ enum ControlCommands {
             }
             // The client's process group: a hook's (or what it started) makes the task the hook's.
             let group = session?.peerProcess.map { getpgid($0) }.flatMap { $0 > 0 ? $0 : nil }
-            reply(TaskBeginReply(app: app.name, id: app.beginControlTask(name: name, processGroup: group)).json)
+            switch app.beginControlTask(name: name, processGroup: group) {
+            case .success(let id): reply(TaskBeginReply(app: app.name, id: id).json)
+            case .failure(let refusal): reply(TaskBeginReply(app: app.name, id: BackgroundTaskRegistry.invalid, reason: refusal.message).json)
+            }
         case .taskEnd(_, let id):
             guard let app else { return reply(missingApp) }
             let warning: String? = switch app.endBackgroundTask(id) {
@@ -76,7 +79,7 @@ enum ControlCommands {
         case .taskList:
             guard let app else { return reply(missingApp) }
             let status = app.status
-            reply(TaskListReply(app: app.name, tasks: status.tasks.map(Reply.task),
+            reply(TaskListReply(app: app.name, state: status.state.rawValue, tasks: status.tasks.map(Reply.task),
                                 backgroundTimeRemaining: status.backgroundTimeRemaining.map(Reply.seconds)).json)
         case .mode(_, let text):
             guard let app, let mode = BackgroundMode(rawValue: text) else { return reply(missingApp) }

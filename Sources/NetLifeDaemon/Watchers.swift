@@ -119,6 +119,13 @@ final class Watchers {
             line.socket = name
             line.to = state.rawValue
             line.error = error
+        case .socketQuietModeChanged(let name, let quiet):
+            // The same `socket` event, with `from`: a watcher follows the state `status` shows.
+            let (from, to) = quiet ? (DataSocketState.connected, DataSocketState.quiet) : (.quiet, .connected)
+            line.kind = .socket
+            line.socket = name
+            line.from = from.rawValue
+            line.to = to.rawValue
         case .woken(let reason):
             line.kind = .woken
             switch reason {

@@ -570,10 +570,17 @@ public final class Connection {
 
     /// Dissolves the TCP connection in place, as iOS reclaims a suspended app's socket: the peer sees RST at
     /// once; the descriptor stays, and the owner's next read or write on it fails (ENOTCONN, EPIPE) and
-    /// closes it through the error path.
-    public func makeDefunct() throws(SystemError) {
-        guard currentState != .closed else { return }
+    /// closes it through the error path. Returns whether it reset a connection now: false when the kernel
+    /// holds none to reset (an earlier reclaim dissolved it, or the peer reset it), so that a reclaim counts
+    /// only what it reset itself.
+    @discardableResult
+    public func makeDefunct() throws(SystemError) -> Bool {
+        guard currentState != .closed else { return false }
+        // The kernel knows whether a connection is left: a dissolved one is in TCP's CLOSE state. A socket
+        // that is not TCP (nil) is left to `disconnect`, which refuses it.
+        if let state = SocketCalls.tcpState(fd), !ProcessSockets.isReset(state) { return false }
         try SocketCalls.disconnect(fd)
+        return true
     }
 
     /// The memory the connection holds: its buffers and the kernel's queues both ways (what a memory-pressure

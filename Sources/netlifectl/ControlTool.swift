@@ -95,6 +95,12 @@ enum ControlTool {
             return status.code
         case .success(let reply):
             if let error = ControlError(reply: reply) { return refused(error, reply: reply, json: json) }
+            if let refusal = command.refusal(reply) {
+                // As a refused command: the reply itself with --json, the reason on stderr, exit status 1.
+                if json { print(reply.serialized) }
+                printError("netlifectl: \(refusal)")
+                return Exit.refused
+            }
             if json {
                 print(reply.serialized)
                 return Exit.ok

@@ -14,6 +14,9 @@ struct CtlCommand: Sendable {
     let build: @Sendable ([String]) throws(ControlTool.UsageError) -> ControlRequest
     /// Prints a successful reply as text.
     var render: @Sendable (JSON) throws(ControlError) -> String = renderTransition
+    /// Why a successful reply still means the command was refused (a task begin answered with the id 0), or
+    /// nil: netlifectl then says why on stderr and exits 1.
+    var refusal: @Sendable (JSON) -> String? = { _ in nil }
 
     /// The command named by the first words of `words`.
     static func find(_ words: [String]) -> CtlCommand? {
@@ -69,11 +72,12 @@ struct CtlCommand: Sendable {
                        return .memoryPressure(free: free)
                    }, render: renderMemoryPressure),
         CtlCommand(words: ["task", "begin"], usage: "task begin APP [--name N]",
-                   summary: "Begin a background task; prints its id (0 = refused).",
+                   summary: "Begin a background task; prints its id (refused: the reason on stderr, exit status 1).",
                    build: { arguments throws(ControlTool.UsageError) in
                        let parsed = try Arguments(arguments, positional: 1...1, options: ["--name"])
                        return .taskBegin(app: parsed.positional[0], name: parsed.options["--name"])
-                   }, render: { reply throws(ControlError) in String(try TaskBeginReply(json: reply).id) }),
+                   }, render: { reply throws(ControlError) in String(try TaskBeginReply(json: reply).id) },
+                   refusal: { reply in (try? TaskBeginReply(json: reply))?.refusal }),
         CtlCommand(words: ["task", "end"], usage: "task end APP ID", summary: "End a background task.",
                    build: { arguments throws(ControlTool.UsageError) in
                        let parsed = try Arguments(arguments, positional: 2...2)
@@ -242,11 +246,7 @@ func renderStatus(_ reply: JSON) throws(ControlError) -> String {
         if app.suspendPending { header += " (suspend pending)" }
         if app.backgroundMode == "continuous" { header += " [continuous background mode]" }
         lines.append(header)
-        switch (app.state, app.backgroundTimeRemaining) {
-        case ("not-running", _), ("suspended", _): break   // no time is offered
-        case (_, let remaining?): lines.append("  background time remaining: \(formatSeconds(remaining))")
-        case (_, nil): lines.append("  background time remaining: unlimited")
-        }
+        lines.append("  " + app.backgroundTimeText)
         if let program = app.program {
             var line = "  program: " + (program.pid.map { "pid \($0)" } ?? "not running")
             line += ", \(program.containment)" + (program.cgroup.map { " \($0)" } ?? "")
@@ -257,7 +257,7 @@ func renderStatus(_ reply: JSON) throws(ControlError) -> String {
             lines.append(line)
         }
         for listener in app.listeners {
-            var line = "  listener \(listener.name) \(listener.address) (\(listener.service)): \(listener.open ? "open" : "closed")"
+            var line = "  listener \(listener.name) \(listener.addressText) (\(listener.service)): \(listener.open ? "open" : "closed")"
             if let error = listener.error { line += " (\(error))" }
             line += ", \(listener.connections) connection\(listener.connections == 1 ? "" : "s")"
             lines.append(line)
@@ -302,7 +302,7 @@ func absolutePath(_ path: String) -> String {
 
 func renderTasks(_ reply: JSON) throws(ControlError) -> String {
     let list = try TaskListReply(json: reply)
-    var lines = ["background time remaining: \(list.backgroundTimeRemaining.map(formatSeconds) ?? "unlimited")"]
+    var lines = [list.backgroundTimeText]
     if list.tasks.isEmpty { lines.append("no open background tasks") }
     lines += list.tasks.map(describe)
     return lines.joined(separator: "\n")

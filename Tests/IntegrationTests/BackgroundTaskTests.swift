@@ -1,6 +1,7 @@
-// SPEC sections 2 and 5 through the control socket: background tasks, the shared background time, the
-// expiration hooks in begin order, the grace period, suspend-pending, auto-suspend, exits-on-suspend,
-// multitasking = no, and continuous background mode.
+// SPEC sections 2 and 5 through the control socket: background tasks, the shared background time (none for
+// a suspended or not-running app, in the text as in the JSON), a refused task's reason, the expiration hooks
+// in begin order, the grace period, suspend-pending, auto-suspend, exits-on-suspend, multitasking = no, and
+// continuous background mode.
 
 import Foundation
 import Testing
@@ -18,6 +19,15 @@ private func taskConfig(extra: String = "") -> String {
 private func taskID(_ result: ProcessResult, sourceLocation: SourceLocation = #_sourceLocation) -> Int {
     #expect(result.status == 0, "\(result)", sourceLocation: sourceLocation)
     return Int(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+}
+
+/// Checks that a `task begin` was refused as netlifectl reports it (the reason on stderr, exit status 1, no id
+/// printed) and returns the reason.
+private func refusal(_ result: ProcessResult, sourceLocation: SourceLocation = #_sourceLocation) -> String {
+    #expect(result.status == 1, "\(result)", sourceLocation: sourceLocation)
+    #expect(result.stdout.isEmpty, "no bare 0: \(result)", sourceLocation: sourceLocation)
+    #expect(result.stderr.hasPrefix("netlifectl: task refused: "), "\(result)", sourceLocation: sourceLocation)
+    return String(result.stderr.dropFirst("netlifectl: task refused: ".count)).trimmingCharacters(in: .whitespacesAndNewlines)
 }
 
 @Suite(.timeLimit(.minutes(5)))
@@ -96,7 +106,7 @@ struct BackgroundTaskTests {
 
         for id in [b, c] { #expect(daemon.ctl("task", "end", "app", String(id)).status == 0) }
         #expect(waitUntil(timeout: 1) { daemon.state("app") == "suspended" })
-        #expect(taskID(daemon.ctl("task", "begin", "app")) == 0, "a suspended app cannot begin a task")
+        #expect(refusal(daemon.ctl("task", "begin", "app")).hasPrefix("app app is suspended"), "a suspended app cannot begin a task")
 
         // Ending 0, an unknown or an ended id is a warning, not an error.
         for (id, warning) in [("0", "invalid id"), ("999", "has no task 999"), (String(b), "has already ended")] {
@@ -214,8 +224,63 @@ struct BackgroundTaskTests {
     @Test func withoutMultitaskingTasksAreRefusedAndBackgroundTerminates() throws {
         let daemon = try TestDaemon(config: taskConfig(extra: "multitasking = no"))
         defer { daemon.stop() }
-        #expect(taskID(daemon.ctl("task", "begin", "app")) == 0)
+        #expect(refusal(daemon.ctl("task", "begin", "app")).contains("multitasking = no"))
         #expect(daemon.ctl("background", "app").stdout.hasPrefix("app: not-running"))
+    }
+
+    @Test func aRefusedTaskBeginSaysWhyOnStderrAndExits1() throws {
+        let daemon = try TestDaemon(config: taskConfig() + "\n[app idle]\nlaunch = no\n")
+        defer { daemon.stop() }
+        let text = daemon.ctl("task", "begin", "idle", "--name", "sync")
+        #expect(refusal(text) == "app idle is not running", "\(text)")
+        #expect(text.stderr == "netlifectl: task refused: app idle is not running\n")
+        #expect(daemon.log.contains("refused: app idle is not running"), "the daemon's log says the same")
+
+        // The reply stays a reply (UIBackgroundTaskInvalid is a value): the id 0, and now the reason.
+        let json = daemon.ctl("--json", "task", "begin", "idle")
+        #expect(json.status == 1, "\(json)")
+        #expect(json.stderr == "netlifectl: task refused: app idle is not running\n", "\(json)")
+        let reply = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+        #expect(reply["ok"] as? Bool == true)
+        #expect(reply["id"] as? Int == 0)
+        #expect(reply["reason"] as? String == "app idle is not running")
+
+        // A task that begins prints its id alone, and its reply has no reason.
+        let begun = daemon.ctl("--json", "task", "begin", "app")
+        #expect(begun.status == 0, "\(begun)")
+        let ok = try #require(try JSONSerialization.jsonObject(with: Data(begun.stdout.utf8)) as? [String: Any])
+        #expect((ok["id"] as? Int ?? 0) > 0 && ok["reason"] == nil, "\(ok)")
+    }
+
+    @Test func taskListOfANotRunningAppSaysItHasNoBackgroundTime() throws {
+        let daemon = try TestDaemon(config: taskConfig() + "\n[app idle]\nlaunch = no\n")
+        defer { daemon.stop() }
+        let list = daemon.ctl("task", "list", "idle")
+        #expect(list.status == 0, "\(list)")
+        #expect(list.stdout == "background time remaining: 0s (not running)\nno open background tasks\n", "\(list)")
+        #expect(!list.stdout.contains("unlimited"))
+        let json = daemon.ctl("--json", "task", "list", "idle")
+        let reply = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+        #expect(reply["backgroundTimeRemaining"] as? Double == 0, "\(json.stdout)")
+        #expect(reply["state"] as? String == "not-running")
+        #expect(daemon.status("idle")["backgroundTimeRemaining"] as? Double == 0)
+        #expect(daemon.ctl("status", "idle").stdout.contains("  background time remaining: 0s (not running)\n"))
+
+        // Once it runs in the foreground, its time is unlimited again.
+        #expect(daemon.ctl("launch", "idle").status == 0)
+        #expect(daemon.ctl("task", "list", "idle").stdout.hasPrefix("background time remaining: unlimited\n"))
+    }
+
+    @Test func statusOfASuspendedAppShowsItsBackgroundTimeAsTheJSONDoes() throws {
+        let daemon = try TestDaemon(config: taskConfig(extra: "auto-suspend = never"))
+        defer { daemon.stop() }
+        #expect(daemon.ctl("background", "app").status == 0)
+        #expect(daemon.ctl("status", "app").stdout.contains("  background time remaining: "))
+        #expect(daemon.ctl("suspend", "app").status == 0)
+        #expect(daemon.status("app")["backgroundTimeRemaining"] as? Double == 0)
+        let text = daemon.ctl("status", "app")
+        #expect(text.stdout.hasPrefix("app: suspended\n  background time remaining: 0s (suspended)\n"), "\(text)")
+        #expect(daemon.ctl("task", "list", "app").stdout.hasPrefix("background time remaining: 0s (suspended)\n"))
     }
 
     @Test func continuousBackgroundModeKeepsTheAppFromSuspending() throws {

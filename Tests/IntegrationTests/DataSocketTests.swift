@@ -210,6 +210,49 @@ extension TestDaemon {
         #expect(daemon.socket("asleep", "v")?["state"] as? String == "connected")
     }
 
+    @Test func aRepeatedReclaimOrLockCountsOnlyWhatItResetItself() throws {
+        let server = try #require(PeerServer())
+        defer { server.close() }
+        let daemon = try TestDaemon(config: "[daemon]\n" + lineSocketApp("app", server) + """
+            [listener app.main]
+            address = 127.0.0.1:0
+            service = echo
+            connections = keep
+
+            """)
+        defer { daemon.stop() }
+        let peer = try #require(server.accept())
+        let client = try #require(Peer.connect(port: daemon.port(of: "app")))
+        defer { peer.close(); client.close() }
+        #expect(client.roundTrip("hi") == "hi")
+        #expect(daemon.waitForSocket("app", state: "connected"))
+        #expect(daemon.ctl("background", "app").status == 0)
+        #expect(daemon.ctl("suspend", "app").status == 0)
+
+        /// The app's entry of a `reclaim` or `lock` reply.
+        func reclaimed(_ arguments: String...) throws -> [String: Any] {
+            let result = daemon.ctl(["--json"] + arguments)
+            #expect(result.status == 0, "\(result)")
+            let reply = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
+            return try #require((reply?["reclaimed"] as? [[String: Any]])?.first { $0["app"] as? String == "app" })
+        }
+        let first = try reclaimed("reclaim", "app")
+        #expect(first["sockets"] as? [String] == ["s"], "\(first)")
+        #expect(first["connections"] as? Int == 1, "\(first)")
+        #expect(peer.readEnd(timeout: 1) == .error(ECONNRESET))
+        #expect(client.readEnd(timeout: 1) == .error(ECONNRESET))
+
+        let again = try reclaimed("reclaim", "app")
+        #expect(again["sockets"] as? [String] == [], "the socket is defunct already: \(again)")
+        #expect(again["connections"] as? Int == 0, "the connection was reset already: \(again)")
+        let lock = try reclaimed("lock")
+        #expect(lock["sockets"] as? [String] == [] && lock["connections"] as? Int == 0, "\(lock)")
+        let text = daemon.ctl("reclaim", "app")
+        #expect(text.stdout == "app: reclaimed no data socket; 0 accepted connections reset\n", "\(text)")
+        let lockText = daemon.ctl("lock")
+        #expect(lockText.stdout == "app: reclaimed no data socket; 0 accepted connections reset\n", "\(lockText)")
+    }
+
     @Test func reclaimOnSuspendResetsAsTheAppSuspends() throws {
         let server = try #require(PeerServer())
         defer { server.close() }

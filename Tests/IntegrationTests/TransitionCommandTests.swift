@@ -1,5 +1,6 @@
 // SPEC section 2 through netlifectl: replies of transitions, `already <state>`, impossible commands,
-// unknown apps, launch modes, and SIGTERM running will-terminate before a clean exit.
+// unknown apps, launch modes, SIGTERM running will-terminate before a clean exit, and how `status` shows a
+// port-0 listener that has never opened.
 
 import Foundation
 import Testing
@@ -222,5 +223,20 @@ struct TransitionCommandTests {
         #expect(connectTCP(port: port) == .failed(ECONNREFUSED))
         let lines = Set(directory.read("events").split(separator: "\n").map(String.init))
         #expect(lines == ["front will-resign-active", "front did-enter-background", "calling did-enter-background"], "\(lines)")
+    }
+
+    @Test func aListenerThatHasNeverOpenedOnPortZeroIsNotShownAsBound() throws {
+        let daemon = try TestDaemon(config: echoConfig(port: 0, appLines: "launch = no"))
+        defer { daemon.stop() }
+        let before = daemon.ctl("status", "echo").stdout
+        #expect(before.contains("  listener main 127.0.0.1:0 (not bound yet: the port is chosen at the first open) (echo): closed, 0 connections\n"),
+                "\(before)")
+        #expect(daemon.ctl("launch", "echo").status == 0)
+        let port = daemon.port(of: "echo")
+        #expect(daemon.ctl("status", "echo").stdout.contains("  listener main 127.0.0.1:\(port) (echo): open, 0 connections\n"))
+        #expect(daemon.ctl("terminate", "echo").status == 0)
+        let after = daemon.ctl("status", "echo").stdout
+        #expect(after.contains("  listener main 127.0.0.1:\(port) (echo): closed, 0 connections\n"), "the port it was given stays: \(after)")
+        #expect(!after.contains("not bound"))
     }
 }

@@ -1,6 +1,6 @@
 // `netlifectl watch` (SPEC section 8) and systemd's watchdog pings (SPEC section 10), against the real
-// binaries: a watcher sees a background/foreground cycle in order, a watcher that never reads is dropped
-// without slowing `status`, a watch ends with a clear message and exit status 3 when the daemon stops, and
+// binaries: a watcher sees a background/foreground cycle in order and a data socket entering and leaving
+// quiet mode, a watcher that never reads is dropped without slowing `status`, a watch ends with a clear message and exit status 3 when the daemon stops, and
 // WATCHDOG=1 arrives every half WATCHDOG_USEC whatever the apps are doing.
 
 import Foundation
@@ -57,6 +57,45 @@ struct WatchTests {
         #expect(output.contains("app: active -> inactive"), "\(output)")
         #expect(output.contains("app: background done: background"), "\(output)")
         #expect(!output.contains("{"), "text, not JSON")
+    }
+
+    @Test func aWatcherSeesADataSocketEnterAndLeaveQuietMode() throws {
+        let server = try #require(PeerServer())
+        defer { server.close() }
+        let daemon = try TestDaemon(config: "[daemon]\n" + lineSocketApp("mail", server, socket: "feed", socketLines: """
+            policy = quiet
+            quiet-enter = PAUSE
+            quiet-exit = RESUME
+            """))
+        defer { daemon.stop() }
+        let peer = try #require(server.accept())
+        defer { peer.close() }
+        #expect(daemon.waitForSocket("mail", "feed", state: "connected"))
+        let watcher = try #require(RawControlClient(path: daemon.controlPath))
+        defer { watcher.close() }
+        #expect(watcher.send("{\"cmd\":\"watch\",\"app\":\"mail\"}\n") > 0)
+        let first = watcher.line(timeout: 5).flatMap { try? JSONSerialization.jsonObject(with: Data($0)) as? [String: Any] }
+        #expect(first?["watching"] as? String == "mail")
+        let text = try BackgroundProcess([product("netlifectl"), "--control", daemon.controlPath, "watch", "mail"])
+        usleep(500_000)   // netlifectl's watch is registered
+
+        #expect(daemon.ctl("background", "mail").status == 0)
+        #expect(peer.readUntil("\n") == "PAUSE\n")
+        #expect(daemon.socket("mail", "feed")?["state"] as? String == "quiet")
+        #expect(daemon.ctl("foreground", "mail").status == 0)
+        #expect(peer.readUntil("\n") == "RESUME\n")
+        var sockets: [String] = []
+        while sockets.count < 2, let line = watcher.line(timeout: 5),
+              let event = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any] {
+            guard event["event"] as? String == "socket" else { continue }
+            sockets.append("\(event["socket"] as? String ?? "?") \(event["from"] as? String ?? "?")->\(event["to"] as? String ?? "?")")
+        }
+        #expect(sockets == ["feed connected->quiet", "feed quiet->connected"], "\(sockets)")
+
+        #expect(waitUntil(timeout: 5) { text.output.contains("left quiet mode") })
+        let output = text.wait(timeout: 0.2).result.stdout
+        #expect(output.contains("mail: socket feed entered quiet mode\n"), "\(output)")
+        #expect(output.contains("mail: socket feed left quiet mode\n"), "\(output)")
     }
 
     @Test func aWatcherThatNeverReadsIsDroppedAndStatusStaysFast() throws {

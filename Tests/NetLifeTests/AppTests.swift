@@ -79,4 +79,39 @@ struct AppTests {
         #expect(outcomes.last == .cancelled("removed"), "a retired app runs nothing more")
         #expect(loop.registeredObjectCount == 0, "the hook was reaped and every timer closed")
     }
+
+    @Test func anAppWhoseCodeCannotRunHasNoBackgroundTimeAndARefusedTaskSaysWhy() throws {
+        let loop = try EventLoop()
+        let app = try makeApp(loop)
+        defer { app.retire(reason: "test over") }
+        #expect(app.backgroundTimeRemaining == .zero, "not running: no time is offered")
+        #expect(app.beginBackgroundTask(name: "early") == BackgroundTaskRegistry.invalid)
+        #expect(app.beginControlTask(name: "early") == .failure(BackgroundTaskRefusal(message: "app a is not running")))
+
+        app.perform(.launch(background: false)) { _ in }
+        #expect(app.backgroundTimeRemaining == nil, "unlimited in the foreground")
+        #expect(app.backgroundTaskRefusal == nil)
+
+        app.perform(.background) { _ in }
+        app.perform(.suspend) { _ in }
+        #expect(app.state == .suspended)
+        #expect(app.backgroundTimeRemaining == .zero)
+        #expect(app.backgroundTaskRefusal?.message.hasPrefix("app a is suspended") == true, "\(String(describing: app.backgroundTaskRefusal))")
+
+        app.perform(.terminate) { _ in }
+        #expect(app.state == .notRunning)
+        #expect(app.backgroundTimeRemaining == .zero)
+
+        var configuration = AppConfiguration(name: "solo")
+        configuration.multitasking = false
+        let solo = try App(configuration: configuration, services: ServiceRegistry(), loop: loop,
+                           logger: Logger(label: "test", minimumLevel: .critical))
+        defer { solo.retire(reason: "test over") }
+        solo.perform(.launch(background: false)) { _ in }
+        guard case .failure(let refusal) = solo.beginControlTask(name: nil) else {
+            Issue.record("multitasking = no must refuse a task")
+            return
+        }
+        #expect(refusal.message.contains("multitasking = no"), "\(refusal.message)")
+    }
 }

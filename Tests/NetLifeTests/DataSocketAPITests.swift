@@ -1,6 +1,7 @@
 // The Swift API for data sockets (App.openDataSocket with an app author's own protocol) on a real loop
 // against a listening socket of the test: the quiet step that must await a reply holds a background task
-// until the reply arrives, and the app suspends only then.
+// until the reply arrives, and the app suspends only then; entering and leaving quiet mode are events; and a
+// reclaim reports only the sockets and connections it reset itself.
 
 import Glibc
 import NetLife
@@ -25,6 +26,33 @@ private final class AwaitingProtocol: DataSocketHandler {
         socket.send("QUIET\n")
         return .awaitingReply
     }
+}
+
+/// A protocol whose peer says nothing; its quiet mode needs no reply.
+private final class SilentProtocol: DataSocketHandler {
+    func dataSocketDidRead(_ socket: DataSocket) {}
+}
+
+/// A service that leaves its connections open and idle.
+private final class IdleService: Service {
+    func serve(_ connection: Connection) {}
+}
+
+/// A blocking TCP connection to 127.0.0.1:`port`, or -1.
+private func connectLoopback(port: UInt16) -> CInt {
+    let fd = socket(AF_INET, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = port.bigEndian
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let result = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard result == 0 else {
+        close(fd)
+        return -1
+    }
+    return fd
 }
 
 /// Runs the loop until `condition` holds (checked every millisecond) or 5 s pass.
@@ -85,5 +113,75 @@ struct DataSocketAPITests {
         #expect(drive(loop) { app.state == .suspended }, "suspended once the reply ended the task")
         #expect(handler.received == ["OK"])
         #expect(app.status.tasks.isEmpty)
+    }
+
+    @Test func enteringAndLeavingQuietModeAreReportedAsEvents() throws {
+        let loop = try EventLoop()
+        let (listenFD, address) = try SocketCalls.listen(on: .ipv4("127.0.0.1", port: 0), backlog: 4)
+        defer { SocketCalls.close(listenFD) }
+        var configuration = AppConfiguration(name: "mail")
+        configuration.autoSuspend = nil
+        let app = try App(configuration: configuration, services: ServiceRegistry(), loop: loop,
+                          logger: Logger(label: "test", minimumLevel: .critical))
+        defer { app.retire(reason: "test over") }
+        var events: [AppEvent] = []
+        app.onEvent = { _, event in
+            switch event {
+            case .socketChanged, .socketQuietModeChanged: events.append(event)
+            default: break
+            }
+        }
+        app.perform(.launch(background: false)) { _ in }
+        var socketConfiguration = DataSocketConfiguration(name: "imap", address: address, protocolName: "silent")
+        socketConfiguration.policy = .quiet
+        let socket = app.openDataSocket(socketConfiguration, handler: SilentProtocol())
+        var peer: CInt = -1
+        #expect(drive(loop) {
+            if peer < 0 { peer = accept(listenFD, nil, nil) }
+            return peer >= 0 && socket.state == .connected
+        })
+        defer { if peer >= 0 { close(peer) } }
+        events.removeAll()
+        app.perform(.background) { _ in }
+        #expect(socket.state == .quiet)
+        #expect(events == [.socketQuietModeChanged(name: "imap", quiet: true)])
+        app.perform(.foreground) { _ in }
+        #expect(socket.state == .connected)
+        #expect(events == [.socketQuietModeChanged(name: "imap", quiet: true), .socketQuietModeChanged(name: "imap", quiet: false)])
+    }
+
+    @Test func aSecondReclaimReportsNothingTheFirstOneReset() throws {
+        let loop = try EventLoop()
+        let (peerListener, peerAddress) = try SocketCalls.listen(on: .ipv4("127.0.0.1", port: 0), backlog: 4)
+        defer { SocketCalls.close(peerListener) }
+        var configuration = AppConfiguration(name: "a")
+        configuration.autoSuspend = nil
+        configuration.listeners = [ListenerConfiguration(name: "main", address: .ipv4("127.0.0.1", port: 0), service: "idle")]
+        let services = ServiceRegistry([ServiceDescriptor(name: "idle") { _ in IdleService() }])
+        let app = try App(configuration: configuration, services: services, loop: loop,
+                          logger: Logger(label: "test", minimumLevel: .critical))
+        defer { app.retire(reason: "test over") }
+        app.perform(.launch(background: false)) { _ in }
+        let socket = app.openDataSocket(DataSocketConfiguration(name: "s", address: peerAddress, protocolName: "silent"),
+                                        handler: SilentProtocol())
+        let port = try #require(app.status.listeners.first?.address.split(separator: ":").last.flatMap { UInt16($0) })
+        let client = connectLoopback(port: port)
+        try #require(client >= 0)
+        defer { close(client) }
+        var peer: CInt = -1
+        #expect(drive(loop) {
+            if peer < 0 { peer = accept(peerListener, nil, nil) }
+            return peer >= 0 && socket.state == .connected && app.status.listeners.first?.connections == 1
+        })
+        defer { if peer >= 0 { close(peer) } }
+        app.perform(.background) { _ in }
+        app.perform(.suspend) { _ in }
+        #expect(app.state == .suspended)
+
+        let first = try app.reclaim().get()
+        #expect(first.sockets == ["s"] && first.connections == 1, "\(first)")
+        let second = try app.reclaim().get()
+        #expect(second.sockets.isEmpty && second.connections == 0, "everything was reset by the first: \(second)")
+        #expect(socket.state == .defunct)
     }
 }
