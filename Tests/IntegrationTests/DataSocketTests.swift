@@ -22,6 +22,15 @@ func lineSocketApp(_ name: String, _ server: PeerServer, socket: String = "s", a
     """
 }
 
+/// An echo listener of `app` whose connections stay open in the background.
+let keptEchoListener = """
+    [listener app.main]
+    address = 127.0.0.1:0
+    service = echo
+    connections = keep
+
+    """
+
 extension TestDaemon {
     /// A data socket of an app as `status --json` shows it.
     func socket(_ app: String, _ name: String = "s") -> [String: Any]? {
@@ -96,13 +105,7 @@ extension TestDaemon {
     @Test func aSuspendedAppReadsNothingUntilItRunsAgain() throws {
         let server = try #require(PeerServer())
         defer { server.close() }
-        let daemon = try TestDaemon(config: "[daemon]\n" + lineSocketApp("app", server) + """
-            [listener app.main]
-            address = 127.0.0.1:0
-            service = echo
-            connections = keep
-
-            """)
+        let daemon = try TestDaemon(config: "[daemon]\n" + lineSocketApp("app", server) + keptEchoListener)
         defer { daemon.stop() }
         let peer = try #require(server.accept())
         defer { peer.close() }
@@ -133,12 +136,7 @@ extension TestDaemon {
             protocol = line
             voip = yes
 
-            [listener app.main]
-            address = 127.0.0.1:0
-            service = echo
-            connections = keep
-
-            """)
+            """ + keptEchoListener)
         defer { daemon.stop() }
         let peer = try #require(server.accept())
         let voipPeer = try #require(voipServer.accept())
@@ -213,13 +211,7 @@ extension TestDaemon {
     @Test func aRepeatedReclaimOrLockCountsOnlyWhatItResetItself() throws {
         let server = try #require(PeerServer())
         defer { server.close() }
-        let daemon = try TestDaemon(config: "[daemon]\n" + lineSocketApp("app", server) + """
-            [listener app.main]
-            address = 127.0.0.1:0
-            service = echo
-            connections = keep
-
-            """)
+        let daemon = try TestDaemon(config: "[daemon]\n" + lineSocketApp("app", server) + keptEchoListener)
         defer { daemon.stop() }
         let peer = try #require(server.accept())
         let client = try #require(Peer.connect(port: daemon.port(of: "app")))
@@ -312,12 +304,7 @@ extension TestDaemon {
             connect = \(plainServer.address)
             protocol = line
 
-            [listener app.main]
-            address = 127.0.0.1:0
-            service = echo
-            connections = keep
-
-            """)
+            """ + keptEchoListener)
         defer { daemon.stop() }
         let voip = try #require(voipServer.accept())
         let plain = try #require(plainServer.accept())
