@@ -49,7 +49,7 @@ final class SystemdBox {
         let directory = URL(fileURLWithPath: artifacts.package).deletingLastPathComponent().path
         package = "/pkg/" + URL(fileURLWithPath: artifacts.package).lastPathComponent
         let boot = run([repositoryDirectory + "/scripts/systemd-box", "boot", artifacts.rootfs, work.file("box"),
-                        "--bind-ro=\(directory):/pkg"], timeout: 60)
+                        "--bind-ro=\(directory):/pkg"], timeout: 150)
         guard boot.status == 0, let leader = boot.stdout.split(separator: "\n").last.map(String.init), Int(leader) != nil else {
             work.remove()
             throw BoxError("scripts/systemd-box boot failed: \(boot)")
