@@ -49,16 +49,9 @@ struct CtlCommand: Sendable {
                    ControlRequest.reclaim, render: renderReclaim),
         plainCommand("lock", "Lock the screen: the foreground apps go to the background, then every suspended app's sockets are reclaimed.", .lock, render: renderReclaim),
         appCommand("terminate", "Terminate an app (will-terminate runs, unless it is suspended).", ControlRequest.terminate),
-        CtlCommand(words: ["interrupt", "begin"], usage: "interrupt begin APP",
-                   summary: "Interrupt an active app (an incoming call, a system sheet): will-resign-active; it rests inactive, listeners open.",
-                   build: { arguments throws(ControlTool.UsageError) in
-                       .interruptBegin(app: try Arguments(arguments, positional: 1...1).positional[0])
-                   }, render: renderTransition),
-        CtlCommand(words: ["interrupt", "end"], usage: "interrupt end APP",
-                   summary: "End an app's interruption: did-become-active.",
-                   build: { arguments throws(ControlTool.UsageError) in
-                       .interruptEnd(app: try Arguments(arguments, positional: 1...1).positional[0])
-                   }, render: renderTransition),
+        appCommand(["interrupt", "begin"], "Interrupt an active app (an incoming call, a system sheet): will-resign-active; it rests inactive, listeners open.",
+                   ControlRequest.interruptBegin),
+        appCommand(["interrupt", "end"], "End an app's interruption: did-become-active.", ControlRequest.interruptEnd),
         CtlCommand(words: ["memory-pressure"], usage: "memory-pressure [--free BYTES]",
                    summary: "Terminate suspended apps without callbacks, largest first, until BYTES (a plain number of bytes) are freed, or all of them; VoIP apps last, and relaunched into the background.",
                    build: { arguments throws(ControlTool.UsageError) in
@@ -177,7 +170,13 @@ struct CtlCommand: Sendable {
 
     static func appCommand(_ name: String, _ summary: String, _ request: @escaping @Sendable (String) -> ControlRequest,
                            render: @escaping @Sendable (JSON) throws(ControlError) -> String = renderTransition) -> CtlCommand {
-        CtlCommand(words: [name], usage: "\(name) APP", summary: summary,
+        appCommand([name], summary, request, render: render)
+    }
+
+    /// A command of one or more words whose one argument is an app (`interrupt begin APP`).
+    static func appCommand(_ words: [String], _ summary: String, _ request: @escaping @Sendable (String) -> ControlRequest,
+                           render: @escaping @Sendable (JSON) throws(ControlError) -> String = renderTransition) -> CtlCommand {
+        CtlCommand(words: words, usage: "\(words.joined(separator: " ")) APP", summary: summary,
                    build: { arguments throws(ControlTool.UsageError) in
                        request(try Arguments(arguments, positional: 1...1).positional[0])
                    }, render: render)
