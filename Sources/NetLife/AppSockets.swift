@@ -29,6 +29,34 @@ final class AppSockets {
         }
     }
 
+    /// The sockets `configuration` declares: a process app's listeners are handed to its program; the others'
+    /// services are made from `services`.
+    convenience init(configuration: AppConfiguration, services: ServiceRegistry, loop: EventLoop,
+                     logger: Logger) throws(ServiceOptionError) {
+        var listeners: [AppListener] = []
+        var handed: [HandedListener] = []
+        for listener in configuration.listeners {
+            if configuration.program != nil {
+                handed.append(HandedListener(configuration: listener, logger: logger))
+                continue
+            }
+            guard let descriptor = services[listener.service] else {
+                throw ServiceOptionError(key: "service", "unknown service '\(listener.service)'")
+            }
+            let service = try descriptor.make(listener.serviceOptions)
+            listeners.append(AppListener(configuration: listener, service: service, loop: loop, logger: logger))
+        }
+        var dataSockets: [DataSocket] = []
+        for socket in configuration.sockets {
+            guard let descriptor = services.dataProtocol(socket.protocolName) else {
+                throw ServiceOptionError(key: "protocol", "unknown protocol '\(socket.protocolName)'")
+            }
+            let handler = try descriptor.make(socket)
+            dataSockets.append(DataSocket(configuration: socket, handler: handler, loop: loop, logger: logger))
+        }
+        self.init(listeners: listeners, handedListeners: handed, dataSockets: dataSockets)
+    }
+
     init(listeners: [AppListener], handedListeners: [HandedListener] = [], dataSockets: [DataSocket] = []) {
         self.listeners = listeners
         self.handedListeners = handedListeners

@@ -48,7 +48,7 @@ public struct WatchdogTimeout: Equatable, Sendable {
 }
 
 /// Walks one `TransitionPlan`.
-public struct TransitionPipeline: Sendable {
+public struct TransitionPipeline: Equatable, Sendable {
     /// The next thing the app must do.
     public enum Action: Equatable, Sendable {
         /// Enter this state before the stage's steps run.

@@ -1,0 +1,69 @@
+// A process app's program (SPEC section 12) as the app's shell drives it: the lifecycle says when to start
+// it and when to tell it a stage; this file binds its listeners, starts it, forwards its tasks and reports
+// its exit back to the lifecycle.
+
+import NetLifeEvent
+
+extension App {
+    /// Whether a process app's program (or its cgroup) is still there: the daemon waits for it at exit.
+    public var hasProgramLeft: Bool { program.map { !$0.isGone } ?? false }
+
+    func attachProgram() {
+        program?.onExit = { [weak self] status in self?.send(.programExited(status, reason: nil)) }
+        program?.beginTask = { [weak self] name in self?.beginProgramTask(name: name) ?? 0 }
+        program?.endTask = { [weak self] id in _ = self?.endBackgroundTask(id) }
+        settingsChanged()
+    }
+
+    /// A launch while an earlier run of the program still ends (a terminate's grace, a cgroup still
+    /// emptying) waits for it, under the launch budget, then starts the program.
+    func startProgramAfterEarlierRuns() {
+        guard let program else { return send(.stepDone) }
+        if !program.afterEarlierRunsEnd({ [weak self] in self?.startProgram() }) { startProgram() }
+    }
+
+    /// Binds the listeners and starts the program with them; a program that cannot start ends the launch as
+    /// if it had exited (the app ends not running, `lastTermination` says why).
+    private func startProgram() {
+        guard let program, lifecycle.waitingFor == .startProgram else { return }
+        let handed = sockets.handedListeners
+        // The program gets all its listeners or does not start: without one, a socket-activated server
+        // would fall back to its own configuration (lighttpd binds its server.port).
+        for listener in handed where !listener.open() {
+            return send(.programExited(.exited(1), reason: "cannot start: listener \(listener.configuration.name): \(listener.openError ?? "not open")"))
+        }
+        do {
+            try program.start(listeners: handed.filter { $0.fd >= 0 }.map { ($0.configuration.name, $0.fd) })
+        } catch {
+            logger.error("cannot start the program \(configuration.program?.arguments.first ?? ""): \(error)")
+            return send(.programExited(.exited(127), reason: "cannot start: \(error)"))
+        }
+        // In the background from the start: listening stops as soon as the program holds them.
+        if state == .background { for listener in handed { listener.close() } }
+        send(.stepDone)
+    }
+
+    /// Tells the program the stage; the lifecycle waits for its answer when it speaks the protocol.
+    func deliverToProgram(_ event: LifecycleEvent, budget: Duration) {
+        sockets.startAccepting(on: loop)
+        guard let program, program.isRunning else { return send(.stepDone) }
+        let hint: ListenerHint? = switch event {
+        case .didEnterBackground: .stopPolling
+        case .willEnterForeground: .resumePolling
+        default: nil
+        }
+        if !program.deliver(event, budget: budget, listeners: hint, answered: { [weak self] in self?.send(.stepDone) }) {
+            send(.stepDone)
+        }
+    }
+
+    /// A task the program began over the protocol: its expiration is told to the program, which must end it.
+    private func beginProgramTask(name: String?) -> BackgroundTaskIdentifier {
+        var id: BackgroundTaskIdentifier = 0
+        id = beginBackgroundTask(name: name) { [weak self] in
+            guard let self else { return }
+            program?.taskExpiring(id, budget: configuration.budgets.expirationGrace)
+        }
+        return id
+    }
+}

@@ -1,0 +1,68 @@
+// What the system takes back from an app (SPEC section 6): socket reclaim while suspended, and the whole app
+// under memory pressure; and the data sockets a Swift app opens itself.
+
+import NetLifeEvent
+
+/// Why `reclaim` changed nothing.
+public struct ReclaimRefusal: Error, Equatable, Sendable {
+    public var message: String
+}
+
+extension App {
+    /// Socket resource reclaim (`netlifectl reclaim`, `lock`, `reclaim-on-suspend`): every non-VoIP socket
+    /// of the suspended app becomes defunct (the peer sees RST; the app's first use of it fails).
+    /// Refused, changing nothing, unless the app is suspended.
+    public func reclaim() -> Result<(sockets: [String], connections: Int), ReclaimRefusal> {
+        guard state == .suspended else {
+            return .failure(ReclaimRefusal(message: "app \(name) is \(state), not suspended: only a suspended app's sockets are reclaimed"))
+        }
+        var reclaimed = sockets.reclaim()
+        if let program { reclaimed.connections += program.reclaimSockets() }
+        logger.info("reclaimed: \(reclaimed.sockets.count) data socket(s) defunct, \(reclaimed.connections) accepted connection(s) reset")
+        emit(.reclaimed(sockets: reclaimed.sockets, connections: reclaimed.connections))
+        return .success(reclaimed)
+    }
+
+    /// The memory the app holds: its sockets' buffers and kernel queues, and a process app's program's
+    /// memory. Memory pressure ends the largest suspended app first.
+    public var heldBytes: Int { sockets.heldBytes + (program?.status.memoryBytes ?? 0) }
+
+    /// Whether the app has a VoIP socket: memory pressure ends it after the other apps, and relaunches it
+    /// into the background.
+    public var hasVoIPSocket: Bool { sockets.dataSockets.contains { $0.configuration.voip } }
+
+    /// Whether memory pressure can end the app now: it is suspended, and no command is under way.
+    public var canTerminateForMemoryPressure: Bool { lifecycle.canTerminateForMemoryPressure }
+
+    /// Memory pressure (jetsam): a suspended app is terminated without any callback. Returns false,
+    /// changing nothing, when the app is not suspended.
+    @discardableResult
+    public func terminateForMemoryPressure() -> Bool {
+        guard canTerminateForMemoryPressure else { return false }
+        logger.notice("terminated for memory pressure (held \(heldBytes) bytes)")
+        send(.memoryPressure)
+        return true
+    }
+
+    /// Opens a data socket from Swift, as a `[socket]` section does (the seeds' CFStream with the VoIP
+    /// service type): it connects now if the app runs, and follows its lifecycle from then on.
+    @discardableResult
+    public func openDataSocket(_ configuration: DataSocketConfiguration, handler: any DataSocketHandler) -> DataSocket {
+        loop.assertInLoop()
+        let socket = DataSocket(configuration: configuration, handler: handler, loop: loop, logger: logger)
+        sockets.add(socket, app: self)
+        return socket
+    }
+}
+
+extension App: DataSocketOwner {
+    var isSuspended: Bool { state == .suspended }
+
+    func endSocketTask(_ id: BackgroundTaskIdentifier) {
+        _ = endBackgroundTask(id)
+    }
+
+    func dataSocketReport(_ event: AppEvent) {
+        emit(event)
+    }
+}
