@@ -6,29 +6,12 @@
 
 import NetLifeEvent
 
-/// How a command sent to an app ended.
-public enum TransitionOutcome: Equatable, Sendable {
-    /// The app was already in the asked-for state; nothing ran.
-    case already(AppState)
-    /// The command is impossible in the app's state; nothing changed.
-    case refused(String)
-    /// The transition ran: the app is now in this state; the stages and their durations.
-    case completed(AppState, [StageReport])
-    /// The watchdog killed the app during the transition.
-    case killed(WatchdogTimeout)
-    /// `suspend` of an app that is not suspend-eligible yet: it suspends once it is; the reason says what
-    /// keeps it in background.
-    case suspendPending(reason: String)
-    /// The app left the daemon (a reload removed or replaced it) before the command could run.
-    case cancelled(String)
-}
-
 /// A hosted app.
 public final class App {
     /// The app's name, from `[app NAME]`.
     public let name: String
     /// The app's configuration.
-    public private(set) var configuration: AppConfiguration
+    public internal(set) var configuration: AppConfiguration
     /// The current state: the last state the app entered (the lifecycle may be a step ahead while its
     /// actions are performed).
     public private(set) var state: AppState = .notRunning
@@ -65,7 +48,7 @@ public final class App {
     /// The hook run of the current wake-up, if one runs.
     var wakeHook: HookRun?
     /// The termination of the app this one replaced, until this one has its own.
-    private var inheritedTermination: TerminationRecord?
+    var inheritedTermination: TerminationRecord?
 
     /// Creates the app, not running. Services of the listeners are made from `services`.
     ///
@@ -247,73 +230,6 @@ public final class App {
         wakeHook = nil
     }
 
-    // MARK: Wake-ups (SPEC section 6)
-
-    /// Runs the suspended app in the background for a moment, as iOS wakes a VoIP app: state background
-    /// (no did-become-active), timers and reads resume, `on-voip-data` runs for VoIP data; after the
-    /// handler (at the latest after `keepalive-budget`) the app is suspended again, not killed.
-    func wake(for reason: WakeReason) {
-        send(.wake(reason))
-    }
-
-    private func startWakeHandler(_ reason: WakeReason) {
-        if case .voipData = reason, let command = configuration.voipDataHook {
-            wakeHook = hooks.run(command, event: "voip-data") { [weak self] _ in
-                guard let self, wakeHook != nil else { return }
-                wakeHook = nil
-                send(.wakeHandlerDone)
-            }
-        }
-        timers.fireDeferred()
-        if wakeHook == nil {
-            // The protocol handler runs right after this (same loop turn); then the wake-up is over.
-            loop.schedule(after: .zero) { [weak self] in self?.send(.wakeHandlerDone) }
-        }
-    }
-
-    // MARK: Reconfiguration
-
-    /// What the lifecycle reads of the configuration and the app's attachments.
-    private static func settings(_ configuration: AppConfiguration, backgroundMode: BackgroundMode, hasDelegate: Bool,
-                                 program: (any AppProgram)?) -> AppLifecycle.Settings {
-        AppLifecycle.Settings(traits: configuration.traits(hasDelegate: hasDelegate), budgets: configuration.budgets,
-                              autoSuspend: configuration.autoSuspend, reclaimOnSuspend: configuration.reclaimOnSuspend,
-                              relaunchInBackground: configuration.launch == .background,
-                              silentProgram: program.map { !$0.speaksProtocol } ?? false,
-                              continuousMode: backgroundMode == .continuous)
-    }
-
-    func settingsChanged() {
-        send(.settingsChanged(Self.settings(configuration, backgroundMode: backgroundMode, hasDelegate: delegate != nil,
-                                            program: program)))
-    }
-
-    /// Whether `newConfiguration` can replace the running one without restarting the app: the same name and
-    /// the same listeners.
-    public func canUpdateInPlace(to newConfiguration: AppConfiguration) -> Bool {
-        newConfiguration.canReplaceInPlace(configuration)
-    }
-
-    /// Applies a reloaded configuration with the same listeners: budgets, hooks, launch mode and suspension
-    /// settings take effect from now on (a transition already running keeps the budget it started with).
-    /// The background mode follows the config only if the config changed it. Returns false, changing
-    /// nothing, when the configuration cannot replace this one in place.
-    @discardableResult
-    public func update(configuration newConfiguration: AppConfiguration) -> Bool {
-        guard retirement == nil, canUpdateInPlace(to: newConfiguration) else { return false }
-        let modeChanged = newConfiguration.backgroundMode != configuration.backgroundMode
-        configuration = newConfiguration
-        backgroundTasks.update(budgets: newConfiguration.budgets, expirationHook: newConfiguration.expirationHook)
-        if modeChanged { backgroundMode = newConfiguration.backgroundMode }
-        settingsChanged()
-        return true
-    }
-
-    /// Takes the last termination of the app this one replaces (a reload restarted it).
-    public func inheritLastTermination(from old: App) {
-        inheritedTermination = old.lastTermination
-    }
-
     // MARK: Leaving the daemon
 
     /// Drains the app before its owner lets it go: commands still queued are answered `.cancelled(reason)`
@@ -332,43 +248,4 @@ public final class App {
         onEvent = nil
         logger.info("retired: \(reason)")
     }
-
-    // MARK: Status
-
-    /// A snapshot for `status`.
-    public var status: AppStatus {
-        let now = MonotonicTime.now()
-        return AppStatus(name: name, state: state, suspendPending: suspendPending,
-                         backgroundTimeRemaining: backgroundTimeRemaining,
-                         backgroundMode: backgroundMode,
-                         listeners: sockets.listenerStatus,
-                         sockets: sockets.dataSocketStatus,
-                         tasks: backgroundTasks.tasks.map { TaskStatus(id: $0.id, name: $0.name, age: now - $0.begunAt) },
-                         lastTermination: lastTermination,
-                         lastStages: lifecycle.lastStages,
-                         program: program?.status)
-    }
-}
-
-extension App: BackgroundTasksOwner {
-    func backgroundTasksRequireKill(_ timeout: WatchdogTimeout) {
-        if timeout.stage == .backgroundTask {
-            let open = backgroundTasks.tasks.map { String($0.id) }.joined(separator: ", ")
-            logger.error("background task(s) \(open) still open after the background time and its grace")
-        }
-        send(.watchdog(timeout))
-    }
-
-    func backgroundTasksDidChange() {
-        send(.tasksChanged(open: backgroundTasks.tasks.count, expirationRunning: backgroundTasks.isRunningExpiration))
-    }
-
-    func backgroundTasksReport(_ event: AppEvent) {
-        emit(event)
-    }
-}
-
-func format(_ duration: Duration) -> String {
-    let ms = duration.milliseconds
-    return ms < 10_000 ? "\(Int(ms.rounded()))ms" : "\(Int(duration.seconds.rounded()))s"
 }

@@ -21,6 +21,23 @@
 
 import NetLifeEvent
 
+/// How a command sent to an app ended.
+public enum TransitionOutcome: Equatable, Sendable {
+    /// The app was already in the asked-for state; nothing ran.
+    case already(AppState)
+    /// The command is impossible in the app's state; nothing changed.
+    case refused(String)
+    /// The transition ran: the app is now in this state; the stages and their durations.
+    case completed(AppState, [StageReport])
+    /// The watchdog killed the app during the transition.
+    case killed(WatchdogTimeout)
+    /// `suspend` of an app that is not suspend-eligible yet: it suspends once it is; the reason says what
+    /// keeps it in background.
+    case suspendPending(reason: String)
+    /// The app left the daemon (a reload removed or replaced it) before the command could run.
+    case cancelled(String)
+}
+
 /// Identifies the completion of a command in the shell (`App` keeps the closures; this value keeps numbers).
 public typealias CommandTicket = Int
 

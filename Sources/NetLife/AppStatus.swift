@@ -108,3 +108,19 @@ public struct AppStatus: Equatable, Sendable {
     /// A process app's program.
     public var program: ProgramStatus? = nil
 }
+
+extension App {
+    /// A snapshot for `status`.
+    public var status: AppStatus {
+        let now = MonotonicTime.now()
+        return AppStatus(name: name, state: state, suspendPending: suspendPending,
+                         backgroundTimeRemaining: backgroundTimeRemaining,
+                         backgroundMode: backgroundMode,
+                         listeners: sockets.listenerStatus,
+                         sockets: sockets.dataSocketStatus,
+                         tasks: backgroundTasks.tasks.map { TaskStatus(id: $0.id, name: $0.name, age: now - $0.begunAt) },
+                         lastTermination: lastTermination,
+                         lastStages: lifecycle.lastStages,
+                         program: program?.status)
+    }
+}

@@ -19,3 +19,9 @@ extension Duration {
         return nil
     }
 }
+
+/// A duration for the log: milliseconds below 10 s, whole seconds above.
+func format(_ duration: Duration) -> String {
+    let ms = duration.milliseconds
+    return ms < 10_000 ? "\(Int(ms.rounded()))ms" : "\(Int(duration.seconds.rounded()))s"
+}

@@ -1,5 +1,6 @@
-// What the system takes back from an app (SPEC section 6): socket reclaim while suspended, and the whole app
-// under memory pressure; and the data sockets a Swift app opens itself.
+// The app's sockets as the system treats them while it is suspended (SPEC section 6): a wake-up for VoIP data
+// or a keep-alive, socket reclaim, and memory pressure, which takes the whole app; and the data sockets a
+// Swift app opens itself.
 
 import NetLifeEvent
 
@@ -9,6 +10,28 @@ public struct ReclaimRefusal: Error, Equatable, Sendable {
 }
 
 extension App {
+    /// Runs the suspended app in the background for a moment, as iOS wakes a VoIP app: state background
+    /// (no did-become-active), timers and reads resume, `on-voip-data` runs for VoIP data; after the
+    /// handler (at the latest after `keepalive-budget`) the app is suspended again, not killed.
+    func wake(for reason: WakeReason) {
+        send(.wake(reason))
+    }
+
+    func startWakeHandler(_ reason: WakeReason) {
+        if case .voipData = reason, let command = configuration.voipDataHook {
+            wakeHook = hooks.run(command, event: "voip-data") { [weak self] _ in
+                guard let self, wakeHook != nil else { return }
+                wakeHook = nil
+                send(.wakeHandlerDone)
+            }
+        }
+        timers.fireDeferred()
+        if wakeHook == nil {
+            // The protocol handler runs right after this (same loop turn); then the wake-up is over.
+            loop.schedule(after: .zero) { [weak self] in self?.send(.wakeHandlerDone) }
+        }
+    }
+
     /// Socket resource reclaim (`netlifectl reclaim`, `lock`, `reclaim-on-suspend`): every non-VoIP socket
     /// of the suspended app becomes defunct (the peer sees RST; the app's first use of it fails).
     /// Refused, changing nothing, unless the app is suspended.

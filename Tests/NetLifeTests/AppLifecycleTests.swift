@@ -1,0 +1,431 @@
+// AppLifecycle, the pure machine behind App, driven with a fake clock: each phase meets each event (the table
+// below), then the paths the table cannot show (a transition walked step by step, restarts, wake-ups).
+
+import NetLife
+import NetLifeEvent
+import Testing
+
+private func at(_ ms: UInt64) -> MonotonicTime { MonotonicTime(nanoseconds: 1_000_000_000 + ms * 1_000_000) }
+
+/// Drives a machine as App does: an event, then every action it queued.
+private struct Driver {
+    var machine: AppLifecycle
+    var clock: UInt64 = 0
+    private var nextTicket: CommandTicket = 1
+
+    init(_ settings: AppLifecycle.Settings = AppLifecycle.Settings(), restart: RestartMode = .no) {
+        machine = AppLifecycle(name: "app", settings: settings, restart: restart)
+    }
+
+    @discardableResult
+    mutating func send(_ event: AppLifecycle.Event) -> [AppLifecycle.Action] {
+        machine.handle(event, now: at(clock))
+        var actions: [AppLifecycle.Action] = []
+        while let action = machine.nextAction(now: at(clock)) { actions.append(action) }
+        return actions
+    }
+
+    @discardableResult
+    mutating func command(_ command: LifecycleCommand) -> [AppLifecycle.Action] {
+        defer { nextTicket += 1 }
+        return send(.command(command, cause: .command, ticket: nextTicket))
+    }
+
+    /// Lets `ms` pass and tells the machine its deadline may have come.
+    @discardableResult
+    mutating func wait(_ ms: UInt64) -> [AppLifecycle.Action] {
+        clock += ms
+        return send(.clock)
+    }
+
+    /// The phase and state, as the table spells them; "(timer)" when a deadline is armed.
+    var summary: String { "\(machine.phase.name) \(machine.state)\(machine.nextDeadline == nil ? "" : " (timer)")" }
+}
+
+/// The short form of an action the table compares.
+private func brief(_ action: AppLifecycle.Action) -> String? {
+    switch action {
+    case .enter(let from, let to): return "\(from)>\(to)"
+    case .complete(_, let outcome):
+        switch outcome {
+        case .already: return "=already"
+        case .refused: return "=refused"
+        case .completed(let state, _): return "=\(state)"
+        case .killed: return "=killed"
+        case .suspendPending: return "=pending"
+        case .cancelled: return "=cancelled"
+        }
+    case .emit(.stopped(let record)): return "stopped:\(record.reason.name)"
+    case .emit(.watchdogKilled): return "watchdog"
+    case .emit(.woken): return "woken"
+    case .emit: return nil
+    case .tearDown: return "teardown"
+    case .suspend: return "suspend"
+    case .runHook(let event): return "hook:\(event)"
+    case .startProgram: return "start-program"
+    case .deliverToProgram(let event, _): return "program:\(event)"
+    case .callDelegate(let event): return "delegate:\(event)"
+    case .startWakeHandler: return "wake-handler"
+    case .endWake(let kill): return kill ? "end-wake!" : "end-wake"
+    case .reclaim: return "reclaim"
+    case .perform, .transitionStarted, .transitionEnded, .removeTasks, .resumeForWake, .log: return nil
+    }
+}
+
+private let hookOnBackground = LifecycleTraits(hooks: [.didEnterBackground])
+private let everyDeadline: UInt64 = 120_000
+
+/// Each phase the machine can rest or wait in, built by commands from a fresh machine.
+private let phases: [(name: String, make: @Sendable () -> Driver)] = [
+    ("not-running", { Driver() }),
+    ("restart-due", {
+        var d = Driver(AppLifecycle.Settings(traits: LifecycleTraits(hasProgram: true)), restart: .always)
+        d.command(.launch(background: false))
+        d.send(.stepDone)   // the program started
+        d.send(.stepDone)   // it answered did-finish-launching
+        d.send(.stepDone)   // and did-become-active
+        d.send(.programExited(.exited(1), reason: nil))
+        return d
+    }),
+    ("active", { var d = Driver(); d.command(.launch(background: false)); return d }),
+    ("interrupted", { var d = Driver(); d.command(.launch(background: false)); d.command(.interruptBegin); return d }),
+    ("background", {
+        var d = Driver(AppLifecycle.Settings(autoSuspend: .seconds(1)))
+        d.command(.launch(background: false))
+        d.command(.background)
+        return d
+    }),
+    ("suspend-pending", {
+        var d = Driver()
+        d.command(.launch(background: false))
+        d.command(.background)
+        d.send(.tasksChanged(open: 1, expirationRunning: false))
+        d.command(.suspend)
+        return d
+    }),
+    ("suspended", { var d = Driver(); d.command(.launch(background: true)); d.command(.suspend); return d }),
+    ("transition", {
+        var d = Driver(AppLifecycle.Settings(traits: hookOnBackground))
+        d.command(.launch(background: false))
+        d.command(.background)
+        return d
+    }),
+    ("waking", { var d = Driver(); d.command(.launch(background: true)); d.command(.suspend); d.send(.wake(.voipData(socket: "v"))); return d }),
+    ("retired", { var d = Driver(); d.command(.launch(background: false)); d.send(.retire("removed")); return d }),
+]
+
+private let events: [(name: String, send: @Sendable (inout Driver) -> [AppLifecycle.Action])] = [
+    ("foreground", { $0.command(.foreground) }),
+    ("terminate", { $0.command(.terminate) }),
+    ("step-done", { $0.send(.stepDone) }),
+    ("deadline", { $0.wait(everyDeadline) }),
+    ("last-task-ended", { $0.send(.tasksChanged(open: 0, expirationRunning: false)) }),
+    ("continuous-mode", { d in
+        var settings = d.machine.settings
+        settings.continuousMode = true
+        return d.send(.settingsChanged(settings))
+    }),
+    ("wake", { $0.send(.wake(.voipData(socket: "v"))) }),
+    ("wake-handler-done", { $0.send(.wakeHandlerDone) }),
+    ("program-exited", { $0.send(.programExited(.exited(1), reason: nil)) }),
+    ("task-watchdog", { $0.send(.watchdog(WatchdogTimeout(stage: .backgroundTask, budget: .seconds(1), elapsed: .seconds(2)))) }),
+    ("memory-pressure", { $0.send(.memoryPressure) }),
+    ("retire", { $0.send(.retire("removed")) }),
+]
+
+/// What each event does in each phase: the phase and state after it, and the actions (in brief) it caused.
+private let expected: [String: String] = [
+    "not-running / foreground": "not-running not-running | =refused",
+    "not-running / terminate": "not-running not-running | =already",
+    "not-running / step-done": "not-running not-running | ",
+    "not-running / deadline": "not-running not-running | ",
+    "not-running / last-task-ended": "not-running not-running | ",
+    "not-running / continuous-mode": "not-running not-running | ",
+    "not-running / wake": "not-running not-running | ",
+    "not-running / wake-handler-done": "not-running not-running | ",
+    "not-running / program-exited": "not-running not-running | ",
+    "not-running / task-watchdog": "not-running not-running | ",
+    "not-running / memory-pressure": "not-running not-running | ",
+    "not-running / retire": "retired not-running | teardown",
+    "restart-due / foreground": "not-running not-running (timer) | =refused",
+    "restart-due / terminate": "not-running not-running | =already",
+    "restart-due / step-done": "not-running not-running (timer) | ",
+    "restart-due / deadline": "transition inactive (timer) | not-running>inactive start-program",
+    "restart-due / last-task-ended": "not-running not-running (timer) | ",
+    "restart-due / continuous-mode": "not-running not-running (timer) | ",
+    "restart-due / wake": "not-running not-running (timer) | ",
+    "restart-due / wake-handler-done": "not-running not-running (timer) | ",
+    "restart-due / program-exited": "not-running not-running (timer) | ",
+    "restart-due / task-watchdog": "not-running not-running (timer) | ",
+    "restart-due / memory-pressure": "not-running not-running (timer) | ",
+    "restart-due / retire": "retired not-running | teardown",
+    "active / foreground": "resting active | =already",
+    "active / terminate": "not-running not-running | teardown active>not-running stopped:terminated =not-running",
+    "active / step-done": "resting active | ",
+    "active / deadline": "resting active | ",
+    "active / last-task-ended": "resting active | ",
+    "active / continuous-mode": "resting active | ",
+    "active / wake": "resting active | ",
+    "active / wake-handler-done": "resting active | ",
+    "active / program-exited": "not-running not-running | teardown active>not-running stopped:program-exited",
+    "active / task-watchdog": "not-running not-running | watchdog teardown active>not-running stopped:watchdog",
+    "active / memory-pressure": "resting active | ",
+    "active / retire": "retired not-running | teardown active>not-running",
+    "interrupted / foreground": "resting inactive | =refused",
+    "interrupted / terminate": "not-running not-running | teardown inactive>not-running stopped:terminated =not-running",
+    "interrupted / step-done": "resting inactive | ",
+    "interrupted / deadline": "resting inactive | ",
+    "interrupted / last-task-ended": "resting inactive | ",
+    "interrupted / continuous-mode": "resting inactive | ",
+    "interrupted / wake": "resting inactive | ",
+    "interrupted / wake-handler-done": "resting inactive | ",
+    "interrupted / program-exited": "not-running not-running | teardown inactive>not-running stopped:program-exited",
+    "interrupted / task-watchdog": "not-running not-running | watchdog teardown inactive>not-running stopped:watchdog",
+    "interrupted / memory-pressure": "resting inactive | ",
+    "interrupted / retire": "retired not-running | teardown inactive>not-running",
+    "background / foreground": "resting active | background>inactive inactive>active =active",
+    "background / terminate": "not-running not-running | teardown background>not-running stopped:terminated =not-running",
+    "background / step-done": "resting background (timer) | ",
+    "background / deadline": "resting suspended | suspend background>suspended",
+    "background / last-task-ended": "resting suspended | suspend background>suspended",
+    "background / continuous-mode": "resting background | ",
+    "background / wake": "resting background (timer) | ",
+    "background / wake-handler-done": "resting background (timer) | ",
+    "background / program-exited": "not-running not-running | teardown background>not-running stopped:program-exited",
+    "background / task-watchdog": "not-running not-running | watchdog teardown background>not-running stopped:watchdog",
+    "background / memory-pressure": "resting background (timer) | ",
+    "background / retire": "retired not-running | teardown background>not-running",
+    "suspend-pending / foreground": "resting active | background>inactive inactive>active =active",
+    "suspend-pending / terminate": "not-running not-running | teardown background>not-running stopped:terminated =not-running",
+    "suspend-pending / step-done": "resting background | ",
+    "suspend-pending / deadline": "resting background | ",
+    "suspend-pending / last-task-ended": "resting suspended | suspend background>suspended",
+    "suspend-pending / continuous-mode": "resting background | ",
+    "suspend-pending / wake": "resting background | ",
+    "suspend-pending / wake-handler-done": "resting background | ",
+    "suspend-pending / program-exited": "not-running not-running | teardown background>not-running stopped:program-exited",
+    "suspend-pending / task-watchdog": "not-running not-running | watchdog teardown background>not-running stopped:watchdog",
+    "suspend-pending / memory-pressure": "resting background | ",
+    "suspend-pending / retire": "retired not-running | teardown background>not-running",
+    "suspended / foreground": "resting active | suspended>background background>inactive inactive>active =active",
+    "suspended / terminate": "not-running not-running | teardown suspended>not-running stopped:terminated-while-suspended =not-running",
+    "suspended / step-done": "resting suspended | ",
+    "suspended / deadline": "resting suspended | ",
+    "suspended / last-task-ended": "resting suspended | ",
+    "suspended / continuous-mode": "resting suspended | ",
+    "suspended / wake": "waking background (timer) | suspended>background woken wake-handler",
+    "suspended / wake-handler-done": "resting suspended | ",
+    "suspended / program-exited": "not-running not-running | teardown suspended>not-running stopped:program-exited",
+    "suspended / task-watchdog": "not-running not-running | watchdog teardown suspended>not-running stopped:watchdog",
+    "suspended / memory-pressure": "not-running not-running | teardown suspended>not-running stopped:memory-pressure",
+    "suspended / retire": "retired not-running | teardown suspended>not-running",
+    "transition / foreground": "transition background (timer) | ",
+    "transition / terminate": "transition background (timer) | ",
+    "transition / step-done": "resting background | =background",
+    "transition / deadline": "not-running not-running | watchdog teardown background>not-running stopped:watchdog =killed",
+    "transition / last-task-ended": "transition background (timer) | ",
+    "transition / continuous-mode": "transition background (timer) | ",
+    "transition / wake": "transition background (timer) | ",
+    "transition / wake-handler-done": "transition background (timer) | ",
+    "transition / program-exited": "not-running not-running | teardown background>not-running stopped:program-exited =not-running",
+    "transition / task-watchdog": "not-running not-running | watchdog teardown background>not-running stopped:watchdog =killed",
+    "transition / memory-pressure": "transition background (timer) | ",
+    "transition / retire": "retired not-running | teardown background>not-running =cancelled",
+    "waking / foreground": "resting active | end-wake background>inactive inactive>active =active",
+    "waking / terminate": "not-running not-running | end-wake teardown background>not-running stopped:terminated =not-running",
+    "waking / step-done": "waking background (timer) | ",
+    "waking / deadline": "resting suspended | end-wake! suspend background>suspended",
+    "waking / last-task-ended": "waking background (timer) | ",
+    "waking / continuous-mode": "waking background (timer) | ",
+    "waking / wake": "waking background (timer) | ",
+    "waking / wake-handler-done": "resting suspended | suspend background>suspended",
+    "waking / program-exited": "not-running not-running | teardown background>not-running stopped:program-exited",
+    "waking / task-watchdog": "not-running not-running | watchdog teardown background>not-running stopped:watchdog",
+    "waking / memory-pressure": "waking background (timer) | ",
+    "waking / retire": "retired not-running | teardown background>not-running",
+    "retired / foreground": "retired not-running | =cancelled",
+    "retired / terminate": "retired not-running | =cancelled",
+    "retired / step-done": "retired not-running | ",
+    "retired / deadline": "retired not-running | ",
+    "retired / last-task-ended": "retired not-running | ",
+    "retired / continuous-mode": "retired not-running | ",
+    "retired / wake": "retired not-running | ",
+    "retired / wake-handler-done": "retired not-running | ",
+    "retired / program-exited": "retired not-running | ",
+    "retired / task-watchdog": "retired not-running | ",
+    "retired / memory-pressure": "retired not-running | ",
+    "retired / retire": "retired not-running | ",
+]
+
+@Suite struct AppLifecycleTests {
+    @Test func everyPhaseMeetsEveryEvent() {
+        #expect(expected.count == phases.count * events.count)
+        for phase in phases {
+            for event in events {
+                var driver = phase.make()
+                let actions = event.send(&driver).compactMap(brief).joined(separator: " ")
+                let key = "\(phase.name) / \(event.name)"
+                #expect("\(driver.summary) | \(actions)" == expected[key], "\(key)")
+            }
+        }
+    }
+
+    @Test func aTransitionWaitsForTheProgramAndTheHookAndCallsTheDelegateInBetween() {
+        let traits = LifecycleTraits(hasDelegate: true, hooks: [.didFinishLaunching], hasProgram: true)
+        var d = Driver(AppLifecycle.Settings(traits: traits))
+        #expect(d.command(.launch(background: false)).compactMap(brief) == ["not-running>inactive", "start-program"])
+        #expect(d.machine.waitingFor == .startProgram)
+        #expect(d.send(.stepDone).compactMap(brief) == ["program:did-finish-launching"])
+        #expect(d.send(.stepDone).compactMap(brief) == ["delegate:did-finish-launching", "hook:did-finish-launching"])
+        #expect(d.machine.waitingFor == .hook)
+        // A second step-done for a step nobody waits for changes nothing.
+        d.clock += 5
+        let last = d.send(.stepDone)
+        #expect(last.compactMap(brief) == ["inactive>active", "program:did-become-active"])
+        #expect(d.send(.stepDone).compactMap(brief) == ["delegate:did-become-active", "=active"])
+        #expect(d.send(.stepDone).isEmpty)
+        #expect(d.machine.lastStages.map(\.event) == [.didFinishLaunching, .didBecomeActive])
+        #expect(d.machine.lastStages.first?.duration == .milliseconds(5))
+        #expect(d.machine.restartPolicy.runningSince == at(0))
+    }
+
+    @Test func theWatchdogKillsATransitionAtItsBudgetAndNotBefore() {
+        var settings = AppLifecycle.Settings(traits: hookOnBackground)
+        settings.budgets.background = .seconds(5)
+        var d = Driver(settings)
+        d.command(.launch(background: false))
+        d.command(.background)
+        #expect(d.machine.nextDeadline == at(5_000))
+        #expect(d.wait(4_999).isEmpty)
+        let kill = d.wait(2)
+        #expect(kill.contains(.emit(.watchdogKilled(WatchdogTimeout(stage: .transition(.didEnterBackground), budget: .seconds(5), elapsed: .milliseconds(5_001))))))
+        #expect(kill.contains(.complete(2, .killed(WatchdogTimeout(stage: .transition(.didEnterBackground), budget: .seconds(5), elapsed: .milliseconds(5_001))))))
+        #expect(d.machine.lastTermination?.reason.name == "watchdog")
+        // The hook's exit after the kill advances nothing.
+        #expect(d.send(.stepDone).isEmpty)
+    }
+
+    @Test func commandsSentDuringATransitionRunInOrderAfterIt() {
+        var d = Driver(AppLifecycle.Settings(traits: hookOnBackground))
+        d.command(.launch(background: false))
+        d.command(.background)
+        #expect(d.command(.foreground).isEmpty)
+        #expect(d.command(.terminate).isEmpty)
+        #expect(d.machine.commandsQueued == 2)
+        let rest = d.send(.stepDone).compactMap(brief)
+        #expect(rest == ["=background", "background>inactive", "inactive>active", "=active",
+                         "teardown", "active>not-running", "stopped:terminated", "=not-running"])
+    }
+
+    @Test func retiringAnswersTheRunningAndQueuedCommandsCancelled() {
+        var d = Driver(AppLifecycle.Settings(traits: hookOnBackground))
+        d.command(.launch(background: false))
+        d.command(.background)
+        d.command(.foreground)
+        let actions = d.send(.retire("removed by reload"))
+        #expect(actions.filter { if case .complete = $0 { true } else { false } } == [
+            .complete(2, .cancelled("removed by reload")), .complete(3, .cancelled("removed by reload")),
+        ])
+        #expect(d.command(.launch(background: false)) == [.complete(4, .cancelled("removed by reload"))])
+    }
+
+    @Test func autoSuspendWaitsItsDelayAndATaskHoldsItBack() {
+        var d = Driver(AppLifecycle.Settings(autoSuspend: .seconds(1)))
+        d.command(.launch(background: false))
+        d.clock = 100
+        d.command(.background)
+        #expect(d.machine.nextDeadline == at(1_100))
+        d.send(.tasksChanged(open: 1, expirationRunning: false))
+        #expect(d.machine.nextDeadline == nil)
+        #expect(d.machine.suspendBlocker == "1 background task is open")
+        // iOS suspends the app as soon as its last task ends, not after auto-suspend.
+        #expect(d.send(.tasksChanged(open: 0, expirationRunning: false)).compactMap(brief) == ["suspend", "background>suspended"])
+    }
+
+    @Test func suspendPendingSuspendsWhenTheExpirationHandlerEnds() {
+        var d = Driver()
+        d.command(.launch(background: false))
+        d.command(.background)
+        d.send(.tasksChanged(open: 1, expirationRunning: false))
+        #expect(d.command(.suspend) == [.log(.info, "suspend pending: 1 background task is open"), .complete(3, .suspendPending(reason: "1 background task is open"))])
+        d.send(.tasksChanged(open: 1, expirationRunning: true))
+        #expect(d.send(.tasksChanged(open: 1, expirationRunning: false)).isEmpty)
+        #expect(d.machine.suspendPending)
+        #expect(d.send(.tasksChanged(open: 0, expirationRunning: false)).compactMap(brief) == ["suspend", "background>suspended"])
+        #expect(!d.machine.suspendPending)
+    }
+
+    @Test func anAppThatExitsOnSuspendPassesThroughSuspendedToNotRunning() {
+        var d = Driver(AppLifecycle.Settings(traits: LifecycleTraits(exitsOnSuspend: true)))
+        d.command(.launch(background: false))
+        let actions = d.command(.background).compactMap(brief)
+        #expect(actions == ["active>inactive", "inactive>background", "teardown", "background>suspended",
+                            "suspended>not-running", "stopped:exited-on-suspend", "=not-running"])
+        #expect(d.command(.launch(background: true)).compactMap(brief) == ["=refused"])
+    }
+
+    @Test func aProgramThatKeepsFailingIsRestartedWithBackOffUntilTheStartLimit() {
+        var d = Driver(AppLifecycle.Settings(traits: LifecycleTraits(hasProgram: true)), restart: .onFailure)
+        func runToActive(_ d: inout Driver) {
+            d.send(.stepDone)
+            d.send(.stepDone)
+            d.send(.stepDone)
+        }
+        d.command(.launch(background: false))
+        runToActive(&d)
+        var delays: [Duration] = []
+        for _ in 0..<4 {
+            d.send(.programExited(.exited(1), reason: nil))
+            guard let deadline = d.machine.nextDeadline else { break }
+            delays.append(deadline - at(d.clock))
+            d.clock = deadline.nanoseconds / 1_000_000 - 1_000
+            #expect(d.send(.clock).compactMap(brief) == ["not-running>inactive", "start-program"])
+            runToActive(&d)
+        }
+        #expect(delays == [.milliseconds(100), .milliseconds(200), .milliseconds(400), .milliseconds(800)])
+        // The fifth start within 10 s was the last the start limit allows: the sixth is refused.
+        d.send(.programExited(.exited(1), reason: nil))
+        #expect(d.machine.nextDeadline == nil)
+        #expect(d.machine.lastTermination?.reason.name == "program-exited")
+        if case .programExited(let text) = d.machine.lastTermination?.reason { #expect(text.contains("status 1; ")) }
+        // `netlifectl launch` starts the rules over.
+        d.command(.launch(background: false))
+        runToActive(&d)
+        d.send(.programExited(.exited(1), reason: nil))
+        #expect(d.machine.nextDeadline.map { $0 - at(d.clock) } == .milliseconds(100))
+    }
+
+    @Test func aRestartAfterABackgroundLaunchComesBackInTheBackground() {
+        var d = Driver(AppLifecycle.Settings(traits: LifecycleTraits(hasProgram: true), relaunchInBackground: true), restart: .always)
+        d.command(.launch(background: true))
+        d.send(.stepDone)
+        d.send(.stepDone)
+        d.send(.stepDone)
+        d.send(.programExited(.signaled(9), reason: nil))
+        #expect(d.wait(100).compactMap(brief) == ["not-running>background", "start-program"])
+    }
+
+    @Test func aWakeRunsUntilItsHandlerIsDoneOrItsBudget() {
+        var settings = AppLifecycle.Settings()
+        settings.budgets.keepalive = .seconds(10)
+        var d = Driver(settings)
+        d.command(.launch(background: true))
+        d.command(.suspend)
+        let wake = d.send(.wake(.keepalive(socket: "k")))
+        #expect(wake == [.log(.info, "woken: keep-alive of socket k"), .resumeForWake, .enter(from: .suspended, to: .background),
+                         .emit(.woken(.keepalive(socket: "k"))), .startWakeHandler(.keepalive(socket: "k"))])
+        #expect(d.machine.nextDeadline == at(10_000))
+        #expect(d.machine.suspendBlocker == "it was woken and its handler is running")
+        // A task begun by the handler keeps the app awake after it; its end suspends it at once.
+        d.send(.tasksChanged(open: 1, expirationRunning: false))
+        #expect(d.send(.wakeHandlerDone).isEmpty)
+        #expect(d.machine.state == .background)
+        #expect(d.send(.tasksChanged(open: 0, expirationRunning: false)).compactMap(brief) == ["suspend", "background>suspended"])
+    }
+
+    @Test func reclaimOnSuspendReclaimsAfterEnteringSuspended() {
+        var d = Driver(AppLifecycle.Settings(reclaimOnSuspend: true))
+        d.command(.launch(background: true))
+        #expect(d.command(.suspend) == [.suspend, .enter(from: .background, to: .suspended), .reclaim, .complete(2, .completed(.suspended, []))])
+    }
+}
