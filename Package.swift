@@ -33,10 +33,15 @@ let package = Package(
             pkgConfig: "libsystemd",
             providers: [.apt(["libsystemd-dev"])]
         ),
+        .systemLibrary(
+            name: "COpenSSL",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
         .target(name: "NetLifeEvent", dependencies: ["CLibevent"], swiftSettings: release),
         // The logger writes structured records to journald through libsystemd (sd_journal_sendv).
         .target(name: "NetLife", dependencies: ["NetLifeEvent", "CSystemd"], swiftSettings: release),
-        .target(name: "NetLifeServices", dependencies: ["NetLife"], swiftSettings: release),
+        .target(name: "NetLifeServices", dependencies: ["NetLife", "COpenSSL"], swiftSettings: release),
         .target(name: "NetLifeControl", swiftSettings: release),
         .target(name: "NetLifeDaemon", dependencies: ["NetLife", "NetLifeServices", "NetLifeControl", "CAvahi"], swiftSettings: release),
         .executableTarget(name: "netlifed", dependencies: ["NetLifeDaemon"], swiftSettings: release),

@@ -1,6 +1,10 @@
-// Small state files that must survive a crash whole or not at all: a transfer's record, the daemon's list of
-// transfers. Written to a temporary file, fsynced, renamed over the old one, and the directory fsynced, so
-// that a reader after `kill -9` or a power cut finds either the old contents or the new, never a mix.
+// The file calls of the transfers, each result checked (as SocketCalls checks the socket calls): a write,
+// fsync, rename or unlink that fails returns a SystemError naming the call and the path, which the transfer
+// turns into a pause, so that a record never claims bytes the disk did not take.
+//
+// Small state files that must survive a crash whole or not at all (a transfer's record, the daemon's list of
+// transfers) are written to a temporary file, fsynced, renamed over the old one, and the directory fsynced,
+// so that a reader after `kill -9` or a power cut finds either the old contents or the new, never a mix.
 
 @preconcurrency import Glibc
 import NetLifeEvent
@@ -10,41 +14,57 @@ public func writeFileAtomically(_ path: String, _ bytes: [UInt8]) -> SystemError
     let temporary = path + ".tmp"
     let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
     guard fd >= 0 else { return SystemError("open \(temporary)", Errno.current) }
+    let error = writeAll(fd, bytes, to: temporary) ?? syncFile(fd, temporary)
+    close(fd)
+    if let error {
+        unlink(temporary)
+        return error
+    }
+    if let error = renameFile(temporary, to: path) {
+        unlink(temporary)
+        return error
+    }
+    return syncDirectory(of: path)
+}
+
+/// Writes all of `bytes` to `fd` (retrying short writes and EINTR).
+func writeAll(_ fd: CInt, _ bytes: some Collection<UInt8>, to path: String) -> SystemError? {
+    let bytes = Array(bytes)
     var written = 0
     while written < bytes.count {
         let result = bytes[written...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
         if result < 0 {
             if errno == EINTR { continue }
-            let error = SystemError("write \(temporary)", Errno.current)
-            close(fd)
-            unlink(temporary)
-            return error
+            return SystemError("write \(path)", Errno.current)
         }
         written += result
     }
-    let synced = fsync(fd) == 0 ? nil : SystemError("fsync \(temporary)", Errno.current)
-    close(fd)
-    if let synced {
-        unlink(temporary)
-        return synced
-    }
-    guard rename(temporary, path) == 0 else {
-        let error = SystemError("rename \(temporary)", Errno.current)
-        unlink(temporary)
-        return error
-    }
-    syncDirectory(of: path)
     return nil
 }
 
+/// fsyncs `fd`, the open file at `path`.
+func syncFile(_ fd: CInt, _ path: String) -> SystemError? {
+    fsync(fd) == 0 ? nil : SystemError("fsync \(path)", Errno.current)
+}
+
+/// Renames `path` to `target`.
+func renameFile(_ path: String, to target: String) -> SystemError? {
+    rename(path, target) == 0 ? nil : SystemError("rename \(path)", Errno.current)
+}
+
+/// Removes the file at `path`; one that is not there is no error.
+func removeFile(_ path: String) -> SystemError? {
+    unlink(path) == 0 || errno == ENOENT ? nil : SystemError("unlink \(path)", Errno.current)
+}
+
 /// fsyncs the directory that holds `path`, so that a rename or unlink in it is on disk.
-public func syncDirectory(of path: String) {
+public func syncDirectory(of path: String) -> SystemError? {
     let directory = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "."
-    let fd = open(directory.isEmpty ? "/" : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-    if fd >= 0 {
-        fsync(fd)
-        close(fd)
-    }
+    let name = directory.isEmpty ? "/" : directory
+    let fd = open(name, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    guard fd >= 0 else { return SystemError("open \(name)", Errno.current) }
+    defer { close(fd) }
+    return syncFile(fd, name)
 }
 
 /// The contents of a small file (at most 64 KiB), or nil when it cannot be read.

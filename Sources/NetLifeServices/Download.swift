@@ -100,7 +100,8 @@ public final class Download: Transfer, ConnectionDelegate {
             logger.info("done: \(machine.bytesDone) bytes")
             perform(machine.renamed())
         case .removeRecord:
-            part.removeRecord()
+            // The file is in place: a record left behind only makes a later run of the same download find it done.
+            if let error = part.removeRecord() { logger.warning("the finished download's record stays: \(error)") }
         case .report(let state):
             if case .paused(let reason) = state { logger.info("paused: \(reason)") }
             if case .failed(let reason) = state { logger.warning("failed: \(reason)") }

@@ -108,7 +108,7 @@ public final class FTPDownload: Transfer, ConnectionDelegate {
             logger.info("done: \(machine.bytesDone) bytes")
             perform(machine.renamed())
         case .removeRecord:
-            part.removeRecord()
+            if let error = part.removeRecord() { logger.warning("the finished download's record stays: \(error)") }
         case .report(let state):
             if case .paused(let reason) = state { logger.info("paused: \(reason)") }
             if case .failed(let reason) = state { logger.warning("failed: \(reason)") }

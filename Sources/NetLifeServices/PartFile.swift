@@ -44,23 +44,14 @@ final class PartFile {
     /// Writes the first `count` bytes of `input` to the end of the part and drains them from `input`.
     func append(_ input: EventBuffer, _ count: Int) -> SystemError? {
         if let error = open() { return error }
-        let bytes = input.peekBytes(limit: count)
-        var written = 0
-        while written < bytes.count {
-            let result = bytes[written...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-            if result < 0 {
-                if errno == EINTR { continue }
-                return SystemError("write", Errno.current)
-            }
-            written += result
-        }
+        if let error = writeAll(fd, input.peekBytes(limit: count), to: path) { return error }
         input.drain(count)
         return nil
     }
 
     /// The record, atomically: the part's bytes reach the disk first, then the record replaces the old one.
     func writeRecord(_ record: DownloadRecord) -> SystemError? {
-        if fd >= 0 { fsync(fd) }
+        if fd >= 0, let error = syncFile(fd, path) { return error }
         return writeFileAtomically(recordPath, Array(record.encoded().utf8))
     }
 
@@ -77,17 +68,14 @@ final class PartFile {
     /// fsyncs and closes the part, renames it to the output path and fsyncs the directory.
     func renameIntoPlace() -> SystemError? {
         if let error = open() { return error }
-        fsync(fd)
+        let synced = syncFile(fd, path)
         close()
-        if rename(path, output) != 0 { return SystemError("rename", Errno.current) }
-        syncDirectory(of: output)
-        return nil
+        return synced ?? renameFile(path, to: output) ?? syncDirectory(of: output)
     }
 
     /// Deletes the record.
-    func removeRecord() {
-        unlink(recordPath)
-        syncDirectory(of: recordPath)
+    func removeRecord() -> SystemError? {
+        removeFile(recordPath) ?? syncDirectory(of: recordPath)
     }
 
     /// Closes the part; the next write opens it again. Calling it again does nothing.

@@ -102,7 +102,9 @@ public final class Upload: Transfer, ConnectionDelegate {
                 perform(machine.pause("cannot write the record: \(error)"))
             }
         case .removeRecord:
-            if unlink(recordPath) == 0 { syncDirectory(of: recordPath) }
+            if let error = removeFile(recordPath) ?? syncDirectory(of: recordPath) {
+                logger.warning("the finished upload's record stays: \(error)")
+            }
         case .report(let state):
             if case .paused(let reason) = state { logger.info("paused at \(machine.bytesDone) bytes: \(reason)") }
             if case .failed(let reason) = state { logger.warning("failed: \(reason)") }

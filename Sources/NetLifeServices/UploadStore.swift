@@ -293,9 +293,9 @@ final class UploadStore {
     func complete(_ resource: UploadResource, fd: CInt) -> Result<Bool, CompletionFailure> {
         // Private (0600) while partial; the finished file is readable as a served file would be.
         fchmod(fd, 0o644)
-        let synced = fsync(fd) == 0 ? nil : Errno.current
+        let synced = syncFile(fd, partPath(resource.id))
         close(fd)
-        if let synced { return .failure(CompletionFailure(reason: "fsync: \(synced)")) }
+        if let synced { return .failure(CompletionFailure(reason: "\(synced)")) }
         let target: (directory: CInt, name: String, exists: Bool)
         switch openTarget(resource.target) {
         case .success(let opened): target = opened
@@ -307,9 +307,11 @@ final class UploadStore {
         guard renameat(AT_FDCWD, partPath(resource.id), target.directory, target.name) == 0 else {
             return .failure(CompletionFailure(reason: "rename: \(Errno.current)"))
         }
-        fsync(target.directory)
+        let directorySynced = syncFile(target.directory, "the directory of \(resource.target)")
         // The file is in place: a record that cannot be written only costs a late HEAD its answer (404).
         _ = writeRecord(resource.id, UploadResourceRecord(target: resource.target, length: resource.offset, completeLength: resource.offset))
+        // The rename may not survive a power cut: the client is told, and may send the last bytes again.
+        if let directorySynced { return .failure(CompletionFailure(reason: "\(directorySynced)")) }
         return .success(target.exists)
     }
 }
