@@ -39,7 +39,7 @@ let package = Package(
         // lifecycle channel both speak.
         .target(name: "NetLifeJSON", swiftSettings: release),
         // The logger writes structured records to journald through libsystemd (sd_journal_sendv).
-        .target(name: "NetLife", dependencies: ["NetLifeEvent", "CSystemd"], swiftSettings: release),
+        .target(name: "NetLife", dependencies: ["NetLifeEvent", "NetLifeJSON", "CSystemd"], swiftSettings: release),
         .target(name: "NetLifeServices", dependencies: ["NetLife"], swiftSettings: release),
         .target(name: "NetLifeControl", dependencies: ["NetLifeJSON"], swiftSettings: release),
         .target(name: "NetLifeDaemon", dependencies: ["NetLife", "NetLifeServices", "NetLifeControl", "CAvahi"], swiftSettings: release),
@@ -50,7 +50,7 @@ let package = Package(
         // What several test targets share (loop and socket helpers); a plain target, so the tests can import it.
         .target(name: "NetLifeTestSupport", dependencies: ["NetLifeEvent"], path: "Tests/NetLifeTestSupport"),
         .testTarget(name: "NetLifeEventTests", dependencies: ["NetLifeEvent", "NetLifeTestSupport"]),
-        .testTarget(name: "NetLifeTests", dependencies: ["NetLife"]),
+        .testTarget(name: "NetLifeTests", dependencies: ["NetLife", "NetLifeTestSupport"]),
         .testTarget(name: "NetLifeServicesTests", dependencies: ["NetLifeServices", "NetLifeTestSupport"]),
         .testTarget(name: "NetLifeJSONTests", dependencies: ["NetLifeJSON"]),
         .testTarget(name: "NetLifeControlTests", dependencies: ["NetLifeControl"]),

@@ -2,12 +2,11 @@
 // packages: LifecycleChannelTests runs it on generated mixtures of protocol lines and garbage, and the
 // libFuzzer target fuzz-lifecycle runs it on every input (Fuzz/Sources/fuzz-lifecycle links this very file
 // through a symbolic link: a test target cannot be a dependency of another package, and the harness should
-// not ship in NetLifeDaemon). So it uses only the public API, imports only what both packages see, and
+// not ship in NetLife). So it uses only the public API, imports only what both packages see, and
 // reports a failure as a value instead of `#expect` or `fatalError`.
 
 import NetLife
-import NetLifeControl
-import NetLifeDaemon
+import NetLifeJSON
 
 /// The clock of the harness: `milliseconds` after an arbitrary start.
 private func harnessTime(_ milliseconds: Int) -> MonotonicTime {

@@ -4,10 +4,9 @@
 // fuzz harness (checkLifecycleChannel, in LifecycleChannelHarness.swift, shared with Fuzz/fuzz-lifecycle) on
 // generated mixtures of lines and garbage.
 
-@testable import NetLifeDaemon
-import NetLife
-import NetLifeControl
+@testable import NetLife
 import NetLifeEvent
+import NetLifeJSON
 import Testing
 
 private func at(_ milliseconds: Int) -> MonotonicTime {

@@ -40,9 +40,8 @@
 // cuts the program off when what waits to be sent to it passes `maxPendingOutputBytes` (a program that
 // sends requests and never reads the answers).
 
-import NetLife
-import NetLifeControl
 import NetLifeEvent
+import NetLifeJSON
 
 /// The protocol state of one program's channel.
 public struct LifecycleChannelState: Sendable {

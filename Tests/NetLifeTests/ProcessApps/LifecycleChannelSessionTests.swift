@@ -3,7 +3,7 @@
 // already read are handed over without waiting for more, and what the session holds stays bounded however
 // much a program writes.
 
-@testable import NetLifeDaemon
+@testable import NetLife
 import Glibc
 import NetLifeEvent
 import NetLifeTestSupport

@@ -9,14 +9,13 @@
 // them is left, and a launch waits for them (`afterEarlierRunsEnd`).
 
 @preconcurrency import Glibc
-import NetLife
 import NetLifeEvent
 
-/// A process app's program on the loop.
-final class ProcessProgram: AppProgram {
-    var onExit: ((ChildExitStatus) -> Void)?
-    var beginTask: ((String?) -> BackgroundTaskIdentifier)?
-    var endTask: ((BackgroundTaskIdentifier) -> Void)?
+/// A process app's program on the loop: what the daemon hands an App whose configuration has a program.
+public final class ProcessProgram: AppProgram {
+    public var onExit: ((ChildExitStatus) -> Void)?
+    public var beginTask: ((String?) -> BackgroundTaskIdentifier)?
+    public var endTask: ((BackgroundTaskIdentifier) -> Void)?
 
     private let app: String
     private let configuration: ProgramConfiguration
@@ -36,7 +35,8 @@ final class ProcessProgram: AppProgram {
     /// Called when the stage awaited is answered.
     private var answered: (() -> Void)?
 
-    init(app: String, configuration: ProgramConfiguration, environment: [String: String], loop: EventLoop, logger: Logger) {
+    /// A program for app `app`, run as `configuration` says with `environment` (the hooks'), on `loop`.
+    public init(app: String, configuration: ProgramConfiguration, environment: [String: String], loop: EventLoop, logger: Logger) {
         self.app = app
         self.configuration = configuration
         self.environment = environment
@@ -44,13 +44,13 @@ final class ProcessProgram: AppProgram {
         self.logger = logger.labeled("app \(app) program").adding(field: "NETLIFE_APP", app)
     }
 
-    var isRunning: Bool { current?.isRunning ?? false }
-    var speaksProtocol: Bool { channel.isSubscribed && !channel.isClosed }
-    var isGone: Bool { current == nil && endingRuns.isEmpty }
+    public var isRunning: Bool { current?.isRunning ?? false }
+    public var speaksProtocol: Bool { channel.isSubscribed && !channel.isClosed }
+    public var isGone: Bool { current == nil && endingRuns.isEmpty }
 
     // MARK: Starting
 
-    func afterEarlierRunsEnd(_ done: @escaping () -> Void) -> Bool {
+    public func afterEarlierRunsEnd(_ done: @escaping () -> Void) -> Bool {
         guard current == nil, !endingRuns.isEmpty else { return false }
         let left = endingRuns.reduce(0) { $0 + $1.memberCount }
         logger.notice("waiting for run \(endingRuns.map { String($0.number) }.joined(separator: ", ")) to end "
@@ -59,7 +59,7 @@ final class ProcessProgram: AppProgram {
         return true
     }
 
-    func start(listeners: [(name: String, fd: CInt)]) throws(SystemError) {
+    public func start(listeners: [(name: String, fd: CInt)]) throws(SystemError) {
         guard !isRunning else { return }
         // A program that cannot be executed is an error here ("cannot start: execvp(NAME): ..."), not the
         // script's exit 127 after a cgroup was made for it. The script's PATH is the program's.
@@ -172,17 +172,16 @@ final class ProcessProgram: AppProgram {
 
     // MARK: The protocol
 
-    func deliver(_ event: LifecycleEvent, budget: Duration, listeners: NetLife.ListenerHint?, answered: @escaping () -> Void) -> Bool {
+    public func deliver(_ event: LifecycleEvent, budget: Duration, listeners: ListenerHint?, answered: @escaping () -> Void) -> Bool {
         guard isRunning else { return false }
-        let hint = listeners.flatMap { ListenerHint(rawValue: $0.rawValue) }
-        let actions = channel.deliver(event, budget: budget, listeners: hint, now: .now())
+        let actions = channel.deliver(event, budget: budget, listeners: listeners, now: .now())
         if actions.contains(.stageCompleted(event)) { return false }
         self.answered = answered
         perform(actions)
         return true
     }
 
-    func taskExpiring(_ id: BackgroundTaskIdentifier, budget: Duration) {
+    public func taskExpiring(_ id: BackgroundTaskIdentifier, budget: Duration) {
         perform(channel.taskExpiring(id, budget: budget))
     }
 
@@ -222,11 +221,11 @@ final class ProcessProgram: AppProgram {
 
     // MARK: Freezing, ending
 
-    func freeze() { current?.freeze() }
+    public func freeze() { current?.freeze() }
 
-    func thaw() { current?.thaw() }
+    public func thaw() { current?.thaw() }
 
-    func stop(grace: Duration) {
+    public func stop(grace: Duration) {
         afterRunsEnd = nil
         answered = nil
         guard let run = current else { return }
@@ -234,7 +233,7 @@ final class ProcessProgram: AppProgram {
         run.terminate(grace: grace)
     }
 
-    func kill() {
+    public func kill() {
         afterRunsEnd = nil
         answered = nil
         if let run = current { retire(run) }
@@ -267,7 +266,7 @@ final class ProcessProgram: AppProgram {
 
     // MARK: Reclaim, status
 
-    func reclaimSockets() -> Int {
+    public func reclaimSockets() -> Int {
         guard let run = current, run.isRunning, let child = run.child, let pidfd = child.processDescriptor else { return 0 }
         do {
             let report = try ProcessSockets.reclaim(pid: child.pid, pidfd: pidfd, sparing: channel.voipDescriptors)
@@ -284,7 +283,7 @@ final class ProcessProgram: AppProgram {
 
     /// The current run's, else the newest ending run's figures: two small cgroup files per cgroup of its
     /// subtree, whatever the number of processes.
-    var status: ProgramStatus {
+    public var status: ProgramStatus {
         guard let run = current ?? endingRuns.last else {
             return ProgramStatus(pid: nil, cgroup: nil, containment: "process-group", frozen: false, memoryBytes: nil,
                                  speaksProtocol: false, members: 0)

@@ -11,9 +11,8 @@
 
 @preconcurrency import Glibc
 import NetLife
-import NetLifeControl
-import NetLifeDaemon
 import NetLifeEvent
+import NetLifeJSON
 
 /// What the harness chooses besides the stream itself; drawn from a hash of the input by the fuzz target.
 struct ChannelSessionPlan {
