@@ -4,9 +4,11 @@
 // cgroup of its own (ProcessCgroup: v2, else the v1 freezer, else only a process group with SIGSTOP, with a
 // warning), freezes and thaws it, ends it (SIGTERM, then the whole cgroup killed) and resets its TCP
 // connections through pidfd_getfd (ProcessSockets). The lifecycle protocol's rules are
-// LifecycleChannelState's; this class carries its lines. Each start is a ProgramRun of its own: the current
-// run is the one the app drives; runs asked to end, or whose main process exited, are kept until nothing of
-// them is left, and a launch waits for them (`afterEarlierRunsEnd`).
+// LifecycleChannelState's; this class carries its lines. It decides no deadline: an unanswered stage is the
+// App's TransitionPipeline's to kill, and the program's tasks live in the App's BackgroundTaskRegistry
+// (through `beginTask` and `endTask`). Each start is a ProgramRun of its own: the current run is the one the
+// app drives; runs asked to end, or whose main process exited, are kept until nothing of them is left, and a
+// launch waits for them (`afterEarlierRunsEnd`).
 
 @preconcurrency import Glibc
 import NetLifeEvent
@@ -174,7 +176,7 @@ public final class ProcessProgram: AppProgram {
 
     public func deliver(_ event: LifecycleEvent, budget: Duration, listeners: ListenerHint?, answered: @escaping () -> Void) -> Bool {
         guard isRunning else { return false }
-        let actions = channel.deliver(event, budget: budget, listeners: listeners, now: .now())
+        let actions = channel.deliver(event, budget: budget, listeners: listeners)
         if actions.contains(.stageCompleted(event)) { return false }
         self.answered = answered
         perform(actions)
@@ -186,7 +188,7 @@ public final class ProcessProgram: AppProgram {
     }
 
     private func received(_ bytes: [UInt8]) {
-        perform(channel.receive(bytes, now: .now()) { [weak self] name in self?.beginTask?(name) ?? 0 })
+        perform(channel.receive(bytes) { [weak self] name in self?.beginTask?(name) ?? 0 })
     }
 
     private func perform(_ actions: [LifecycleChannelState.Action]) {
@@ -203,12 +205,10 @@ public final class ProcessProgram: AppProgram {
                 let answered = self.answered
                 self.answered = nil
                 answered?()
-            case .watchdogKill:
-                // The app's pipeline deadline is the same budget: its watchdog kills the program.
-                break
             case .endTask(let id):
                 endTask?(id)
-            case .expirationHandled, .declareVoIP:
+            case .declareVoIP:
+                // Kept in the channel's state, which reclaim reads.
                 break
             case .cutOff(let reason):
                 logger.warning("lifecycle channel cut off: \(reason); the app goes on without the protocol")
