@@ -89,7 +89,8 @@ public struct LifecycleChannelState: Sendable {
     /// Descriptors the program declared VoIP.
     public private(set) var voipDescriptors: Set<CInt> = []
     /// The registry's ids of the tasks the program began and has not ended on the channel: what it may end,
-    /// and what ends with the channel. At most the registry's `maxOpenTasks` are open at once.
+    /// and what ends with the channel. The registry alone knows whether a task is still open: one ended
+    /// elsewhere (`netlifectl task end`) keeps its id here, and ending it again ends nothing.
     public private(set) var tasks: Set<BackgroundTaskIdentifier> = []
     /// The start of a line not yet ended; `skipping` while the rest of an overlong line is thrown away.
     private var partialLine: [UInt8] = []
