@@ -51,6 +51,7 @@ public struct DataProtocolDetail: Sendable, Equatable {
 
     /// The name `status` shows it under; each protocol chooses its own.
     public var name: String
+    /// What it is now.
     public var value: Value
 
     public init(_ name: String, _ value: Value) {
@@ -63,6 +64,7 @@ public struct DataProtocolDetail: Sendable, Equatable {
 /// knows no protocol's figures; the built-in ones report theirs (line: `lines`, `lastLine`; imap: `exists`,
 /// `existsUpdates`, `expunges`, `idle`).
 public struct DataProtocolStatus: Sendable, Equatable {
+    /// The details, in the order the protocol reports them.
     public var details: [DataProtocolDetail]
 
     public init(_ details: [DataProtocolDetail] = []) {
