@@ -11,6 +11,7 @@ let package = Package(
     products: [
         .library(name: "NetLife", targets: ["NetLife"]),
         .library(name: "NetLifeServices", targets: ["NetLifeServices"]),
+        .library(name: "NetLifeJSON", targets: ["NetLifeJSON"]),
         .library(name: "NetLifeControl", targets: ["NetLifeControl"]),
         .library(name: "NetLifeDaemon", targets: ["NetLifeDaemon"]),
         .executable(name: "netlifed", targets: ["netlifed"]),
@@ -39,20 +40,24 @@ let package = Package(
             providers: [.apt(["libssl-dev"])]
         ),
         .target(name: "NetLifeEvent", dependencies: ["CLibevent"], swiftSettings: release),
+        // JSON values, parser and serializer: a leaf that the control protocol and the process apps'
+        // lifecycle channel both speak.
+        .target(name: "NetLifeJSON", swiftSettings: release),
         // The logger writes structured records to journald through libsystemd (sd_journal_sendv).
-        .target(name: "NetLife", dependencies: ["NetLifeEvent", "CSystemd"], swiftSettings: release),
+        .target(name: "NetLife", dependencies: ["NetLifeEvent", "NetLifeJSON", "CSystemd"], swiftSettings: release),
         .target(name: "NetLifeServices", dependencies: ["NetLife", "COpenSSL"], swiftSettings: release),
-        .target(name: "NetLifeControl", swiftSettings: release),
+        .target(name: "NetLifeControl", dependencies: ["NetLifeJSON"], swiftSettings: release),
         .target(name: "NetLifeDaemon", dependencies: ["NetLife", "NetLifeServices", "NetLifeControl", "CAvahi"], swiftSettings: release),
         .executableTarget(name: "netlifed", dependencies: ["NetLifeDaemon"], swiftSettings: release),
-        // netlifectl links the protocol alone: no event loop, no framework.
+        // netlifectl links the protocol (and the JSON under it) alone: no event loop, no framework.
         .executableTarget(name: "netlifectl", dependencies: ["NetLifeControl"]),
 
         // What several test targets share (loop and socket helpers); a plain target, so the tests can import it.
         .target(name: "NetLifeTestSupport", dependencies: ["NetLifeEvent"], path: "Tests/NetLifeTestSupport"),
         .testTarget(name: "NetLifeEventTests", dependencies: ["NetLifeEvent", "NetLifeTestSupport"]),
-        .testTarget(name: "NetLifeTests", dependencies: ["NetLife"]),
+        .testTarget(name: "NetLifeTests", dependencies: ["NetLife", "NetLifeTestSupport"]),
         .testTarget(name: "NetLifeServicesTests", dependencies: ["NetLifeServices", "NetLifeTestSupport"]),
+        .testTarget(name: "NetLifeJSONTests", dependencies: ["NetLifeJSON"]),
         .testTarget(name: "NetLifeControlTests", dependencies: ["NetLifeControl"]),
         .testTarget(name: "NetLifeDaemonTests", dependencies: ["NetLifeDaemon", "NetLifeTestSupport"]),
         .testTarget(name: "IntegrationTests", dependencies: ["netlifed", "netlifectl"]),

@@ -4,7 +4,7 @@
 netlifed starts a process app's program (`[app NAME]` with `exec = ...`) with its listeners at descriptors
 3, 4, ... (systemd's socket activation: LISTEN_FDS, LISTEN_PID, LISTEN_FDNAMES) and, after them, its end of
 a socket for lifecycle events, whose number is in NETLIFE_EVENTS: one JSON object a line, the full message set
-in the header of Sources/NetLifeDaemon/LifecycleChannel.swift. A program opts in with {"hello": 1}; then each
+in the header of Sources/NetLife/ProcessApps/LifecycleChannel.swift. A program opts in with {"hello": 1}; then each
 stage of a transition arrives as
     {"event": "did-enter-background", "budget_ms": 5000, "listeners": "stop-polling"}
 and must be answered {"done": "did-enter-background"} within budget_ms, or the watchdog kills the program

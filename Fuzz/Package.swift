@@ -20,6 +20,7 @@ let package = Package(
             name: "FuzzSupport",
             dependencies: [
                 .product(name: "NetLife", package: "netlife"),
+                .product(name: "NetLifeJSON", package: "netlife"),
                 .product(name: "NetLifeControl", package: "netlife"),
                 .product(name: "NetLifeDaemon", package: "netlife"),
             ]

@@ -78,9 +78,8 @@ public final class LineProtocol: DataSocketHandler {
     }
 
     public var protocolStatus: DataProtocolStatus {
-        var status = DataProtocolStatus()
-        status.lines = lines
-        status.lastLine = lastLine
-        return status
+        var details = [DataProtocolDetail("lines", .count(lines))]
+        if let lastLine { details.append(DataProtocolDetail("lastLine", .text(lastLine))) }
+        return DataProtocolStatus(details)
     }
 }

@@ -50,7 +50,7 @@ func configKeys() -> Set<String> {
         keys.insert(String(part.prefix { $0 != "\"" }))
     }
     let services = repositoryFile("Sources/NetLifeServices")
-    for name in ((try? FileManager.default.contentsOfDirectory(atPath: services)) ?? []) where name.hasSuffix(".swift") {
+    for name in (FileManager.default.subpaths(atPath: services) ?? []) where name.hasSuffix(".swift") {
         for part in contents(services + "/" + name).components(separatedBy: "optionKeys: [").dropFirst() {
             let quoted = part.prefix { $0 != "]" }.components(separatedBy: "\"")
             keys.formUnion(quoted.enumerated().filter { $0.offset % 2 == 1 }.map(\.element))

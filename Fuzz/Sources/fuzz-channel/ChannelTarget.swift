@@ -3,7 +3,7 @@
 // input is the stream; a hash of it chooses how often it is repeated (up to 8 times, so that a stream passes a
 // turn's 64 KiB and the kernel's queue), the pieces it is written in, and whether the program reads its
 // answers or never does. The checks are checkLifecycleChannelSession, the harness the unit tests run too
-// (LifecycleChannelSessionHarness.swift is a link to Tests/NetLifeDaemonTests): every byte handed over once and
+// (LifecycleChannelSessionHarness.swift is a link to Tests/NetLifeTests/ProcessApps): every byte handed over once and
 // in order, never more than a turn's share at once or a read's share held, output bounded, every answer one
 // JSON object, the end of the stream seen.
 

@@ -1,1 +1,1 @@
-../../../Tests/NetLifeDaemonTests/LifecycleChannelSessionHarness.swift
+../../../Tests/NetLifeTests/ProcessApps/LifecycleChannelSessionHarness.swift

@@ -1,1 +1,1 @@
-../../../Tests/NetLifeDaemonTests/LifecycleChannelHarness.swift
+../../../Tests/NetLifeTests/ProcessApps/LifecycleChannelHarness.swift

@@ -4,7 +4,7 @@
 // begun, refused and expiring, and must act the same way each time; every line it sends is one JSON object
 // within 4 KiB, it counts at most 16 errors and stays closed after cutting the program off, declares at most
 // 64 VoIP descriptors and sends nothing after the cut-off. The checks are checkLifecycleChannel, the harness
-// the unit tests run too (LifecycleChannelHarness.swift is a link to Tests/NetLifeDaemonTests).
+// the unit tests run too (LifecycleChannelHarness.swift is a link to Tests/NetLifeTests/ProcessApps).
 
 import FuzzSupport
 

@@ -11,9 +11,8 @@
 
 @preconcurrency import Glibc
 import NetLife
-import NetLifeControl
-import NetLifeDaemon
 import NetLifeEvent
+import NetLifeJSON
 
 /// What the harness chooses besides the stream itself; drawn from a hash of the input by the fuzz target.
 struct ChannelSessionPlan {
@@ -72,7 +71,7 @@ func checkLifecycleChannelSession(_ stream: [UInt8], plan: ChannelSessionPlan, l
         session = try LifecycleChannelSession(loop: loop, fd: ours, onBytes: { bytes in
             if bytes.count > LifecycleChannelSession.bytesPerTurn { failure = failure ?? "\(bytes.count) bytes handed over at once" }
             handed += bytes
-            perform(state.receive(bytes, now: .now()) { _ in
+            perform(state.receive(bytes) { _ in
                 nextTask += 1
                 return nextTask % 3 == 0 ? 0 : nextTask
             })

@@ -101,12 +101,12 @@ public final class IMAPProtocol: DataSocketHandler {
     }
 
     public var protocolStatus: DataProtocolStatus {
-        var status = DataProtocolStatus()
-        status.exists = session.exists
-        status.existsUpdates = session.existsUpdates
-        status.expunges = session.expunges
-        status.idle = session.phase == .idling
-        return status
+        var details: [DataProtocolDetail] = []
+        if let exists = session.exists { details.append(DataProtocolDetail("exists", .count(exists))) }
+        details += [DataProtocolDetail("existsUpdates", .count(session.existsUpdates)),
+                    DataProtocolDetail("expunges", .count(session.expunges)),
+                    DataProtocolDetail("idle", .flag(session.phase == .idling))]
+        return DataProtocolStatus(details)
     }
 
     private func perform(_ actions: [IMAPAction], on socket: DataSocket) {

@@ -40,18 +40,41 @@ public enum QuietEntry: Sendable, Equatable {
     case awaitingReply
 }
 
-/// What `status` shows of a protocol's own state; nil fields are left out.
+/// One figure a protocol shows of its own state in `status`, under its own name (`lines`, `exists`, ...).
+public struct DataProtocolDetail: Sendable, Equatable {
+    /// A detail's value: a count, a text or a flag.
+    public enum Value: Sendable, Equatable {
+        case count(Int)
+        case text(String)
+        case flag(Bool)
+    }
+
+    /// The name `status` shows it under; each protocol chooses its own.
+    public var name: String
+    /// What it is now.
+    public var value: Value
+
+    public init(_ name: String, _ value: Value) {
+        self.name = name
+        self.value = value
+    }
+}
+
+/// What `status` shows of a protocol's own state: the details it chose to report, in order. The framework
+/// knows no protocol's figures; the built-in ones report theirs (line: `lines`, `lastLine`; imap: `exists`,
+/// `existsUpdates`, `expunges`, `idle`).
 public struct DataProtocolStatus: Sendable, Equatable {
-    /// Lines received from the peer.
-    public var lines: Int? = nil
-    /// The last line received (truncated for display).
-    public var lastLine: String? = nil
-    /// IMAP: the mailbox size last reported, the EXISTS and EXPUNGE responses received, whether IDLE runs.
-    public var exists: Int? = nil
-    public var existsUpdates: Int? = nil
-    public var expunges: Int? = nil
-    public var idle: Bool? = nil
-    public init() {}
+    /// The details, in the order the protocol reports them.
+    public var details: [DataProtocolDetail]
+
+    public init(_ details: [DataProtocolDetail] = []) {
+        self.details = details
+    }
+
+    /// The value of the detail named `name`, if the protocol reported one.
+    public subscript(name: String) -> DataProtocolDetail.Value? {
+        details.first { $0.name == name }?.value
+    }
 }
 
 /// The protocol spoken on a data socket. Every method runs on the loop thread, never while the app is

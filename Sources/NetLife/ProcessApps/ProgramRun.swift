@@ -6,7 +6,6 @@
 // directories. Signals, counts and removal walk each cgroup's whole subtree (CgroupSubtree).
 
 @preconcurrency import Glibc
-import NetLife
 import NetLifeEvent
 
 /// One start of a process app's program and everything that belongs to it alone. Loop thread only.

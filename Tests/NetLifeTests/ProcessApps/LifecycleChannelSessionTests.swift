@@ -3,7 +3,7 @@
 // already read are handed over without waiting for more, and what the session holds stays bounded however
 // much a program writes.
 
-@testable import NetLifeDaemon
+@testable import NetLife
 import Glibc
 import NetLifeEvent
 import NetLifeTestSupport
@@ -74,7 +74,7 @@ struct LifecycleChannelSessionTests {
         var errors = 0
         let session = try LifecycleChannelSession(loop: loop, fd: ours, onBytes: { bytes in
             handedCount += bytes.count
-            errors += state.receive(bytes, now: .now()) { _ in 0 }.count
+            errors += state.receive(bytes) { _ in 0 }.count
         }, closed: {})
         defer { session.close() }
         let chunk = [UInt8](repeating: UInt8(ascii: "x"), count: 1 << 20)

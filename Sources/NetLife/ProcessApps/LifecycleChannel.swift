@@ -1,10 +1,15 @@
 // The lifecycle protocol of process apps (SPEC section 12), spoken over the Unix stream socket whose
-// descriptor number is in the program's NETLIFE_EVENTS: its codec and bookkeeping as a pure value. Like
-// TransitionPipeline, `LifecycleChannelState` decides and its owner performs: it is fed bytes the program
-// sent, stages to deliver and the clock, and returns actions (lines to send, a stage completed, a task to
-// end on the app's BackgroundTaskRegistry, a watchdog kill, a cut-off). Beginning a task is the one
-// question it asks its owner on the spot (a closure), so that a line that follows a begin-task in the same
-// read is handled knowing the task, however the bytes were split.
+// descriptor number is in the program's NETLIFE_EVENTS: its codec as a pure value. Like TransitionPipeline,
+// `LifecycleChannelState` decides and its owner performs: it is fed bytes the program sent and stages to
+// deliver, and returns actions (lines to send, a stage completed, a task to end, a VoIP declaration, a
+// cut-off). Beginning a task is the one question it asks its owner on the spot (a closure), so that a line
+// that follows a begin-task in the same read is handled knowing the task, however the bytes were split.
+//
+// It keeps no clock and no tasks of its own. The stage's budget is the App's TransitionPipeline's, whose
+// watchdog kills the program when a stage is not answered in time; the channel only tells the program how
+// much of it is left. The tasks are the app's BackgroundTaskRegistry's (their names, expiration and
+// deadlines); the channel keeps only the ids of those the program began, which are the ids the protocol
+// speaks, so that a program ends only its own tasks and those end with the channel.
 //
 // Framing: one JSON object a line (UTF-8, `\n`-terminated), at most 4 KiB a line either way. Members a side
 // does not know are ignored, so that a later version can add some. A line that is too long, not JSON, not an
@@ -31,7 +36,9 @@
 // The program to netlifed:
 //   {"hello": 1}
 //   {"done": "did-enter-background"}   the stage's work is finished
-//   {"done": "task-expiring", "task": ID}   the expiration handler is finished (the task may stay open)
+//   {"done": "task-expiring", "task": ID}   the expiration handler is finished (the task may stay open);
+//                                           accepted for one of its tasks, and changes nothing: the
+//                                           registry's grace is what bounds a task told it is expiring
 //   {"begin-task": "name"}             or {"begin-task": null}; a name is at most 256 bytes
 //   {"end-task": ID}                   only tasks begun on this channel
 //   {"voip": FD}                       one of its descriptors is a VoIP socket (at most 64)
@@ -40,9 +47,8 @@
 // cuts the program off when what waits to be sent to it passes `maxPendingOutputBytes` (a program that
 // sends requests and never reads the answers).
 
-import NetLife
-import NetLifeControl
 import NetLifeEvent
+import NetLifeJSON
 
 /// The protocol state of one program's channel.
 public struct LifecycleChannelState: Sendable {
@@ -63,41 +69,29 @@ public struct LifecycleChannelState: Sendable {
         case send(String)
         /// The program finished this stage: perform the pipeline's next step.
         case stageCompleted(LifecycleEvent)
-        /// The program did not finish a stage within its budget: kill its cgroup.
-        case watchdogKill(WatchdogTimeout)
-        /// End this task, which the program began.
+        /// End this task, which the program began, on the app's registry.
         case endTask(BackgroundTaskIdentifier)
-        /// The expiration handler of this task is finished (`expirationHandlerFinished()` on the registry).
-        case expirationHandled(BackgroundTaskIdentifier)
         /// Spare the socket of this descriptor of the program when reclaiming.
         case declareVoIP(CInt)
         /// Close the channel and go on without the protocol; the reason is for the log.
         case cutOff(String)
     }
 
-    /// A stage sent and not yet answered.
-    public struct AwaitedStage: Equatable, Sendable {
-        public var event: LifecycleEvent
-        public var sentAt: MonotonicTime
-        public var budget: Duration
-        public var deadline: MonotonicTime { sentAt + budget }
-    }
-
     /// Whether the program said hello: stages are sent to it and wait for its answer.
     public private(set) var isSubscribed: Bool
-    /// Whether the channel is over: cut off, closed by the program, or its program killed. Everything it
-    /// is fed afterwards is ignored, and stages complete at once.
+    /// Whether the channel is over: cut off or closed by the program. Everything it is fed afterwards is
+    /// ignored, and stages complete at once.
     public private(set) var isClosed = false
-    /// The stage waiting for the program's answer.
-    public private(set) var awaited: AwaitedStage?
+    /// The stage sent and waiting for the program's answer (how long it may wait is the pipeline's).
+    public private(set) var awaited: LifecycleEvent?
     /// Errors so far.
     public private(set) var errorCount = 0
     /// Descriptors the program declared VoIP.
     public private(set) var voipDescriptors: Set<CInt> = []
-    /// Tasks the program began and has not ended.
+    /// The registry's ids of the tasks the program began and has not ended on the channel: what it may end,
+    /// and what ends with the channel. The registry alone knows whether a task is still open: one ended
+    /// elsewhere (`netlifectl task end`) keeps its id here, and ending it again ends nothing.
     public private(set) var tasks: Set<BackgroundTaskIdentifier> = []
-    /// Tasks told they are expiring whose handler has not finished.
-    public private(set) var expiring: Set<BackgroundTaskIdentifier> = []
     /// The start of a line not yet ended; `skipping` while the rest of an overlong line is thrown away.
     private var partialLine: [UInt8] = []
     private var skipping = false
@@ -108,68 +102,45 @@ public struct LifecycleChannelState: Sendable {
         isSubscribed = subscribed
     }
 
-    /// When `check(now:)` must be called, if nothing else happens first.
-    public var deadline: MonotonicTime? { awaited?.deadline }
-
     // MARK: Stages
 
-    /// Sends a stage to the program, which has `budget` to answer; it completes at once when the program has
-    /// not said hello or the channel is closed. A stage still awaited is replaced (its answer is then an
-    /// error).
-    public mutating func deliver(_ event: LifecycleEvent, budget: Duration, listeners: ListenerHint? = nil,
-                                 now: MonotonicTime) -> [Action] {
+    /// Sends a stage to the program, which has what is left of the pipeline's `budget` to answer (the
+    /// pipeline's watchdog enforces it); it completes at once when the program has not said hello or the
+    /// channel is closed. A stage still awaited is replaced (its answer is then an error).
+    public mutating func deliver(_ event: LifecycleEvent, budget: Duration, listeners: ListenerHint? = nil) -> [Action] {
         guard isSubscribed, !isClosed else { return [.stageCompleted(event)] }
-        awaited = AwaitedStage(event: event, sentAt: now, budget: budget)
+        awaited = event
         var message: JSONObject = ["event": .string(event.rawValue), "budget_ms": .number(Self.milliseconds(budget))]
         if let listeners { message["listeners"] = .string(listeners.rawValue) }
         return [.send(Self.line(message))]
     }
 
-    /// The watchdog's decision at `now`: a kill when the awaited stage is past its budget. The channel is
-    /// over then; a late answer is ignored.
-    public mutating func check(now: MonotonicTime) -> [Action] {
-        guard let stage = awaited, now >= stage.deadline, !isClosed else { return [] }
-        awaited = nil
-        isClosed = true
-        return [.watchdogKill(WatchdogTimeout(stage: .transition(stage.event), budget: stage.budget, elapsed: now - stage.sentAt))]
-    }
-
     // MARK: Tasks
 
-    /// The registry says the background time of task `id` is ending: the line that tells the program, or,
-    /// when the program cannot be told (the task is not its, or the channel is closed), its handler is
-    /// finished at once.
-    public mutating func taskExpiring(_ id: BackgroundTaskIdentifier, budget: Duration) -> [Action] {
-        guard !isClosed, tasks.contains(id) else { return [.expirationHandled(id)] }
-        expiring.insert(id)
+    /// The registry says the background time of task `id` is ending: the line that tells the program, or
+    /// nothing when the program cannot be told (the task is not its, or the channel is closed).
+    public func taskExpiring(_ id: BackgroundTaskIdentifier, budget: Duration) -> [Action] {
+        guard !isClosed, tasks.contains(id) else { return [] }
         return [.send(Self.line(["task-expiring": .number(Double(id)), "budget_ms": .number(Self.milliseconds(budget))]))]
-    }
-
-    /// Task `id` ended elsewhere (the control socket, the app's termination): forgotten here.
-    public mutating func taskEnded(_ id: BackgroundTaskIdentifier) {
-        tasks.remove(id)
-        expiring.remove(id)
     }
 
     // MARK: The program's side
 
-    /// The program closed its end (or its shell cut it off): the stage awaited and the expiration handlers
-    /// running are over, the tasks it began end, and the app goes on without the protocol.
+    /// The program closed its end (or its shell cut it off): the stage awaited is over, the tasks it began
+    /// end, and the app goes on without the protocol.
     public mutating func peerClosed() -> [Action] {
         guard !isClosed else { return [] }
         return close()
     }
 
-    /// The channel is over: the stage awaited completes, the expiration handlers running are finished, and
-    /// the tasks the program began end, since nobody is left to end them (a program cut off by a flood of
-    /// 1,024 tasks would otherwise hold them, and weigh on every `status`, until they expire).
+    /// The channel is over: the stage awaited completes, and the tasks the program began end, since nobody
+    /// is left to end them (a program cut off by a flood of 1,024 tasks would otherwise hold them, and weigh
+    /// on every `status`, until they expire).
     private mutating func close() -> [Action] {
         isClosed = true
-        var actions: [Action] = awaited.map { [.stageCompleted($0.event)] } ?? []
-        actions += expiring.sorted().map(Action.expirationHandled)
+        var actions: [Action] = awaited.map { [.stageCompleted($0)] } ?? []
         actions += tasks.sorted().map(Action.endTask)
         awaited = nil
-        expiring.removeAll()
         tasks.removeAll()
         return actions
     }
@@ -180,8 +151,7 @@ public struct LifecycleChannelState: Sendable {
     ///
     /// - Parameter beginTask: begins a background task of the program (name, or nil) on the app's registry
     ///   and returns its id, 0 when refused; called once for each begin-task line, in order.
-    public mutating func receive(_ bytes: some Collection<UInt8>, now: MonotonicTime,
-                                 beginTask: (String?) -> BackgroundTaskIdentifier) -> [Action] {
+    public mutating func receive(_ bytes: some Collection<UInt8>, beginTask: (String?) -> BackgroundTaskIdentifier) -> [Action] {
         var actions: [Action] = []
         var start = bytes.startIndex
         while !isClosed, start != bytes.endIndex {
@@ -207,7 +177,7 @@ public struct LifecycleChannelState: Sendable {
             } else {
                 let line = partialLine
                 partialLine.removeAll(keepingCapacity: true)
-                actions += handle(line: line, now: now, beginTask: beginTask)
+                actions += handle(line: line, beginTask: beginTask)
             }
         }
         return actions
@@ -218,7 +188,7 @@ public struct LifecycleChannelState: Sendable {
         case hello, done, beginTask = "begin-task", endTask = "end-task", voip
     }
 
-    private mutating func handle(line: [UInt8], now: MonotonicTime, beginTask: (String?) -> BackgroundTaskIdentifier) -> [Action] {
+    private mutating func handle(line: [UInt8], beginTask: (String?) -> BackgroundTaskIdentifier) -> [Action] {
         // An empty line (or a lone \r) asks nothing and costs nothing.
         if line.allSatisfy({ $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\r") || $0 == UInt8(ascii: "\t") }) { return [] }
         let json: JSON
@@ -240,7 +210,7 @@ public struct LifecycleChannelState: Sendable {
             return [.send(Self.line(["hello": .number(Double(Self.protocolVersion))]))]
         case .done:
             guard let name = value.stringValue else { return refuse("\"done\" takes a stage's name") }
-            return done(name, task: message["task"], now: now)
+            return done(name, task: message["task"])
         case .beginTask:
             guard value == .null || value.stringValue != nil else { return refuse("\"begin-task\" takes a name or null") }
             let name = value.stringValue
@@ -254,7 +224,7 @@ public struct LifecycleChannelState: Sendable {
         case .endTask:
             guard let id = Self.taskID(value) else { return refuse("\"end-task\" takes a task id") }
             guard tasks.remove(id) != nil else { return refuse("task \(id) was not begun on this channel, or has ended") }
-            return [.endTask(id)] + (expiring.remove(id) != nil ? [.expirationHandled(id)] : [])
+            return [.endTask(id)]
         case .voip:
             guard let fd = value.intValue, fd >= 0, fd <= Int(Int32.max) else { return refuse("\"voip\" takes a descriptor number") }
             let descriptor = CInt(fd)
@@ -266,18 +236,18 @@ public struct LifecycleChannelState: Sendable {
         }
     }
 
-    private mutating func done(_ name: String, task: JSON?, now: MonotonicTime) -> [Action] {
+    private mutating func done(_ name: String, task: JSON?) -> [Action] {
         if name == "task-expiring" {
-            guard let id = task.flatMap(Self.taskID), expiring.remove(id) != nil else {
-                return refuse("no expiration of that task is running")
+            guard let id = task.flatMap(Self.taskID), tasks.contains(id) else {
+                return refuse("no task of this channel has that id")
             }
-            return [.expirationHandled(id)]
+            return []
         }
-        guard let stage = awaited, stage.event.rawValue == name else {
+        guard let stage = awaited, stage.rawValue == name else {
             return refuse("no \(LifecycleEvent(rawValue: name)?.rawValue ?? "such stage") is awaited")
         }
         awaited = nil
-        return [.stageCompleted(stage.event)]
+        return [.stageCompleted(stage)]
     }
 
     /// An error line back, and the cut-off at `maxErrors`.

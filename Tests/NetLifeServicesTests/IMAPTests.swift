@@ -1,7 +1,8 @@
 // The IMAP client core: the response parser (splits at every byte, literals, limits, linear work) and the
 // session's state machine (login, select, idle, quiet mode, keep-alive, logout, failures), as pure values.
 
-@testable import NetLife
+import NetLife
+@testable import NetLifeServices
 import Testing
 
 private func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }

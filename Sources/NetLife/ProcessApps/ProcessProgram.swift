@@ -4,19 +4,20 @@
 // cgroup of its own (ProcessCgroup: v2, else the v1 freezer, else only a process group with SIGSTOP, with a
 // warning), freezes and thaws it, ends it (SIGTERM, then the whole cgroup killed) and resets its TCP
 // connections through pidfd_getfd (ProcessSockets). The lifecycle protocol's rules are
-// LifecycleChannelState's; this class carries its lines. Each start is a ProgramRun of its own: the current
-// run is the one the app drives; runs asked to end, or whose main process exited, are kept until nothing of
-// them is left, and a launch waits for them (`afterEarlierRunsEnd`).
+// LifecycleChannelState's; this class carries its lines. It decides no deadline: an unanswered stage is the
+// App's TransitionPipeline's to kill, and the program's tasks live in the App's BackgroundTaskRegistry
+// (through `beginTask` and `endTask`). Each start is a ProgramRun of its own: the current run is the one the
+// app drives; runs asked to end, or whose main process exited, are kept until nothing of them is left, and a
+// launch waits for them (`afterEarlierRunsEnd`).
 
 @preconcurrency import Glibc
-import NetLife
 import NetLifeEvent
 
-/// A process app's program on the loop.
-final class ProcessProgram: AppProgram {
-    var onExit: ((ChildExitStatus) -> Void)?
-    var beginTask: ((String?) -> BackgroundTaskIdentifier)?
-    var endTask: ((BackgroundTaskIdentifier) -> Void)?
+/// A process app's program on the loop: what the daemon hands an App whose configuration has a program.
+public final class ProcessProgram: AppProgram {
+    public var onExit: ((ChildExitStatus) -> Void)?
+    public var beginTask: ((String?) -> BackgroundTaskIdentifier)?
+    public var endTask: ((BackgroundTaskIdentifier) -> Void)?
 
     private let app: String
     private let configuration: ProgramConfiguration
@@ -36,7 +37,8 @@ final class ProcessProgram: AppProgram {
     /// Called when the stage awaited is answered.
     private var answered: (() -> Void)?
 
-    init(app: String, configuration: ProgramConfiguration, environment: [String: String], loop: EventLoop, logger: Logger) {
+    /// A program for app `app`, run as `configuration` says with `environment` (the hooks'), on `loop`.
+    public init(app: String, configuration: ProgramConfiguration, environment: [String: String], loop: EventLoop, logger: Logger) {
         self.app = app
         self.configuration = configuration
         self.environment = environment
@@ -44,13 +46,13 @@ final class ProcessProgram: AppProgram {
         self.logger = logger.labeled("app \(app) program").adding(field: "NETLIFE_APP", app)
     }
 
-    var isRunning: Bool { current?.isRunning ?? false }
-    var speaksProtocol: Bool { channel.isSubscribed && !channel.isClosed }
-    var isGone: Bool { current == nil && endingRuns.isEmpty }
+    public var isRunning: Bool { current?.isRunning ?? false }
+    public var speaksProtocol: Bool { channel.isSubscribed && !channel.isClosed }
+    public var isGone: Bool { current == nil && endingRuns.isEmpty }
 
     // MARK: Starting
 
-    func afterEarlierRunsEnd(_ done: @escaping () -> Void) -> Bool {
+    public func afterEarlierRunsEnd(_ done: @escaping () -> Void) -> Bool {
         guard current == nil, !endingRuns.isEmpty else { return false }
         let left = endingRuns.reduce(0) { $0 + $1.memberCount }
         logger.notice("waiting for run \(endingRuns.map { String($0.number) }.joined(separator: ", ")) to end "
@@ -59,7 +61,7 @@ final class ProcessProgram: AppProgram {
         return true
     }
 
-    func start(listeners: [(name: String, fd: CInt)]) throws(SystemError) {
+    public func start(listeners: [(name: String, fd: CInt)]) throws(SystemError) {
         guard !isRunning else { return }
         // A program that cannot be executed is an error here ("cannot start: execvp(NAME): ..."), not the
         // script's exit 127 after a cgroup was made for it. The script's PATH is the program's.
@@ -172,22 +174,21 @@ final class ProcessProgram: AppProgram {
 
     // MARK: The protocol
 
-    func deliver(_ event: LifecycleEvent, budget: Duration, listeners: NetLife.ListenerHint?, answered: @escaping () -> Void) -> Bool {
+    public func deliver(_ event: LifecycleEvent, budget: Duration, listeners: ListenerHint?, answered: @escaping () -> Void) -> Bool {
         guard isRunning else { return false }
-        let hint = listeners.flatMap { ListenerHint(rawValue: $0.rawValue) }
-        let actions = channel.deliver(event, budget: budget, listeners: hint, now: .now())
+        let actions = channel.deliver(event, budget: budget, listeners: listeners)
         if actions.contains(.stageCompleted(event)) { return false }
         self.answered = answered
         perform(actions)
         return true
     }
 
-    func taskExpiring(_ id: BackgroundTaskIdentifier, budget: Duration) {
+    public func taskExpiring(_ id: BackgroundTaskIdentifier, budget: Duration) {
         perform(channel.taskExpiring(id, budget: budget))
     }
 
     private func received(_ bytes: [UInt8]) {
-        perform(channel.receive(bytes, now: .now()) { [weak self] name in self?.beginTask?(name) ?? 0 })
+        perform(channel.receive(bytes) { [weak self] name in self?.beginTask?(name) ?? 0 })
     }
 
     private func perform(_ actions: [LifecycleChannelState.Action]) {
@@ -204,12 +205,10 @@ final class ProcessProgram: AppProgram {
                 let answered = self.answered
                 self.answered = nil
                 answered?()
-            case .watchdogKill:
-                // The app's pipeline deadline is the same budget: its watchdog kills the program.
-                break
             case .endTask(let id):
                 endTask?(id)
-            case .expirationHandled, .declareVoIP:
+            case .declareVoIP:
+                // Kept in the channel's state, which reclaim reads.
                 break
             case .cutOff(let reason):
                 logger.warning("lifecycle channel cut off: \(reason); the app goes on without the protocol")
@@ -222,11 +221,11 @@ final class ProcessProgram: AppProgram {
 
     // MARK: Freezing, ending
 
-    func freeze() { current?.freeze() }
+    public func freeze() { current?.freeze() }
 
-    func thaw() { current?.thaw() }
+    public func thaw() { current?.thaw() }
 
-    func stop(grace: Duration) {
+    public func stop(grace: Duration) {
         afterRunsEnd = nil
         answered = nil
         guard let run = current else { return }
@@ -234,7 +233,7 @@ final class ProcessProgram: AppProgram {
         run.terminate(grace: grace)
     }
 
-    func kill() {
+    public func kill() {
         afterRunsEnd = nil
         answered = nil
         if let run = current { retire(run) }
@@ -267,7 +266,7 @@ final class ProcessProgram: AppProgram {
 
     // MARK: Reclaim, status
 
-    func reclaimSockets() -> Int {
+    public func reclaimSockets() -> Int {
         guard let run = current, run.isRunning, let child = run.child, let pidfd = child.processDescriptor else { return 0 }
         do {
             let report = try ProcessSockets.reclaim(pid: child.pid, pidfd: pidfd, sparing: channel.voipDescriptors)
@@ -284,7 +283,7 @@ final class ProcessProgram: AppProgram {
 
     /// The current run's, else the newest ending run's figures: two small cgroup files per cgroup of its
     /// subtree, whatever the number of processes.
-    var status: ProgramStatus {
+    public var status: ProgramStatus {
         guard let run = current ?? endingRuns.last else {
             return ProgramStatus(pid: nil, cgroup: nil, containment: "process-group", frozen: false, memoryBytes: nil,
                                  speaksProtocol: false, members: 0)

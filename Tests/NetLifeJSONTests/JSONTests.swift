@@ -1,6 +1,6 @@
-// The control protocol's JSON: strict parsing of untrusted input, and serialization in member order.
+// The JSON both protocols speak: strict parsing of untrusted input, and serialization in member order.
 
-@testable import NetLifeControl
+@testable import NetLifeJSON
 import Testing
 
 @Suite struct JSONTests {

@@ -1,6 +1,7 @@
-// JSON for the control protocol: a value type, a strict RFC 8259 parser with a depth limit (a request is
-// untrusted input), and a compact serializer that keeps object keys in insertion order so that replies read
-// naturally (`{"ok":true,"app":"echo",...}`).
+// JSON for the control protocol and the process apps' lifecycle channel: a value type, a strict RFC 8259
+// parser with a depth limit (a request or a program's line is untrusted input), and a compact serializer
+// that keeps object keys in insertion order so that replies read naturally (`{"ok":true,"app":"echo",...}`).
+// A leaf module: it knows neither protocol (their typed readers, such as JSONFields, stay with them).
 
 /// A JSON value.
 public enum JSON: Equatable, Sendable {
@@ -38,10 +39,12 @@ public struct JSONObject: Equatable, Sendable, ExpressibleByDictionaryLiteral {
 
     public init() {}
 
-    /// Adds a member without looking for an existing one of the same name (the caller knows there is none).
-    mutating func append(_ key: String, _ value: JSON) {
+    /// Adds a member without looking for an existing one of the same name (the caller knows there is none:
+    /// the parser, or a protocol's writer whose keys are the cases of one enum).
+    public mutating func append(_ key: String, _ value: JSON) {
         members.append((key, value))
     }
+
     public init(dictionaryLiteral elements: (String, JSON)...) {
         for (key, value) in elements { self[key] = value }
     }

@@ -2,17 +2,11 @@
 // packages: LifecycleChannelTests runs it on generated mixtures of protocol lines and garbage, and the
 // libFuzzer target fuzz-lifecycle runs it on every input (Fuzz/Sources/fuzz-lifecycle links this very file
 // through a symbolic link: a test target cannot be a dependency of another package, and the harness should
-// not ship in NetLifeDaemon). So it uses only the public API, imports only what both packages see, and
+// not ship in NetLife). So it uses only the public API, imports only what both packages see, and
 // reports a failure as a value instead of `#expect` or `fatalError`.
 
 import NetLife
-import NetLifeControl
-import NetLifeDaemon
-
-/// The clock of the harness: `milliseconds` after an arbitrary start.
-private func harnessTime(_ milliseconds: Int) -> MonotonicTime {
-    MonotonicTime(nanoseconds: UInt64(milliseconds) * 1_000_000 + 1_000_000_000)
-}
+import NetLifeJSON
 
 /// Runs the channel on `input`, what a program sends, fed whole and in pieces of `pieceSize()` bytes, with the
 /// owner answering every begin-task at once (every third refused), a stage awaited from the start, and the
@@ -23,11 +17,11 @@ private func harnessTime(_ milliseconds: Int) -> MonotonicTime {
 func checkLifecycleChannel(_ input: [UInt8], pieceSize: () -> Int) -> String? {
     func run(_ pieces: [ArraySlice<UInt8>]) -> ([LifecycleChannelState.Action], LifecycleChannelState) {
         var channel = LifecycleChannelState()
-        var actions = channel.receive(Array("{\"hello\":1}\n".utf8), now: harnessTime(0)) { _ in 0 }
-        actions += channel.deliver(.didEnterBackground, budget: .seconds(5), now: harnessTime(0))
+        var actions = channel.receive(Array("{\"hello\":1}\n".utf8)) { _ in 0 }
+        actions += channel.deliver(.didEnterBackground, budget: .seconds(5))
         var nextID: BackgroundTaskIdentifier = 0
         for piece in pieces {
-            actions += channel.receive(piece, now: harnessTime(1)) { _ in
+            actions += channel.receive(piece) { _ in
                 nextID += 1
                 return nextID % 3 == 0 ? 0 : nextID
             }
@@ -36,7 +30,6 @@ func checkLifecycleChannel(_ input: [UInt8], pieceSize: () -> Int) -> String? {
         for id in 1..<(nextID + 1) where id % 2 == 0 && id % 3 != 0 {
             actions += channel.taskExpiring(id, budget: .seconds(1))
         }
-        actions += channel.check(now: harnessTime(10_000))
         return (actions, channel)
     }
     var pieces: [ArraySlice<UInt8>] = []
@@ -51,7 +44,7 @@ func checkLifecycleChannel(_ input: [UInt8], pieceSize: () -> Int) -> String? {
     guard whole == split else { return "fed in pieces, other actions" }
     guard wholeState.errorCount == splitState.errorCount, wholeState.isClosed == splitState.isClosed,
           wholeState.tasks == splitState.tasks, wholeState.voipDescriptors == splitState.voipDescriptors,
-          wholeState.expiring == splitState.expiring, wholeState.awaited == splitState.awaited else {
+          wholeState.awaited == splitState.awaited else {
         return "fed in pieces, another state"
     }
     for action in whole {

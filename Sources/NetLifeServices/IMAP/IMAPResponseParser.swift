@@ -10,6 +10,8 @@
 // at once, plus once more for the digits of a literal's size: the work is linear in the input however it is
 // split into feeds.
 
+import NetLife   // ASCIIDigits
+
 /// The status of a tagged response: how a command ended.
 public enum IMAPStatus: String, Equatable, Sendable {
     case ok = "OK", no = "NO", bad = "BAD"
