@@ -73,7 +73,7 @@ extension App {
         return nil
     }
 
-    private func beginTask(name: String?, origin: BackgroundTaskRegistry.Origin, processGroup: Int32? = nil,
+    func beginTask(name: String?, origin: BackgroundTaskRegistry.Origin, processGroup: Int32? = nil,
                            expirationHandler: (() -> Void)?) -> Result<BackgroundTaskIdentifier, BackgroundTaskRefusal> {
         let refusal = backgroundTaskRefusal
         let id = backgroundTasks.begin(name: name, origin: origin, allowed: refusal == nil, processGroup: processGroup,

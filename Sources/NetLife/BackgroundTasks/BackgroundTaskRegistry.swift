@@ -28,6 +28,9 @@ public struct BackgroundTaskRegistry: Sendable {
         case api
         /// The control socket (`task begin`); the handler is the app's `on-expiration` hook.
         case control
+        /// A process app's program, over its lifecycle channel; the handler tells the program (a closure kept
+        /// by the app, as for `api`).
+        case program
     }
 
     /// An open task.

@@ -166,7 +166,7 @@ final class BackgroundTasks {
     /// finished, or there was none.
     private func runExpirationHandler(of task: BackgroundTaskRegistry.Task) -> Bool {
         switch task.origin {
-        case .api:
+        case .api, .program:
             if let handler = handlers.removeValue(forKey: task.id) {
                 handler()
                 // A closure cannot be interrupted: its overrun is judged when it returns.

@@ -10,8 +10,11 @@ extension App {
 
     func attachProgram() {
         program?.onExit = { [weak self] status in self?.send(.programExited(status, reason: nil)) }
-        program?.beginTask = { [weak self] name in self?.beginProgramTask(name: name) ?? 0 }
-        program?.endTask = { [weak self] id in _ = self?.endBackgroundTask(id) }
+        program?.tasks = ProgramTasks(
+            begin: { [weak self] name in self?.beginProgramTask(name: name) ?? 0 },
+            end: { [weak self] id in self?.endProgramTask(id) },
+            isOpen: { [weak self] id in self?.programTaskIsOpen(id) ?? false },
+            endAll: { [weak self] in self?.endProgramTasks() })
         settingsChanged()
     }
 
@@ -60,10 +63,24 @@ extension App {
     /// A task the program began over the protocol: its expiration is told to the program, which must end it.
     private func beginProgramTask(name: String?) -> BackgroundTaskIdentifier {
         var id: BackgroundTaskIdentifier = 0
-        id = beginBackgroundTask(name: name) { [weak self] in
+        let begun = beginTask(name: name, origin: .program) { [weak self] in
             guard let self else { return }
             program?.taskExpiring(id, budget: configuration.budgets.expirationGrace)
         }
+        id = (try? begun.get()) ?? BackgroundTaskRegistry.invalid
         return id
+    }
+
+    private func programTaskIsOpen(_ id: BackgroundTaskIdentifier) -> Bool {
+        backgroundTasks.tasks.contains { $0.id == id && $0.origin == .program }
+    }
+
+    private func endProgramTask(_ id: BackgroundTaskIdentifier) {
+        if programTaskIsOpen(id) { endBackgroundTask(id) }
+    }
+
+    /// The program's channel is over: nobody is left to end its tasks.
+    private func endProgramTasks() {
+        for task in backgroundTasks.tasks where task.origin == .program { endBackgroundTask(task.id) }
     }
 }

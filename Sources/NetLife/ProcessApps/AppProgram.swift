@@ -48,11 +48,9 @@ public enum ListenerHint: String, Sendable {
 public protocol AppProgram: AnyObject {
     /// Told when the program ends without being asked to (`stop()` and `kill()` report nothing); set by the App.
     var onExit: ((ChildExitStatus) -> Void)? { get set }
-    /// Begins a background task the program asked for over the protocol (its name, or nil) and returns its
-    /// id, 0 when refused; set by the App. The task's expiration is told to the program (`taskExpiring`).
-    var beginTask: ((String?) -> BackgroundTaskIdentifier)? { get set }
-    /// Ends a task the program began; set by the App.
-    var endTask: ((BackgroundTaskIdentifier) -> Void)? { get set }
+    /// The app's background tasks as the program's requests reach them (begin, end, which are its own);
+    /// set by the App. A task's expiration is told to the program (`taskExpiring`).
+    var tasks: ProgramTasks { get set }
     /// Whether the program runs (started and not yet seen to exit).
     var isRunning: Bool { get }
     /// Whether nothing of it is left: no process, and its cgroup removed (the daemon waits for this before

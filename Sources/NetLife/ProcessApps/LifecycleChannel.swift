@@ -2,14 +2,16 @@
 // descriptor number is in the program's NETLIFE_EVENTS: its codec as a pure value. Like TransitionPipeline,
 // `LifecycleChannelState` decides and its owner performs: it is fed bytes the program sent and stages to
 // deliver, and returns actions (lines to send, a stage completed, a task to end, a VoIP declaration, a
-// cut-off). Beginning a task is the one question it asks its owner on the spot (a closure), so that a line
-// that follows a begin-task in the same read is handled knowing the task, however the bytes were split.
+// cut-off). Its tasks are what it asks its owner on the spot (`ProgramTasks`: begin one; is this id an open
+// task of the program), so that a line that follows a begin-task in the same read is handled knowing the
+// task, however the bytes were split. Ending one is an action, performed after the read: ending a task may
+// suspend the app, which must not happen while the channel is being changed.
 //
 // It keeps no clock and no tasks of its own. The stage's budget is the App's TransitionPipeline's, whose
 // watchdog kills the program when a stage is not answered in time; the channel only tells the program how
-// much of it is left. The tasks are the app's BackgroundTaskRegistry's (their names, expiration and
-// deadlines); the channel keeps only the ids of those the program began, which are the ids the protocol
-// speaks, so that a program ends only its own tasks and those end with the channel.
+// much of it is left. The tasks are the app's BackgroundTaskRegistry's alone (their origin says which the
+// program began; their names, expiration and deadlines): a program ends only its own, and they end with the
+// channel.
 //
 // Framing: one JSON object a line (UTF-8, `\n`-terminated), at most 4 KiB a line either way. Members a side
 // does not know are ignored, so that a later version can add some. A line that is too long, not JSON, not an
@@ -40,7 +42,7 @@
 //                                           accepted for one of its tasks, and changes nothing: the
 //                                           registry's grace is what bounds a task told it is expiring
 //   {"begin-task": "name"}             or {"begin-task": null}; a name is at most 256 bytes
-//   {"end-task": ID}                   only tasks begun on this channel
+//   {"end-task": ID}                   only the program's own open tasks
 //   {"voip": FD}                       one of its descriptors is a VoIP socket (at most 64)
 //
 // The owner's shell reads at most a bounded number of bytes a loop turn (so at most that many lines), and
@@ -69,8 +71,10 @@ public struct LifecycleChannelState: Sendable {
         case send(String)
         /// The program finished this stage: perform the pipeline's next step.
         case stageCompleted(LifecycleEvent)
-        /// End this task, which the program began, on the app's registry.
+        /// End this task, one the program began and has open, on the app's registry.
         case endTask(BackgroundTaskIdentifier)
+        /// The channel is over: end every task the program began, since nobody is left to end them.
+        case endProgramTasks
         /// Spare the socket of this descriptor of the program when reclaiming.
         case declareVoIP(CInt)
         /// Close the channel and go on without the protocol; the reason is for the log.
@@ -88,10 +92,8 @@ public struct LifecycleChannelState: Sendable {
     public private(set) var errorCount = 0
     /// Descriptors the program declared VoIP.
     public private(set) var voipDescriptors: Set<CInt> = []
-    /// The registry's ids of the tasks the program began and has not ended on the channel: what it may end,
-    /// and what ends with the channel. The registry alone knows whether a task is still open: one ended
-    /// elsewhere (`netlifectl task end`) keeps its id here, and ending it again ends nothing.
-    public private(set) var tasks: Set<BackgroundTaskIdentifier> = []
+    /// The tasks this read asked to end: its owner ends them after the read.
+    private var endingInThisRead: Set<BackgroundTaskIdentifier> = []
     /// The start of a line not yet ended; `skipping` while the rest of an overlong line is thrown away.
     private var partialLine: [UInt8] = []
     private var skipping = false
@@ -117,10 +119,10 @@ public struct LifecycleChannelState: Sendable {
 
     // MARK: Tasks
 
-    /// The registry says the background time of task `id` is ending: the line that tells the program, or
-    /// nothing when the program cannot be told (the task is not its, or the channel is closed).
+    /// The registry says the background time of task `id`, one the program began, is ending: the line that
+    /// tells the program, or nothing when the channel is closed.
     public func taskExpiring(_ id: BackgroundTaskIdentifier, budget: Duration) -> [Action] {
-        guard !isClosed, tasks.contains(id) else { return [] }
+        guard !isClosed else { return [] }
         return [.send(Self.line(["task-expiring": .number(Double(id)), "budget_ms": .number(Self.milliseconds(budget))]))]
     }
 
@@ -138,10 +140,8 @@ public struct LifecycleChannelState: Sendable {
     /// on every `status`, until they expire).
     private mutating func close() -> [Action] {
         isClosed = true
-        var actions: [Action] = awaited.map { [.stageCompleted($0)] } ?? []
-        actions += tasks.sorted().map(Action.endTask)
+        let actions: [Action] = (awaited.map { [.stageCompleted($0)] } ?? []) + [.endProgramTasks]
         awaited = nil
-        tasks.removeAll()
         return actions
     }
 
@@ -149,9 +149,10 @@ public struct LifecycleChannelState: Sendable {
     /// the rest (at most `maxLineBytes` of it are kept; past that it is refused at once and the rest of it
     /// skipped up to its newline). Linear in the bytes.
     ///
-    /// - Parameter beginTask: begins a background task of the program (name, or nil) on the app's registry
-    ///   and returns its id, 0 when refused; called once for each begin-task line, in order.
-    public mutating func receive(_ bytes: some Collection<UInt8>, beginTask: (String?) -> BackgroundTaskIdentifier) -> [Action] {
+    /// - Parameter tasks: the app's registry, asked once for each begin-task line, in order, and for each
+    ///   id a line names.
+    public mutating func receive(_ bytes: some Collection<UInt8>, tasks: ProgramTasks) -> [Action] {
+        endingInThisRead.removeAll()
         var actions: [Action] = []
         var start = bytes.startIndex
         while !isClosed, start != bytes.endIndex {
@@ -177,7 +178,7 @@ public struct LifecycleChannelState: Sendable {
             } else {
                 let line = partialLine
                 partialLine.removeAll(keepingCapacity: true)
-                actions += handle(line: line, beginTask: beginTask)
+                actions += handle(line: line, tasks: tasks)
             }
         }
         return actions
@@ -188,7 +189,7 @@ public struct LifecycleChannelState: Sendable {
         case hello, done, beginTask = "begin-task", endTask = "end-task", voip
     }
 
-    private mutating func handle(line: [UInt8], beginTask: (String?) -> BackgroundTaskIdentifier) -> [Action] {
+    private mutating func handle(line: [UInt8], tasks: ProgramTasks) -> [Action] {
         // An empty line (or a lone \r) asks nothing and costs nothing.
         if line.allSatisfy({ $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\r") || $0 == UInt8(ascii: "\t") }) { return [] }
         let json: JSON
@@ -210,7 +211,7 @@ public struct LifecycleChannelState: Sendable {
             return [.send(Self.line(["hello": .number(Double(Self.protocolVersion))]))]
         case .done:
             guard let name = value.stringValue else { return refuse("\"done\" takes a stage's name") }
-            return done(name, task: message["task"])
+            return done(name, task: message["task"], tasks: tasks)
         case .beginTask:
             guard value == .null || value.stringValue != nil else { return refuse("\"begin-task\" takes a name or null") }
             let name = value.stringValue
@@ -218,12 +219,12 @@ public struct LifecycleChannelState: Sendable {
             guard (name?.utf8.count ?? 0) <= BackgroundTaskRegistry.maxNameBytes else {
                 return refuse("a task name is at most \(BackgroundTaskRegistry.maxNameBytes) bytes")
             }
-            let id = beginTask(name)
-            if id != BackgroundTaskRegistry.invalid { tasks.insert(id) }
+            let id = tasks.begin(name)
             return [.send(Self.line(["task": .number(Double(id)), "name": name.map(JSON.string) ?? .null]))]
         case .endTask:
             guard let id = Self.taskID(value) else { return refuse("\"end-task\" takes a task id") }
-            guard tasks.remove(id) != nil else { return refuse("task \(id) was not begun on this channel, or has ended") }
+            guard isOpen(id, tasks) else { return refuse("task \(id) was not begun by this program, or has ended") }
+            endingInThisRead.insert(id)
             return [.endTask(id)]
         case .voip:
             guard let fd = value.intValue, fd >= 0, fd <= Int(Int32.max) else { return refuse("\"voip\" takes a descriptor number") }
@@ -236,10 +237,10 @@ public struct LifecycleChannelState: Sendable {
         }
     }
 
-    private mutating func done(_ name: String, task: JSON?) -> [Action] {
+    private mutating func done(_ name: String, task: JSON?, tasks: ProgramTasks) -> [Action] {
         if name == "task-expiring" {
-            guard let id = task.flatMap(Self.taskID), tasks.contains(id) else {
-                return refuse("no task of this channel has that id")
+            guard let id = task.flatMap(Self.taskID), isOpen(id, tasks) else {
+                return refuse("no open task of this program has that id")
             }
             return []
         }
@@ -248,6 +249,11 @@ public struct LifecycleChannelState: Sendable {
         }
         awaited = nil
         return [.stageCompleted(stage)]
+    }
+
+    /// Whether `id` is an open task of the program that no line of this read has ended.
+    private func isOpen(_ id: BackgroundTaskIdentifier, _ tasks: ProgramTasks) -> Bool {
+        !endingInThisRead.contains(id) && tasks.isOpen(id)
     }
 
     /// An error line back, and the cut-off at `maxErrors`.
@@ -278,4 +284,28 @@ public struct LifecycleChannelState: Sendable {
         guard let id = value.intValue, id > 0 else { return nil }
         return BackgroundTaskIdentifier(id)
     }
+}
+
+/// The app's background tasks as a program's channel sees them: the registry holds them, and says which the
+/// program began (their origin).
+public struct ProgramTasks {
+    /// Begins a task of the program (its name, or nil); its id, 0 when refused.
+    public var begin: (String?) -> BackgroundTaskIdentifier
+    /// Ends `id` if it is an open task the program began (the channel's `.endTask`).
+    public var end: (BackgroundTaskIdentifier) -> Void
+    /// Whether `id` is an open task the program began.
+    public var isOpen: (BackgroundTaskIdentifier) -> Bool
+    /// Ends every task the program began (its channel is over).
+    public var endAll: () -> Void
+
+    public init(begin: @escaping (String?) -> BackgroundTaskIdentifier, end: @escaping (BackgroundTaskIdentifier) -> Void,
+                isOpen: @escaping (BackgroundTaskIdentifier) -> Bool, endAll: @escaping () -> Void) {
+        self.begin = begin
+        self.end = end
+        self.isOpen = isOpen
+        self.endAll = endAll
+    }
+
+    /// No task begins and none is open (a program whose app has gone).
+    public static var none: ProgramTasks { ProgramTasks(begin: { _ in 0 }, end: { _ in }, isOpen: { _ in false }, endAll: {}) }
 }

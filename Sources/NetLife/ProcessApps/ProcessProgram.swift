@@ -6,7 +6,7 @@
 // connections through pidfd_getfd (ProcessSockets). The lifecycle protocol's rules are
 // LifecycleChannelState's; this class carries its lines. It decides no deadline: an unanswered stage is the
 // App's TransitionPipeline's to kill, and the program's tasks live in the App's BackgroundTaskRegistry
-// (through `beginTask` and `endTask`). Each start is a ProgramRun of its own: the current run is the one the
+// (through `tasks`). Each start is a ProgramRun of its own: the current run is the one the
 // app drives; runs asked to end, or whose main process exited, are kept until nothing of them is left, and a
 // launch waits for them (`afterEarlierRunsEnd`).
 
@@ -16,8 +16,7 @@ import NetLifeEvent
 /// A process app's program on the loop: what the daemon hands an App whose configuration has a program.
 public final class ProcessProgram: AppProgram {
     public var onExit: ((ChildExitStatus) -> Void)?
-    public var beginTask: ((String?) -> BackgroundTaskIdentifier)?
-    public var endTask: ((BackgroundTaskIdentifier) -> Void)?
+    public var tasks = ProgramTasks.none
 
     private let app: String
     private let configuration: ProgramConfiguration
@@ -188,7 +187,7 @@ public final class ProcessProgram: AppProgram {
     }
 
     private func received(_ bytes: [UInt8]) {
-        perform(channel.receive(bytes) { [weak self] name in self?.beginTask?(name) ?? 0 })
+        perform(channel.receive(bytes, tasks: tasks))
     }
 
     private func perform(_ actions: [LifecycleChannelState.Action]) {
@@ -206,7 +205,9 @@ public final class ProcessProgram: AppProgram {
                 self.answered = nil
                 answered?()
             case .endTask(let id):
-                endTask?(id)
+                tasks.end(id)
+            case .endProgramTasks:
+                tasks.endAll()
             case .declareVoIP:
                 // Kept in the channel's state, which reclaim reads.
                 break

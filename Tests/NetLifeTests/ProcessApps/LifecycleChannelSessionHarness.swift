@@ -71,10 +71,11 @@ func checkLifecycleChannelSession(_ stream: [UInt8], plan: ChannelSessionPlan, l
         session = try LifecycleChannelSession(loop: loop, fd: ours, onBytes: { bytes in
             if bytes.count > LifecycleChannelSession.bytesPerTurn { failure = failure ?? "\(bytes.count) bytes handed over at once" }
             handed += bytes
-            perform(state.receive(bytes) { _ in
+            let tasks = ProgramTasks(begin: { _ in
                 nextTask += 1
                 return nextTask % 3 == 0 ? 0 : nextTask
-            })
+            }, end: { _ in }, isOpen: { _ in true }, endAll: {})
+            perform(state.receive(bytes, tasks: tasks))
         }, closed: { closedSeen = true })
     } catch {
         return "the session could not be made: \(error)"

@@ -74,7 +74,7 @@ struct LifecycleChannelSessionTests {
         var errors = 0
         let session = try LifecycleChannelSession(loop: loop, fd: ours, onBytes: { bytes in
             handedCount += bytes.count
-            errors += state.receive(bytes) { _ in 0 }.count
+            errors += state.receive(bytes, tasks: .none).count
         }, closed: {})
         defer { session.close() }
         let chunk = [UInt8](repeating: UInt8(ascii: "x"), count: 1 << 20)

@@ -11,9 +11,11 @@ import NetLifeJSON
 import Testing
 
 private extension LifecycleChannelState {
-    /// Feeds `text`; begin-task lines get the ids `begin` gives (refused by default).
-    mutating func receive(_ text: String, begin: (String?) -> BackgroundTaskIdentifier = { _ in 0 }) -> [Action] {
-        receive(Array(text.utf8), beginTask: begin)
+    /// Feeds `text`, with `tasks` as the app's registry (none by default: every begin-task refused).
+    mutating func receive(_ text: String, tasks: TestProgramTasks = TestProgramTasks()) -> [Action] {
+        let actions = receive(Array(text.utf8), tasks: tasks.access)
+        tasks.perform(actions)
+        return actions
     }
 }
 
@@ -68,42 +70,43 @@ private func isError(_ action: LifecycleChannelState.Action?) -> Bool {
         var channel = LifecycleChannelState(subscribed: true)
         _ = channel.deliver(.willTerminate, budget: .seconds(5))
         #expect(channel.awaited == .willTerminate && !channel.isClosed)
-        #expect(channel.peerClosed() == [.stageCompleted(.willTerminate)])
+        #expect(channel.peerClosed() == [.stageCompleted(.willTerminate), .endProgramTasks])
         #expect(channel.receive("{\"done\":\"will-terminate\"}\n") == [], "a late answer after the end is ignored")
         #expect(channel.errorCount == 0)
         #expect(channel.deliver(.didBecomeActive, budget: .seconds(1)) == [.stageCompleted(.didBecomeActive)])
     }
 
-    @Test func tasksAreBegunEndedAndExpiredThroughTheOwner() {
+    @Test func tasksAreBegunEndedAndExpiredThroughTheRegistry() {
         var channel = LifecycleChannelState()
-        var begun: [String?] = []
         var ids: [BackgroundTaskIdentifier] = [7, 0]
-        let answers = channel.receive("{\"begin-task\":\"upload\"}\n{\"begin-task\":null}\n{\"end-task\":7}\n") {
-            begun.append($0)
-            return ids.removeFirst()
-        }
-        #expect(begun == ["upload", nil])
-        #expect(answers.count == 3 && answers.last == .endTask(7), "a task begun earlier in the same read can be ended")
+        let registry = TestProgramTasks { _ in ids.removeFirst() }
+        let answers = channel.receive("{\"begin-task\":\"upload\"}\n{\"begin-task\":null}\n{\"end-task\":7}\n{\"end-task\":7}\n",
+                                      tasks: registry)
+        #expect(registry.begun == ["upload", nil])
         #expect(sent(answers[0]) == .object(["task": 7, "name": "upload"]))
         #expect(sent(answers[1]) == .object(["task": 0, "name": nil]), "refused: the invalid id")
-        _ = channel.receive("{\"begin-task\":\"upload\"}\n") { _ in 7 }
-        #expect(channel.tasks == [7])
+        #expect(answers.count == 4 && answers[2] == .endTask(7), "a task begun earlier in the same read can be ended")
+        #expect(isError(answers.last), "once: the second end-task in the same read is refused")
+        #expect(registry.open.isEmpty)
+
+        let tasks = TestProgramTasks { _ in 7 }
+        _ = channel.receive("{\"begin-task\":\"upload\"}\n", tasks: tasks)
+        #expect(tasks.open == [7])
         let expiring = channel.taskExpiring(7, budget: .seconds(1))
         #expect(sent(expiring.first) == .object(["task-expiring": 7, "budget_ms": 1000]))
-        #expect(channel.taskExpiring(99, budget: .seconds(1)) == [], "not the program's task: its handler is not the program")
-        #expect(channel.receive("{\"end-task\":7}\n") == [.endTask(7)])
-        #expect(isError(channel.receive("{\"end-task\":7}\n").first), "already ended")
-        #expect(isError(channel.receive("{\"end-task\":3}\n").first), "never begun here")
-        #expect(isError(channel.receive("{\"end-task\":0}\n").first))
-        #expect(isError(channel.receive("{\"end-task\":\"7\"}\n").first))
+        #expect(channel.receive("{\"end-task\":7}\n", tasks: tasks) == [.endTask(7)])
+        #expect(tasks.open.isEmpty, "the registry ended it")
+        #expect(isError(channel.receive("{\"end-task\":7}\n", tasks: tasks).first), "already ended")
+        #expect(isError(channel.receive("{\"end-task\":3}\n", tasks: tasks).first), "not the program's")
+        #expect(isError(channel.receive("{\"end-task\":0}\n", tasks: tasks).first))
+        #expect(isError(channel.receive("{\"end-task\":\"7\"}\n", tasks: tasks).first))
 
-        _ = channel.receive("{\"begin-task\":\"sync\"}\n") { _ in 9 }
+        let sync = TestProgramTasks { _ in 9 }
+        _ = channel.receive("{\"begin-task\":\"sync\"}\n", tasks: sync)
         _ = channel.taskExpiring(9, budget: .seconds(1))
-        #expect(channel.receive("{\"done\":\"task-expiring\",\"task\":9}\n") == [], "taken; the registry's grace bounds the task")
-        #expect(isError(channel.receive("{\"done\":\"task-expiring\",\"task\":3}\n").first), "not a task of the channel")
-        #expect(channel.tasks == [9], "the handler finished; the task stays open")
-        #expect(channel.receive("{\"end-task\":9}\n") == [.endTask(9)])
-        #expect(channel.tasks.isEmpty)
+        #expect(channel.receive("{\"done\":\"task-expiring\",\"task\":9}\n", tasks: sync) == [], "taken; the registry's grace bounds the task")
+        #expect(isError(channel.receive("{\"done\":\"task-expiring\",\"task\":3}\n", tasks: sync).first), "not an open task of the program")
+        #expect(sync.open == [9], "the handler finished; the task stays open")
         #expect(isError(channel.receive("{\"begin-task\":\"\(String(repeating: "n", count: 257))\"}\n").first))
     }
 
@@ -126,12 +129,12 @@ private func isError(_ action: LifecycleChannelState.Action?) -> Bool {
         _ = channel.deliver(.didBecomeActive, budget: .seconds(5))
         let text = "{\"voip\":3}\n\n  \r\n{\"done\":\"did-become-active\"}\n{\"begin-task\":\"x\"}"
         var actions: [LifecycleChannelState.Action] = []
-        for byte in text.utf8 { actions += channel.receive([byte], beginTask: { _ in 1 }) }
+        for byte in text.utf8 { actions += channel.receive([byte], tasks: TestProgramTasks { _ in 1 }.access) }
         #expect(actions.count == 3)
         #expect(actions.contains(.stageCompleted(.didBecomeActive)) && actions.contains(.declareVoIP(3)))
-        var begun: [String?] = []
-        #expect(sent(channel.receive("\n") { begun.append($0); return 5 }.first) == .object(["task": 5, "name": "x"]))
-        #expect(begun == ["x"])
+        let registry = TestProgramTasks { _ in 5 }
+        #expect(sent(channel.receive("\n", tasks: registry).first) == .object(["task": 5, "name": "x"]))
+        #expect(registry.begun == ["x"])
         #expect(channel.errorCount == 0)
     }
 
@@ -154,25 +157,26 @@ private func isError(_ action: LifecycleChannelState.Action?) -> Bool {
 
     @Test func aProgramThatKeepsSendingErrorsIsCutOff() {
         var channel = LifecycleChannelState(subscribed: true)
-        _ = channel.receive("{\"begin-task\":\"t\"}\n") { _ in 4 }
+        let registry = TestProgramTasks { _ in 4 }
+        _ = channel.receive("{\"begin-task\":\"t\"}\n", tasks: registry)
         _ = channel.taskExpiring(4, budget: .seconds(1))
         _ = channel.deliver(.didEnterBackground, budget: .seconds(5))
         var actions: [LifecycleChannelState.Action] = []
-        actions += channel.receive(String(repeating: "garbage\n", count: 1000))
+        actions += channel.receive(String(repeating: "garbage\n", count: 1000), tasks: registry)
         #expect(channel.errorCount == LifecycleChannelState.maxErrors, "nothing is handled after the cut-off")
         #expect(channel.isClosed)
         #expect(actions.filter(isError).count == LifecycleChannelState.maxErrors)
         #expect(actions.contains { if case .cutOff = $0 { return true }; return false })
-        #expect(actions.suffix(2) == [.stageCompleted(.didEnterBackground), .endTask(4)],
+        #expect(actions.suffix(2) == [.stageCompleted(.didEnterBackground), .endProgramTasks],
                 "the stage goes on without the program, and its task ends")
-        #expect(channel.tasks.isEmpty)
+        #expect(registry.open.isEmpty)
         #expect(channel.receive("{\"hello\":1}\n") == [])
     }
 
     @Test func whenTheProgramClosesItsEndTheWaitingEnds() {
         var channel = LifecycleChannelState(subscribed: true)
         _ = channel.deliver(.willEnterForeground, budget: .seconds(5))
-        #expect(channel.peerClosed() == [.stageCompleted(.willEnterForeground)])
+        #expect(channel.peerClosed() == [.stageCompleted(.willEnterForeground), .endProgramTasks])
         #expect(channel.peerClosed() == [])
         #expect(channel.deliver(.didBecomeActive, budget: .seconds(5)) == [.stageCompleted(.didBecomeActive)])
     }
@@ -180,9 +184,9 @@ private func isError(_ action: LifecycleChannelState.Action?) -> Bool {
     @Test func theCodecIsLinearOnLargeInput() {
         // A megabyte of one unterminated line, then a megabyte of short lines: the kept part stays bounded.
         var channel = LifecycleChannelState()
-        let refused = channel.receive(Array(repeating: UInt8(ascii: "x"), count: 1 << 20)) { _ in 0 }
+        let refused = channel.receive(Array(repeating: UInt8(ascii: "x"), count: 1 << 20), tasks: .none)
         #expect(refused.count == 1 && isError(refused.first), "one overlong line, refused as it arrives")
-        let actions = channel.receive(Array(repeating: UInt8(ascii: "\n"), count: 1 << 20)) { _ in 0 }
+        let actions = channel.receive(Array(repeating: UInt8(ascii: "\n"), count: 1 << 20), tasks: .none)
         #expect(actions.isEmpty, "then empty lines that ask nothing")
     }
 
@@ -196,7 +200,7 @@ private func isError(_ action: LifecycleChannelState.Action?) -> Bool {
         #expect(channel.errorCount == 1)
         // A 10 MB line, then 20 bad lines: 1 + 15 errors reach the cut-off.
         var endless = LifecycleChannelState()
-        _ = endless.receive(Array(repeating: UInt8(ascii: "z"), count: 10 << 20)) { _ in 0 }
+        _ = endless.receive(Array(repeating: UInt8(ascii: "z"), count: 10 << 20), tasks: .none)
         let actions = endless.receive("\n" + String(repeating: "bad\n", count: 20))
         #expect(endless.isClosed && endless.errorCount == LifecycleChannelState.maxErrors)
         #expect(actions.contains { if case .cutOff = $0 { return true }; return false })
