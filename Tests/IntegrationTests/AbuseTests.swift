@@ -5,6 +5,7 @@
 
 import Foundation
 import Testing
+import NetLifeTestSupport
 
 /// A small deterministic generator (SplitMix64), so that a failing run can be repeated from its seed.
 struct SplitMix64: RandomNumberGenerator {

@@ -5,6 +5,7 @@
 
 import Foundation
 import Testing
+import NetLifeTestSupport
 
 /// An app `app` with compressed budgets and an echo listener on a port the kernel picks.
 private func taskConfig(extra: String = "") -> String {

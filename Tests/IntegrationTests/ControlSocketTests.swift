@@ -4,6 +4,7 @@
 
 import Foundation
 import Testing
+import NetLifeTestSupport
 
 /// A raw client of the control socket, for requests netlifectl would never send.
 final class ControlConnection {

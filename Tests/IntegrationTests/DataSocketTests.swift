@@ -4,6 +4,7 @@
 
 import Foundation
 import Testing
+import NetLifeTestSupport
 
 /// An `[app NAME]` (never auto-suspended, so that tests suspend it themselves) with one `[socket NAME.s]`
 /// speaking `line` to `server`.

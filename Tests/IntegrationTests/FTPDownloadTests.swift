@@ -5,6 +5,7 @@
 
 import Foundation
 import Testing
+import NetLifeTestSupport
 
 /// An app whose background time runs out 0.5 s after it goes to the background: a download it runs pauses.
 private let fetcherConfig = """

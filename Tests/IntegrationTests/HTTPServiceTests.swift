@@ -3,6 +3,7 @@
 
 import Foundation
 import Testing
+import NetLifeTestSupport
 
 /// A file of `count` bytes whose byte i is a function of i (so that any slice can be checked).
 func patternBytes(_ count: Int, seed: Int = 7) -> [UInt8] {

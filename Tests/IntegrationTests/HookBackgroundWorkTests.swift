@@ -5,6 +5,7 @@
 
 import Foundation
 import Testing
+import NetLifeTestSupport
 
 /// Writes an executable /bin/sh script `name` into `directory` and returns its path.
 private func script(_ directory: TemporaryDirectory, _ name: String, _ body: String) -> String {

@@ -8,6 +8,7 @@
 
 import Foundation
 import Testing
+import NetLifeTestSupport
 
 /// A daemon whose transfers give up after 1 s without a byte, with the app `fetcher`.
 private let limitsConfig = """

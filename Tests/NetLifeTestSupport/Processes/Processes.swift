@@ -1,10 +1,10 @@
-// Running the real binaries from a test: where they are, and a bounded run that captures output.
+// Running the real binaries and helper programs from a test: where the built products and the repository
+// are, a bounded run that captures output, a program left running in the background, and polling.
 
 import Foundation
-import Testing
 
 /// The directory that holds the built products (netlifed, netlifectl) next to the test bundle.
-let productsDirectory: String = {
+public let productsDirectory: String = {
     let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
     var url = URL(fileURLWithPath: executable).deletingLastPathComponent()
     // On Linux the test bundle is an executable in the products directory itself.
@@ -13,48 +13,38 @@ let productsDirectory: String = {
 }()
 
 /// The path of a built product, such as `netlifed`.
-func product(_ name: String) -> String {
+public func product(_ name: String) -> String {
     let path = productsDirectory + "/" + name
     precondition(FileManager.default.isExecutableFile(atPath: path), "\(path) is missing: run `swift build` first")
     return path
 }
 
+/// The repository's top directory (this file is Tests/NetLifeTestSupport/Processes/Processes.swift).
+public let repositoryDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent().deletingLastPathComponent().path
+
 /// What a finished process printed and how it ended.
-struct ProcessResult: CustomStringConvertible {
-    var status: Int32
-    var stdout: String
-    var stderr: String
-    var description: String { "exit \(status)\nstdout: \(stdout)\nstderr: \(stderr)" }
+public struct ProcessResult: CustomStringConvertible {
+    public var status: Int32
+    public var stdout: String
+    public var stderr: String
+    public var description: String { "exit \(status)\nstdout: \(stdout)\nstderr: \(stderr)" }
+
+    public init(status: Int32, stdout: String, stderr: String) {
+        self.status = status
+        self.stdout = stdout
+        self.stderr = stderr
+    }
 }
 
-/// A scratch directory removed by `remove()`.
-final class TemporaryDirectory: @unchecked Sendable {
-    let path: String
-
-    init() {
-        var template = Array("/tmp/netlife-test-XXXXXX".utf8CString)
-        let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
-        precondition(made != nil, "mkdtemp failed")
-        path = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    }
-
-    func file(_ name: String) -> String { path + "/" + name }
-
-    func write(_ name: String, _ text: String) {
-        _ = FileManager.default.createFile(atPath: file(name), contents: Data(text.utf8))
-    }
-
-    func read(_ name: String) -> String {
-        (try? String(contentsOfFile: file(name), encoding: .utf8)) ?? ""
-    }
-
-    func remove() {
-        try? FileManager.default.removeItem(atPath: path)
-    }
+/// Why a helper (a server, a proxy, a build) could not be set up: the test fails with this message.
+public struct TestFailure: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
 }
 
 /// Runs a program to completion (killing it after `timeout`) and captures its output.
-func run(_ arguments: [String], environment: [String: String]? = nil, timeout: TimeInterval = 20) -> ProcessResult {
+public func run(_ arguments: [String], environment: [String: String]? = nil, timeout: TimeInterval = 20) -> ProcessResult {
     let scratch = TemporaryDirectory()
     defer { scratch.remove() }
     let process = Process()
@@ -86,7 +76,7 @@ func run(_ arguments: [String], environment: [String: String]? = nil, timeout: T
 
 /// Polls `condition` every 5 ms until it holds or `timeout` passes.
 @discardableResult
-func waitUntil(timeout: TimeInterval = 5, _ condition: () -> Bool) -> Bool {
+public func waitUntil(timeout: TimeInterval = 5, _ condition: () -> Bool) -> Bool {
     let deadline = Date().addingTimeInterval(timeout)
     while Date() < deadline {
         if condition() { return true }
@@ -96,12 +86,12 @@ func waitUntil(timeout: TimeInterval = 5, _ condition: () -> Bool) -> Bool {
 }
 
 /// A program started in the background, waited for later.
-final class BackgroundProcess {
+public final class BackgroundProcess {
     private let process = Process()
     private let scratch = TemporaryDirectory()
-    let started = Date()
+    public let started = Date()
 
-    init(_ arguments: [String]) throws {
+    public init(_ arguments: [String]) throws {
         process.executableURL = URL(fileURLWithPath: arguments[0])
         process.arguments = Array(arguments.dropFirst())
         _ = FileManager.default.createFile(atPath: scratch.file("out"), contents: nil)
@@ -112,13 +102,16 @@ final class BackgroundProcess {
         try process.run()
     }
 
-    var isRunning: Bool { process.isRunning }
+    public var isRunning: Bool { process.isRunning }
 
     /// What it has written to stdout so far.
-    var output: String { scratch.read("out") }
+    public var output: String { scratch.read("out") }
+
+    /// Sends a signal to the program.
+    public func signal(_ signal: Int32) { kill(process.processIdentifier, signal) }
 
     /// Waits for the program (killing it after `timeout`); returns its result and how long it ran.
-    func wait(timeout: TimeInterval = 20) -> (result: ProcessResult, elapsed: TimeInterval) {
+    public func wait(timeout: TimeInterval = 20) -> (result: ProcessResult, elapsed: TimeInterval) {
         defer { scratch.remove() }
         if !waitUntil(timeout: timeout, { !process.isRunning }) {
             kill(process.processIdentifier, SIGKILL)
@@ -127,11 +120,39 @@ final class BackgroundProcess {
         let elapsed = Date().timeIntervalSince(started)
         return (ProcessResult(status: process.terminationStatus, stdout: scratch.read("out"), stderr: scratch.read("err")), elapsed)
     }
+
+    /// Waits until the program has printed a port number on a line of its own (as the helper servers do
+    /// once they listen), or it exits, or `timeout` passes; returns the port, 0 when none came.
+    public func waitForPort(timeout: TimeInterval = 10) -> UInt16 {
+        var port: UInt16 = 0
+        _ = waitUntil(timeout: timeout) {
+            port = UInt16(output.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+            return port != 0 || !isRunning
+        }
+        return port
+    }
 }
 
 /// Whether process `pid` is gone (or a zombie).
-func processIsGone(_ pid: Int32) -> Bool {
+public func processIsGone(_ pid: Int32) -> Bool {
     guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
           let close = stat.lastIndex(of: ")") else { return true }
     return stat[stat.index(after: close)...].split(separator: " ").first == "Z"
+}
+
+/// Whether process `pid` exists and is not a zombie.
+public func processIsLive(_ pid: Int32) -> Bool { !processIsGone(pid) }
+
+/// Whether every process of group `pgid` is gone (or a zombie) within two seconds.
+public func waitUntilGroupIsGone(_ pgid: pid_t) -> Bool {
+    waitUntil(timeout: 2) {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return !entries.contains { entry in
+            guard Int32(entry) != nil, let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { return false }
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            // Fields after the command: state is 0, pgrp is 2.
+            return fields.count > 2 && Int32(fields[2]) == pgid && fields[0] != "Z"
+        }
+    }
 }
