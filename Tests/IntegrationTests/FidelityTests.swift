@@ -18,7 +18,6 @@ private func logLines(_ daemon: TestDaemon, containing text: String) -> [Substri
 }
 
 /// Whether process `pid` still exists (and is not a zombie).
-private func isAlive(_ pid: Int32) -> Bool { !processIsGone(pid) }
 
 @Suite(.timeLimit(.minutes(5)))
 struct FidelityTests {
@@ -140,7 +139,7 @@ struct FidelityTests {
         defer { daemon.stop() }
         #expect(daemon.ctl("background", "app").status == 0)
         let pid = try #require(Int32(directory.read("pid").trimmingCharacters(in: .whitespacesAndNewlines)))
-        #expect(waitUntil(timeout: 2) { !isAlive(pid) }, "the hook's `sleep 7.5 &` was killed with its group")
+        #expect(waitUntil(timeout: 2) { !processIsLive(pid) }, "the hook's `sleep 7.5 &` was killed with its group")
     }
 
     @Test func nothingOfASuspendedAppRuns() throws {
@@ -162,7 +161,7 @@ struct FidelityTests {
         #expect(daemon.ctl("background", "app").status == 0)
         #expect(waitUntil(timeout: 4) { daemon.state("app") == "suspended" })
         let pid = try #require(Int32(directory.read("pid").trimmingCharacters(in: .whitespacesAndNewlines)))
-        #expect(waitUntil(timeout: 2) { !isAlive(pid) }, "no process of the suspended app's hooks is left")
+        #expect(waitUntil(timeout: 2) { !processIsLive(pid) }, "no process of the suspended app's hooks is left")
     }
 
     @Test func messagesSayWhatIsTrue() throws {
