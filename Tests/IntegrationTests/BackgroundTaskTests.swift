@@ -17,11 +17,6 @@ private func taskConfig(extra: String = "") -> String {
         """)
 }
 
-private func taskID(_ result: ProcessResult, sourceLocation: SourceLocation = #_sourceLocation) -> Int {
-    #expect(result.status == 0, "\(result)", sourceLocation: sourceLocation)
-    return Int(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
-}
-
 /// Checks that a `task begin` was refused as netlifectl reports it (the reason on stderr, exit status 1, no id
 /// printed) and returns the reason.
 private func refusal(_ result: ProcessResult, sourceLocation: SourceLocation = #_sourceLocation) -> String {

@@ -30,7 +30,6 @@ private func jobPid(_ directory: TemporaryDirectory, sourceLocation: SourceLocat
     try #require(Int32(directory.read("pid").trimmingCharacters(in: .whitespacesAndNewlines)), sourceLocation: sourceLocation)
 }
 
-
 @Suite(.timeLimit(.minutes(2)))
 struct HookBackgroundWorkTests {
     @Test func workAHookStartsUnderItsOwnTaskFinishesThenTheTaskEndsAndTheAppSuspends() throws {

@@ -1,9 +1,15 @@
 // What tests read of a running TestDaemon beyond its state: the resources its process holds, the real port
 // of a `127.0.0.1:0` listener, the state of an app while polling, how fast it answers `status`, whether it is
-// healthy after an attack, and a program app's part of `status`.
+// healthy after an attack, a program app's part of `status`, and the id a `task begin` printed.
 
 import Foundation
 import Testing
+
+/// The id netlifectl printed for a `task begin`, after checking that it succeeded (-1 when it printed none).
+public func taskID(_ result: ProcessResult, sourceLocation: SourceLocation = #_sourceLocation) -> Int {
+    #expect(result.status == 0, "\(result)", sourceLocation: sourceLocation)
+    return Int(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+}
 
 extension TestDaemon {
     /// Resource use of the daemon process.
