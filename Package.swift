@@ -48,7 +48,7 @@ let package = Package(
         // tests can import it.
         .target(name: "NetLifeTestSupport", dependencies: ["NetLifeEvent"], path: "Tests/NetLifeTestSupport"),
         .testTarget(name: "NetLifeEventTests", dependencies: ["NetLifeEvent", "NetLifeTestSupport"]),
-        .testTarget(name: "NetLifeTests", dependencies: ["NetLife"]),
+        .testTarget(name: "NetLifeTests", dependencies: ["NetLife", "NetLifeTestSupport"]),
         .testTarget(name: "NetLifeServicesTests", dependencies: ["NetLifeServices", "NetLifeTestSupport"]),
         .testTarget(name: "NetLifeControlTests", dependencies: ["NetLifeControl"]),
         .testTarget(name: "NetLifeDaemonTests", dependencies: ["NetLifeDaemon", "NetLifeTestSupport"]),
