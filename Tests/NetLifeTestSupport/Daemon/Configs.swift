@@ -1,5 +1,6 @@
-// Config texts for a TestDaemon: an echo app (with or without the [daemon] section) and an app running the
-// repository's Python reference client of the lifecycle protocol.
+// Config texts for a TestDaemon: an echo app (with or without the [daemon] section), an app with a data socket
+// speaking `line` to a PeerServer, an app serving files over HTTP, and an app running the repository's
+// Python reference client of the lifecycle protocol.
 
 import Foundation
 
@@ -29,6 +30,39 @@ public func echoApp(_ name: String, appLines: String = "", listenerLines: String
     [listener \(name).main]
     address = 127.0.0.1:0
     service = echo
+    \(listenerLines)
+
+    """
+}
+
+/// An `[app NAME]` (never auto-suspended, so that tests suspend it themselves) with one `[socket NAME.s]`
+/// speaking `line` to `server`.
+public func lineSocketApp(_ name: String, _ server: PeerServer, socket: String = "s", appLines: String = "",
+                   socketLines: String = "") -> String {
+    """
+    [app \(name)]
+    auto-suspend = never
+    \(appLines)
+
+    [socket \(name).\(socket)]
+    connect = \(server.address)
+    protocol = line
+    \(socketLines)
+
+    """
+}
+
+/// An app `files` whose listener `main` serves `root` over HTTP.
+public func httpApp(root: String, listenerLines: String = "") -> String {
+    """
+    [daemon]
+    [app files]
+    auto-suspend = never
+
+    [listener files.main]
+    address = 127.0.0.1:0
+    service = http
+    root = \(root)
     \(listenerLines)
 
     """

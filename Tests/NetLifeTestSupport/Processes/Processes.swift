@@ -1,5 +1,6 @@
 // Running the real binaries and helper programs from a test: where the built products and the repository
-// are, a bounded run that captures output, a program left running in the background, and polling.
+// are, a bounded run that captures output, a program left running in the background, polling, and a flag
+// one thread sets for another.
 
 import Foundation
 
@@ -155,4 +156,15 @@ public func waitUntilGroupIsGone(_ pgid: pid_t) -> Bool {
             return fields.count > 2 && Int32(fields[2]) == pgid && fields[0] != "Z"
         }
     }
+}
+
+/// A flag one thread sets and another polls.
+public final class StopFlag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = false
+
+    public init() {}
+
+    public var isSet: Bool { lock.withLock { value } }
+    public func set() { lock.withLock { value = true } }
 }
