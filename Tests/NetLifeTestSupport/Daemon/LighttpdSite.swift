@@ -5,15 +5,19 @@ import Foundation
 
 /// Where Debian's lighttpd lives; the lighttpd test fails without it.
 public let lighttpdPath = "/usr/sbin/lighttpd"
+/// Whether lighttpd is installed.
 public let lighttpdIsInstalled = FileManager.default.isExecutableFile(atPath: lighttpdPath)
 
 /// A document root with one file and a lighttpd config that takes its listener by socket activation.
 public final class LighttpdSite {
+    /// The site's directory: the document root `www`, the config and the error log.
     public let directory = TemporaryDirectory()
     /// The file's path on the server and its body.
     public let path = "/index.txt"
+    /// The file's body.
     public let body = "hello from lighttpd under netlifed\n"
 
+    /// Writes the document root and the config.
     public init() {
         try? FileManager.default.createDirectory(atPath: directory.file("www"), withIntermediateDirectories: true)
         directory.write("www/index.txt", body)
@@ -43,5 +47,6 @@ public final class LighttpdSite {
     /// A keep-alive HTTP/1.1 request for the file.
     public var request: String { "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" }
 
+    /// Removes the site's directory.
     public func remove() { directory.remove() }
 }

@@ -6,6 +6,7 @@ import Foundation
 /// A raw client of the control socket that does what an abuser would: pipeline without reading, trickle,
 /// half-close, vanish. Replies are counted as lines; they are parsed only when asked for.
 public final class RawControlClient: @unchecked Sendable {
+    /// The client's socket.
     public let fd: Int32
     private var buffer: [UInt8] = []
     private var chunk = [UInt8](repeating: 0, count: 256 * 1024)
@@ -13,6 +14,7 @@ public final class RawControlClient: @unchecked Sendable {
     /// Whether the daemon closed the connection (read returned 0 or failed).
     public private(set) var sawEnd = false
 
+    /// Connects to the control socket at `path`; nil when the connect fails.
     public init?(path: String) {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         self.fd = fd
@@ -36,6 +38,7 @@ public final class RawControlClient: @unchecked Sendable {
         return offset
     }
 
+    /// Sends all of `text` (waiting up to `timeout` for room); returns how many bytes went out.
     @discardableResult
     public func send(_ text: String, timeout: TimeInterval = 10) -> Int { send(Array(text.utf8), timeout: timeout) }
 
@@ -117,6 +120,7 @@ public final class RawControlClient: @unchecked Sendable {
         return (reply, Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6)
     }
 
+    /// Half-closes: the daemon sees the end of the requests.
     public func shutdownWrite() { shutdown(fd, Int32(SHUT_WR)) }
 
     /// Closes with SO_LINGER 0: the daemon sees a reset, not a FIN.
@@ -126,6 +130,7 @@ public final class RawControlClient: @unchecked Sendable {
         Foundation.close(fd)
     }
 
+    /// Closes the connection.
     public func close() { Foundation.close(fd) }
 }
 
@@ -135,6 +140,7 @@ public func errorCode(of line: [UInt8]?) -> String? {
     return errorCode(of: object)
 }
 
+/// The error code of a parsed reply, if it is an error.
 public func errorCode(of reply: [String: Any]?) -> String? {
     (reply?["error"] as? [String: Any])?["code"] as? String
 }

@@ -6,10 +6,12 @@ import Foundation
 public final class RunningCtl {
     private let process: BackgroundProcess
 
+    /// Starts `netlifectl --control` with the daemon's socket and `arguments`.
     public init(_ daemon: TestDaemon, _ arguments: [String]) throws {
         process = try BackgroundProcess([product("netlifectl"), "--control", daemon.controlPath] + arguments)
     }
 
+    /// Sends a signal to netlifectl.
     public func signal(_ signal: Int32) { process.signal(signal) }
 
     /// Waits for it to end (killing it after `timeout`) and returns what it printed.

@@ -8,9 +8,12 @@ import Testing
 /// before the suite, else scripts/package now) and a root with its Depends: installed (NETLIFE_TEST_ROOTFS,
 /// else scripts/systemd-box rootfs .build/systemd-rootfs now: about a minute, then kept).
 public struct SystemdBoxArtifacts: Sendable {
+    /// The path of the Debian package to install.
     public let package: String
+    /// The Debian root with the package's Depends: installed.
     public let rootfs: String
 
+    /// The artifacts, made on first use and shared by every box of the run.
     public static let shared: Result<SystemdBoxArtifacts, BoxError> = {
         let environment = ProcessInfo.processInfo.environment
         var package = environment["NETLIFE_TEST_DEB"] ?? ""
@@ -29,17 +32,23 @@ public struct SystemdBoxArtifacts: Sendable {
     }()
 }
 
+/// Why a box could not be made, booted or driven.
 public struct BoxError: Error, CustomStringConvertible {
+    /// The text a test failure shows.
     public let description: String
+    /// An error that says `description`.
     public init(_ description: String) { self.description = description }
 }
 
 /// One booted box, with the package's directory bound read-only at /pkg. `halt()` powers it off.
 public final class SystemdBox {
+    /// The pid of the box's PID 1, for nsenter.
     public let leader: String
+    /// The package's path inside the box (under /pkg).
     public let package: String
     private let work = TemporaryDirectory()
 
+    /// Boots a box from the shared root; throws when the boot fails.
     public init() throws {
         let artifacts = try SystemdBoxArtifacts.shared.get()
         let directory = URL(fileURLWithPath: artifacts.package).deletingLastPathComponent().path
@@ -84,6 +93,7 @@ public final class SystemdBox {
         return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
+    /// Powers the box off and removes its directory.
     public func halt() {
         let halted = run([repositoryDirectory + "/scripts/systemd-box", "halt", work.file("box")], timeout: 30)
         #expect(halted.status == 0, "scripts/systemd-box halt: \(halted)")

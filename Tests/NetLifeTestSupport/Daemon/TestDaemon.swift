@@ -9,12 +9,14 @@ import Testing
 
 /// Receives sd_notify datagrams, as systemd would: a thread reads them as they come.
 public final class NotifyReceiver: @unchecked Sendable {
+    /// The socket's path, for NOTIFY_SOCKET.
     public let path: String
     private let fd: Int32
     private let lock = NSLock()
     private var received: [String] = []
     private var closed = false
 
+    /// Binds the socket at `path` and starts reading.
     public init(path: String) {
         self.path = path
         let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
@@ -46,6 +48,7 @@ public final class NotifyReceiver: @unchecked Sendable {
         waitUntil(timeout: timeout) { messages.contains { $0.contains(text) } }
     }
 
+    /// Stops reading and closes the socket.
     public func close() {
         lock.withLock { closed = true }
         usleep(60_000)
@@ -65,9 +68,13 @@ public enum ExpectedEnd: Equatable {
 
 /// A netlifed under test.
 public final class TestDaemon {
+    /// The daemon's own directory: config, control and notify sockets, log.
     public let directory = TemporaryDirectory()
+    /// The control socket's path.
     public let controlPath: String
+    /// The config file's path.
     public let configPath: String
+    /// The daemon's sd_notify messages.
     public let notify: NotifyReceiver
     private let process = Process()
     private var stopped = false
@@ -106,9 +113,13 @@ public final class TestDaemon {
         }
     }
 
+    /// The daemon's pid.
     public var pid: Int32 { process.processIdentifier }
+    /// Whether the daemon still runs.
     public var isRunning: Bool { process.isRunning }
+    /// What the daemon has logged so far (stdout and stderr).
     public var log: String { directory.read("netlifed.log") }
+    /// The exit status or the signal that ended it (once it has ended).
     public var exitStatus: Int32 { process.terminationStatus }
 
     /// Runs netlifectl against this daemon.
@@ -116,6 +127,7 @@ public final class TestDaemon {
         ctl(arguments, timeout: timeout)
     }
 
+    /// Runs netlifectl against this daemon with `arguments`.
     public func ctl(_ arguments: [String], timeout: TimeInterval = 20) -> ProcessResult {
         run([product("netlifectl"), "--control", controlPath] + arguments, timeout: timeout)
     }

@@ -5,8 +5,10 @@ import Foundation
 
 /// A scratch directory removed by `remove()`.
 public final class TemporaryDirectory: @unchecked Sendable {
+    /// The directory's path.
     public let path: String
 
+    /// Makes a fresh directory under /tmp.
     public init() {
         var template = Array("/tmp/netlife-test-XXXXXX".utf8CString)
         let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
@@ -37,6 +39,7 @@ public final class TemporaryDirectory: @unchecked Sendable {
         FileManager.default.contents(atPath: file(name)).map { [UInt8]($0) }
     }
 
+    /// Removes the directory and everything in it.
     public func remove() {
         try? FileManager.default.removeItem(atPath: path)
     }

@@ -27,7 +27,9 @@ import Testing
 
 /// Why a Dovecot could not be started or driven.
 public struct DovecotError: Error, CustomStringConvertible {
+    /// The text a test failure shows.
     public var description: String
+    /// An error that says `description`.
     public init(_ description: String) { self.description = description }
 }
 
@@ -35,8 +37,10 @@ public struct DovecotError: Error, CustomStringConvertible {
 public final class Dovecot {
     /// The server binary (Debian's dovecot-core, pulled in by dovecot-imapd).
     public static let executable = "/usr/sbin/dovecot"
+    /// Dovecot's admin tool, which delivers messages.
     public static let doveadm = "/usr/bin/doveadm"
 
+    /// The server's directory: config, users, mail, logs.
     public let directory = TemporaryDirectory()
     /// The loopback address dovecot listens on, such as "127.83.4.201".
     public private(set) var host = ""
@@ -44,9 +48,11 @@ public final class Dovecot {
     public let port: UInt16 = 1143
     /// The one user, with a maildir INBOX.
     public let user = "netlife"
+    /// The user's password.
     public let password: String
     /// A file holding the password on one line (with a newline), as netlifed's `password-file` reads it.
     public let passwordFile: String
+    /// The config file's path.
     public let configPath: String
     /// The directory where the imap process writes each session's rawlog.
     public let rawlogDirectory: String

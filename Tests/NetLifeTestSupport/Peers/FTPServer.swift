@@ -9,6 +9,7 @@ import Testing
 
 /// A pyftpdlib server owned by one test; `stop()` ends it and removes its directory.
 public final class FTPServer {
+    /// The server's directory: its root, script and log.
     public let directory = TemporaryDirectory()
     private let process: BackgroundProcess
     /// The control port it listens on.
@@ -93,6 +94,7 @@ public final class FTPServer {
     /// The bytes each closed data connection sent, in order.
     public var sent: [Int] { logLines.filter { $0.hasPrefix("SENT ") }.compactMap { Int($0.dropFirst(5)) } }
 
+    /// Ends the server and removes its directory.
     public func stop() {
         _ = process.wait(timeout: 0)
         directory.remove()

@@ -39,8 +39,10 @@ public final class MisbehavingServer {
         case normal
     }
 
+    /// The server's directory: the file served, the script and the request log.
     public let directory = TemporaryDirectory()
     private let process: BackgroundProcess
+    /// The port it listens on (127.0.0.1).
     public let port: UInt16
 
     /// An HTTP server for `content` in `mode`; `cut` is where `silentAfterHead` and `lyingAfter416` stop.

@@ -7,8 +7,11 @@ import Foundation
 
 /// An nginx owned by one test; `stop()` ends it and removes its directory.
 public final class NginxServer {
+    /// The server's directory: `www`, the config and the logs.
     public let directory = TemporaryDirectory()
+    /// The loopback address nginx listens on, such as "127.83.4.201".
     public private(set) var host = ""
+    /// The port nginx listens on.
     public let port = 8080
     private var process: BackgroundProcess?
 
@@ -61,6 +64,7 @@ public final class NginxServer {
     /// One line per request: `GET /file.bin range="bytes=N-" if-range="ETAG" 206 BYTES`.
     public var accessLog: [String] { directory.read("access.log").split(separator: "\n").map(String.init) }
 
+    /// Ends nginx and removes its directory.
     public func stop() {
         if let pid = Int32(directory.read("nginx.pid").trimmingCharacters(in: .whitespacesAndNewlines)) { kill(pid, SIGQUIT) }
         _ = process?.wait(timeout: 5)

@@ -57,8 +57,10 @@ public func tcpConnect(port: UInt16) -> Int32 {
 
 /// A connected test peer.
 public final class Peer {
+    /// The peer's socket.
     public let fd: Int32
 
+    /// A peer on a connected socket, which it now owns.
     public init(fd: Int32) { self.fd = fd }
 
     /// Connects or records an issue and returns nil.
@@ -71,11 +73,13 @@ public final class Peer {
         }
     }
 
+    /// Sends `text` (what one send takes).
     public func send(_ text: String) {
         var bytes = Array(text.utf8)
         _ = Foundation.send(fd, &bytes, bytes.count, Int32(MSG_NOSIGNAL))
     }
 
+    /// Sends `bytes` (what one send takes); returns what send returned.
     public func send(bytes: [UInt8]) -> Int {
         var bytes = bytes
         return Foundation.send(fd, &bytes, bytes.count, Int32(MSG_NOSIGNAL))
@@ -121,6 +125,7 @@ public final class Peer {
         return readText(count: text.utf8.count, timeout: timeout)
     }
 
+    /// Closes the socket.
     public func close() { Foundation.close(fd) }
 }
 

@@ -7,9 +7,12 @@ import Testing
 
 /// A listening TCP socket on 127.0.0.1, port 0.
 public final class PeerServer {
+    /// The listening socket.
     public let fd: Int32
+    /// The port the kernel chose.
     public let port: UInt16
 
+    /// Listens on 127.0.0.1 with a port from the kernel; nil when it cannot.
     public init?() {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         var address = sockaddr_in()
@@ -43,5 +46,6 @@ public final class PeerServer {
         return client >= 0 ? Peer(fd: client) : nil
     }
 
+    /// Closes the listening socket.
     public func close() { Foundation.close(fd) }
 }

@@ -6,9 +6,12 @@ import Foundation
 /// A socket of the test bound to 127.0.0.1:`port` without SO_REUSEADDR (so its bind fails if anyone holds
 /// the port), listening if asked.
 public struct TCPSquatter {
+    /// The squatting socket.
     public let fd: Int32
+    /// Whether the bind (and the listen, if asked) succeeded.
     public let bound: Bool
 
+    /// Binds 127.0.0.1:`port`, and listens if `listening`.
     public init(port: UInt16, listening: Bool = false) {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         var address = sockaddr_in()
@@ -21,6 +24,7 @@ public struct TCPSquatter {
         } && (!listening || listen(fd, 1) == 0)
     }
 
+    /// Closes the socket.
     public func close() { Foundation.close(fd) }
 }
 
@@ -30,9 +34,11 @@ public struct TCPSquatter {
 /// SO_REUSEADDR too, can still bind and listen on it. This replaces picking a port by binding and closing one,
 /// which races with every other test.
 public final class PortReservation {
+    /// The reserved port.
     public let port: UInt16
     private let fd: Int32
 
+    /// Reserves a port from the kernel on 127.0.0.1.
     public init() {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         precondition(fd >= 0, "socket: \(String(cString: strerror(errno)))")
@@ -50,5 +56,6 @@ public final class PortReservation {
         port = UInt16(bigEndian: address.sin_port)
     }
 
+    /// Gives the port back.
     public func close() { Foundation.close(fd) }
 }

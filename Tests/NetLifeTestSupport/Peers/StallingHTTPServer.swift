@@ -7,10 +7,13 @@ import Foundation
 /// ranges, sends at most `stallAfter` bytes of the first response and then holds the connection (so that
 /// a download can be interrupted mid-way), and counts the body bytes it sent in `sent.txt`.
 public final class StallingHTTPServer {
+    /// The server's directory: the file served, its ETag, the script and `sent.txt`.
     public let directory = TemporaryDirectory()
     private let process: BackgroundProcess
+    /// The port it listens on (127.0.0.1).
     public let port: UInt16
 
+    /// Serves `content` with `etag`, the first response cut after `stallAfter` bytes.
     public init(content: [UInt8], stallAfter: Int, etag: String = "\"v1\"") throws {
         _ = FileManager.default.createFile(atPath: directory.file("file.bin"), contents: Data(content))
         directory.write("etag.txt", etag)
@@ -61,6 +64,7 @@ public final class StallingHTTPServer {
     /// The body bytes sent so far.
     public var sent: Int { Int(directory.read("sent.txt")) ?? 0 }
 
+    /// Kills the server and removes its directory.
     public func stop() {
         _ = process.wait(timeout: 0)
         directory.remove()

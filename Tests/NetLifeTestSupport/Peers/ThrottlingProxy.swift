@@ -4,11 +4,15 @@
 
 import Foundation
 
+/// A rate-limited TCP relay to 127.0.0.1:`upstreamPort`, owned by one test; `stop()` ends it.
 public final class ThrottlingProxy {
+    /// The proxy's directory: its script and the per-connection counts.
     public let directory = TemporaryDirectory()
     private let process: BackgroundProcess
+    /// The port clients connect to (127.0.0.1).
     public let port: UInt16
 
+    /// Starts the relay, forwarding client bytes at most `bytesPerSecond`.
     public init(upstreamPort: UInt16, bytesPerSecond: Int) throws {
         directory.write("proxy.py", """
             import socket, sys, threading, time, os
@@ -56,6 +60,7 @@ public final class ThrottlingProxy {
             .map { Int(self.directory.read($0)) ?? 0 }
     }
 
+    /// Kills the relay and removes its directory.
     public func stop() {
         _ = process.wait(timeout: 0)
         directory.remove()

@@ -5,8 +5,10 @@ import Foundation
 
 /// A process's resource use, read from /proc/PID.
 public struct ProcessProbe {
+    /// The process looked at.
     public let pid: Int32
 
+    /// A probe of process `pid`.
     public init(pid: Int32) { self.pid = pid }
 
     /// Open descriptors (entries of /proc/PID/fd).
@@ -41,9 +43,12 @@ public struct ProcessProbe {
 
 /// The descriptor and thread counts of a daemon at one moment, to compare with later.
 public struct ResourceBaseline {
+    /// Open descriptors then.
     public let descriptors: Int
+    /// Threads then.
     public let threads: Int
 
+    /// The counts the probe reads now.
     public init(_ probe: ProcessProbe) {
         descriptors = probe.descriptorCount
         threads = probe.threadCount
@@ -52,10 +57,13 @@ public struct ResourceBaseline {
 
 /// A program's cgroup as the kernel shows it.
 public struct CgroupProbe {
+    /// The cgroup's directory under /sys/fs/cgroup.
     public let directory: String
 
+    /// A probe of the cgroup at `directory`.
     public init(directory: String) { self.directory = directory }
 
+    /// Whether the cgroup exists.
     public var exists: Bool { FileManager.default.fileExists(atPath: directory) }
 
     /// The pids in the cgroup (`cgroup.procs`).

@@ -26,11 +26,16 @@ public let repositoryDirectory = URL(fileURLWithPath: #filePath).deletingLastPat
 
 /// What a finished process printed and how it ended.
 public struct ProcessResult: CustomStringConvertible {
+    /// The exit status (-1: it could not run, -2: it timed out and was killed).
     public var status: Int32
+    /// What it printed on stdout.
     public var stdout: String
+    /// What it printed on stderr.
     public var stderr: String
+    /// The text a test failure shows.
     public var description: String { "exit \(status)\nstdout: \(stdout)\nstderr: \(stderr)" }
 
+    /// A result with these parts.
     public init(status: Int32, stdout: String, stderr: String) {
         self.status = status
         self.stdout = stdout
@@ -40,7 +45,9 @@ public struct ProcessResult: CustomStringConvertible {
 
 /// Why a helper (a server, a proxy, a build) could not be set up: the test fails with this message.
 public struct TestFailure: Error, CustomStringConvertible {
+    /// The text a test failure shows.
     public let description: String
+    /// An error that says `description`.
     public init(_ description: String) { self.description = description }
 }
 
@@ -90,8 +97,10 @@ public func waitUntil(timeout: TimeInterval = 5, _ condition: () -> Bool) -> Boo
 public final class BackgroundProcess {
     private let process = Process()
     private let scratch = TemporaryDirectory()
+    /// When it was started.
     public let started = Date()
 
+    /// Starts `arguments[0]` (a path) with the rest as arguments, output captured.
     public init(_ arguments: [String]) throws {
         process.executableURL = URL(fileURLWithPath: arguments[0])
         process.arguments = Array(arguments.dropFirst())
@@ -103,6 +112,7 @@ public final class BackgroundProcess {
         try process.run()
     }
 
+    /// Whether it still runs.
     public var isRunning: Bool { process.isRunning }
 
     /// What it has written to stdout so far.
@@ -163,8 +173,11 @@ public final class StopFlag: @unchecked Sendable {
     private let lock = NSLock()
     private var value = false
 
+    /// An unset flag.
     public init() {}
 
+    /// Whether the flag was set.
     public var isSet: Bool { lock.withLock { value } }
+    /// Sets the flag.
     public func set() { lock.withLock { value = true } }
 }
