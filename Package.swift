@@ -52,7 +52,9 @@ let package = Package(
         // netlifectl links the protocol (and the JSON under it) alone: no event loop, no framework.
         .executableTarget(name: "netlifectl", dependencies: ["NetLifeControl"]),
 
-        // What several test targets share (loop and socket helpers); a plain target, so the tests can import it.
+        // What the test targets share: running a loop until a condition holds, socket pairs, temporary
+        // directories, the daemon harness, test peers and servers, process helpers. A plain target, so the
+        // tests can import it.
         .target(name: "NetLifeTestSupport", dependencies: ["NetLifeEvent"], path: "Tests/NetLifeTestSupport"),
         .testTarget(name: "NetLifeEventTests", dependencies: ["NetLifeEvent", "NetLifeTestSupport"]),
         .testTarget(name: "NetLifeTests", dependencies: ["NetLife", "NetLifeTestSupport"]),
@@ -60,7 +62,8 @@ let package = Package(
         .testTarget(name: "NetLifeJSONTests", dependencies: ["NetLifeJSON"]),
         .testTarget(name: "NetLifeControlTests", dependencies: ["NetLifeControl"]),
         .testTarget(name: "NetLifeDaemonTests", dependencies: ["NetLifeDaemon", "NetLifeTestSupport"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["netlifed", "netlifectl"]),
+        // The integration tests run the built netlifed and netlifectl, which these dependencies build first.
+        .testTarget(name: "IntegrationTests", dependencies: ["netlifed", "netlifectl", "NetLifeTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

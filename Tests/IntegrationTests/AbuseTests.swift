@@ -5,6 +5,7 @@
 
 import Foundation
 import Testing
+import NetLifeTestSupport
 
 /// A small deterministic generator (SplitMix64), so that a failing run can be repeated from its seed.
 struct SplitMix64: RandomNumberGenerator {
@@ -81,17 +82,6 @@ private final class ReplyCounter: @unchecked Sendable {
     var received: Int { lock.withLock { count } }
     var notReplies: Int { lock.withLock { malformed } }
     func waitDone(timeout: TimeInterval) -> Bool { waitUntil(timeout: timeout) { lock.withLock { done } } }
-}
-
-/// Processes whose environment says they are hooks of `app` (NETLIFE_APP=app) and of this daemon's socket.
-func hookProcesses(app: String, control: String) -> [Int32] {
-    let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
-    return entries.compactMap(Int32.init).filter { pid in
-        guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/environ") else { return false }
-        let variables = data.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
-        return variables.contains("NETLIFE_APP=\(app)") && variables.contains("NETLIFE_CONTROL=\(control)")
-            && !processIsGone(pid)
-    }
 }
 
 @Suite(.timeLimit(.minutes(5)))
@@ -434,14 +424,6 @@ struct AbuseTests {
         if rssIsMeaningful { #expect(after - before < 1 << 20, "RSS grew by \((after - before) / 1024) KiB") }
         daemon.expectHealthy(comparedTo: nil, label: "10,000 hook runs and 100,000 requests")
     }
-}
-
-/// A flag one thread sets and another polls.
-final class StopFlag: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value = false
-    var isSet: Bool { lock.withLock { value } }
-    func set() { lock.withLock { value = true } }
 }
 
 /// When each trickling client was closed, and the error code of its last reply line.

@@ -5,6 +5,7 @@
 
 import Foundation
 import Testing
+import NetLifeTestSupport
 
 /// An app `app` with compressed budgets and an echo listener on a port the kernel picks.
 private func taskConfig(extra: String = "") -> String {
@@ -14,11 +15,6 @@ private func taskConfig(extra: String = "") -> String {
         expiration-grace = 500ms
         \(extra)
         """)
-}
-
-private func taskID(_ result: ProcessResult, sourceLocation: SourceLocation = #_sourceLocation) -> Int {
-    #expect(result.status == 0, "\(result)", sourceLocation: sourceLocation)
-    return Int(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
 }
 
 /// Checks that a `task begin` was refused as netlifectl reports it (the reason on stderr, exit status 1, no id

@@ -6,11 +6,11 @@
 
 import Foundation
 import Testing
+import NetLifeTestSupport
 
 @Suite(.timeLimit(.minutes(1)))
 struct ConfigExamplesTests {
-    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent()
+    static let repository = URL(fileURLWithPath: repositoryDirectory)
 
     /// Each ```ini block of a Markdown file, with the line it starts on.
     static func iniBlocks(of markdown: String) -> [(line: Int, text: String)] {

@@ -3,6 +3,7 @@
 
 import Foundation
 import Testing
+import NetLifeTestSupport
 
 @Suite(.timeLimit(.minutes(5)))
 struct ConfigTests {
@@ -49,7 +50,7 @@ struct ConfigTests {
         directory.write("good.conf", echoConfig(port: 7070, appLines: "profile = ios4\ntask-time = 90s\non-did-enter-background = /bin/echo 'in background'"))
         let good = run([product("netlifed"), "--check-config", directory.file("good.conf")])
         #expect(good.status == 0, "\(good)")
-        let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let repository = URL(fileURLWithPath: repositoryDirectory)
         let shipped = run([product("netlifed"), "--check-config", repository.appendingPathComponent("Config/netlifed.conf").path])
         #expect(shipped.status == 0, "\(shipped)")
     }

@@ -4,53 +4,7 @@
 
 import Foundation
 import Testing
-
-/// A raw client of the control socket, for requests netlifectl would never send.
-final class ControlConnection {
-    let fd: Int32
-    private var buffer: [UInt8] = []
-
-    init?(path: String) {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        self.fd = fd
-        if withUnixAddress(path, { connect(fd, $0, $1) }) != 0 { Foundation.close(fd); return nil }
-    }
-
-    func send(_ text: String) {
-        let bytes = Array(text.utf8)
-        var offset = 0
-        while offset < bytes.count {
-            let sent = bytes[offset...].withUnsafeBytes { Foundation.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if sent <= 0 { return }
-            offset += sent
-        }
-    }
-
-    /// The next reply line as a dictionary, or nil at EOF or after `timeout`.
-    func reply(timeout: TimeInterval = 5) -> [String: Any]? {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if let newline = buffer.firstIndex(of: 10) {
-                let line = Data(buffer[..<newline])
-                buffer.removeSubrange(...newline)
-                return try? JSONSerialization.jsonObject(with: line) as? [String: Any]
-            }
-            var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            guard poll(&poller, 1, 50) > 0 else { continue }
-            var chunk = [UInt8](repeating: 0, count: 65536)
-            let count = recv(fd, &chunk, chunk.count, 0)
-            if count <= 0 { return nil }
-            buffer += chunk[0..<count]
-        }
-        return nil
-    }
-
-    func close() { Foundation.close(fd) }
-}
-
-private func errorCode(_ reply: [String: Any]?) -> String? {
-    (reply?["error"] as? [String: Any])?["code"] as? String
-}
+import NetLifeTestSupport
 
 @Suite(.timeLimit(.minutes(5)))
 struct ControlSocketTests {
@@ -67,28 +21,28 @@ struct ControlSocketTests {
     @Test func malformedUnknownAndOversizedRequestsGetErrorsAndTheDaemonKeepsServing() throws {
         let daemon = try TestDaemon(config: echoConfig(port: 0))
         defer { daemon.stop() }
-        let connection = try #require(ControlConnection(path: daemon.controlPath))
+        let connection = try #require(RawControlClient(path: daemon.controlPath))
         defer { connection.close() }
         connection.send("{not json\n")
-        #expect(errorCode(connection.reply()) == "bad-request")
+        #expect(errorCode(of: connection.reply()) == "bad-request")
         connection.send("[1, 2]\n")
-        #expect(errorCode(connection.reply()) == "bad-request")
+        #expect(errorCode(of: connection.reply()) == "bad-request")
         connection.send("{\"cmd\": \"fly\"}\n")
-        #expect(errorCode(connection.reply()) == "unknown-command")
+        #expect(errorCode(of: connection.reply()) == "unknown-command")
         connection.send("{\"cmd\": \"status\", \"protocol\": 99}\n")
-        #expect(errorCode(connection.reply()) == "protocol-version")
+        #expect(errorCode(of: connection.reply()) == "protocol-version")
         connection.send("{\"cmd\": \"background\"}\n")
-        #expect(errorCode(connection.reply()) == "bad-request")
+        #expect(errorCode(of: connection.reply()) == "bad-request")
         connection.send("{\"cmd\": \"upload\", \"app\": \"echo\", \"file\": \"/no/such/file\", \"url\": \"http://127.0.0.1/f\"}\n")
-        #expect(errorCode(connection.reply()) == "bad-request")
+        #expect(errorCode(of: connection.reply()) == "bad-request")
         // The same connection still works after errors.
         connection.send("{\"cmd\": \"status\"}\n")
         #expect(connection.reply()?["ok"] as? Bool == true)
 
-        let oversized = try #require(ControlConnection(path: daemon.controlPath))
+        let oversized = try #require(RawControlClient(path: daemon.controlPath))
         defer { oversized.close() }
         oversized.send("{\"cmd\": \"status\", \"pad\": \"" + String(repeating: "x", count: 70 * 1024) + "\"}\n")
-        #expect(errorCode(oversized.reply()) == "request-too-large")
+        #expect(errorCode(of: oversized.reply()) == "request-too-large")
         #expect(oversized.reply(timeout: 1) == nil, "the connection is closed after an oversized request")
         #expect(daemon.ctl("status").status == 0, "the daemon keeps serving")
     }
@@ -96,7 +50,7 @@ struct ControlSocketTests {
     @Test func aRequestFromAClientThatHalfClosesIsStillAnswered() throws {
         let daemon = try TestDaemon(config: echoConfig(port: 0))
         defer { daemon.stop() }
-        let connection = try #require(ControlConnection(path: daemon.controlPath))
+        let connection = try #require(RawControlClient(path: daemon.controlPath))
         defer { connection.close() }
         connection.send("{\"cmd\": \"version\"}")
         shutdown(connection.fd, Int32(SHUT_WR))
@@ -108,21 +62,21 @@ struct ControlSocketTests {
     @Test func atMost32ControlConnectionsAndANewcomerEvictsTheLongestWaiting() throws {
         let daemon = try TestDaemon(config: echoConfig(port: 0))
         defer { daemon.stop() }
-        var connections: [ControlConnection] = []
+        var connections: [RawControlClient] = []
         defer { connections.forEach { $0.close() } }
         for _ in 0..<32 {
-            let connection = try #require(ControlConnection(path: daemon.controlPath))
+            let connection = try #require(RawControlClient(path: daemon.controlPath))
             connection.send("{\"cmd\": \"version\"}\n")
             #expect(connection.reply()?["ok"] as? Bool == true)
             connections.append(connection)
         }
         // All 32 wait for their next request: the newcomer is served, and the one that has waited longest is
         // told why it is closed.
-        let extra = try #require(ControlConnection(path: daemon.controlPath))
+        let extra = try #require(RawControlClient(path: daemon.controlPath))
         defer { extra.close() }
         extra.send("{\"cmd\": \"version\"}\n")
         #expect(extra.reply()?["ok"] as? Bool == true)
-        #expect(errorCode(connections[0].reply()) == "too-many-connections")
+        #expect(errorCode(of: connections[0].reply()) == "too-many-connections")
         #expect(connections[0].reply(timeout: 1) == nil, "then it is closed")
         connections[1].send("{\"cmd\": \"version\"}\n")
         #expect(connections[1].reply()?["ok"] as? Bool == true, "the others are untouched")

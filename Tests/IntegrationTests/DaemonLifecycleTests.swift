@@ -6,6 +6,7 @@
 
 import Foundation
 import Testing
+import NetLifeTestSupport
 
 @Suite(.timeLimit(.minutes(5)))
 struct DaemonLifecycleTests {
@@ -79,7 +80,7 @@ struct DaemonLifecycleTests {
         }
         // One round first, so that whatever a first reload creates lazily is counted in the baseline.
         for index in [0, 1] { #expect(reload(to: index).status == 0) }
-        let before = threadCount(of: daemon.pid)
+        let before = daemon.probe.threadCount
         #expect(before > 0)
         var failures: [ProcessResult] = []
         for round in 0..<100 {
@@ -87,7 +88,7 @@ struct DaemonLifecycleTests {
             if result.status != 0 { failures.append(result) }
         }
         #expect(failures.isEmpty, "\(failures.count) reloads failed; first: \(String(describing: failures.first))")
-        let after = threadCount(of: daemon.pid)
+        let after = daemon.probe.threadCount
         #expect(after == before, "threads: \(before) before 100 reloads that changed loop-stall, \(after) after")
         print("threads: \(before) before 100 loop-stall reloads, \(after) after")
         #expect(daemon.ctl("status").status == 0)
@@ -136,7 +137,3 @@ struct DaemonLifecycleTests {
     }
 }
 
-/// The number of threads of process `pid` (entries of /proc/PID/task).
-private func threadCount(of pid: Int32) -> Int {
-    (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task").count) ?? -1
-}

@@ -4,23 +4,7 @@
 
 import Foundation
 import Testing
-
-/// An `[app NAME]` (never auto-suspended, so that tests suspend it themselves) with one `[socket NAME.s]`
-/// speaking `line` to `server`.
-func lineSocketApp(_ name: String, _ server: PeerServer, socket: String = "s", appLines: String = "",
-                   socketLines: String = "") -> String {
-    """
-    [app \(name)]
-    auto-suspend = never
-    \(appLines)
-
-    [socket \(name).\(socket)]
-    connect = \(server.address)
-    protocol = line
-    \(socketLines)
-
-    """
-}
+import NetLifeTestSupport
 
 /// An echo listener of `app` whose connections stay open in the background.
 let keptEchoListener = """
@@ -30,31 +14,6 @@ let keptEchoListener = """
     connections = keep
 
     """
-
-extension TestDaemon {
-    /// A data socket of an app as `status --json` shows it.
-    func socket(_ app: String, _ name: String = "s") -> [String: Any]? {
-        (status(app)["sockets"] as? [[String: Any]])?.first { $0["name"] as? String == name }
-    }
-
-    /// Waits until the socket's state is `state`.
-    func waitForSocket(_ app: String, _ name: String = "s", state: String, timeout: TimeInterval = 5) -> Bool {
-        waitUntil(timeout: timeout) { socket(app, name)?["state"] as? String == state }
-    }
-
-    /// Sends one request on a fresh raw control connection and returns the time until `until` returns
-    /// true (polled without pause), in milliseconds; the reply is read afterwards.
-    func timeAfterRequest(_ request: String, timeout: TimeInterval = 2, until: () -> Bool) -> Double? {
-        guard let client = RawControlClient(path: controlPath) else { return nil }
-        defer { client.close() }
-        let start = Date()
-        client.send(request)
-        while Date().timeIntervalSince(start) < timeout {
-            if until() { return Date().timeIntervalSince(start) * 1000 }
-        }
-        return nil
-    }
-}
 
 @Suite(.timeLimit(.minutes(5))) struct DataSocketTests {
     @Test func closePolicySendsFINOnBackgroundAndReconnectsOnForeground() throws {

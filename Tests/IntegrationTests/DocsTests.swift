@@ -7,9 +7,9 @@
 
 import Foundation
 import Testing
+import NetLifeTestSupport
 
-private let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-    .deletingLastPathComponent()
+private let root = URL(fileURLWithPath: repositoryDirectory)
 
 /// The text of a file of the repository ("" when it cannot be read).
 private func page(_ path: String) -> String {

@@ -4,74 +4,7 @@
 
 import Foundation
 import Testing
-
-/// A small HTTP server in Python (standard library only) that serves one file with a strong ETag and byte
-/// ranges, sends at most `stallAfter` bytes of the first response and then holds the connection (so that
-/// a download can be interrupted mid-way), and counts the body bytes it sent in `sent.txt`.
-final class StallingHTTPServer {
-    let directory = TemporaryDirectory()
-    private let process: BackgroundProcess
-    let port: UInt16
-
-    init(content: [UInt8], stallAfter: Int, etag: String = "\"v1\"") throws {
-        _ = FileManager.default.createFile(atPath: directory.file("file.bin"), contents: Data(content))
-        directory.write("etag.txt", etag)
-        directory.write("server.py", """
-            import http.server, os, sys, time
-            root = sys.argv[1]; stall = int(sys.argv[2])
-            state = {"first": True, "sent": 0}
-            class H(http.server.BaseHTTPRequestHandler):
-                protocol_version = "HTTP/1.1"
-                def log_message(self, *a): pass
-                def do_GET(self):
-                    data = open(os.path.join(root, "file.bin"), "rb").read()
-                    etag = open(os.path.join(root, "etag.txt")).read().strip()
-                    start, status = 0, 200
-                    rng, cond = self.headers.get("Range"), self.headers.get("If-Range")
-                    if rng and rng.startswith("bytes=") and rng.endswith("-") and (cond is None or cond == etag):
-                        start, status = int(rng[6:-1]), 206
-                    body = data[start:]
-                    self.send_response(status)
-                    self.send_header("ETag", etag)
-                    self.send_header("Accept-Ranges", "bytes")
-                    self.send_header("Content-Length", str(len(body)))
-                    if status == 206:
-                        self.send_header("Content-Range", "bytes %d-%d/%d" % (start, len(data) - 1, len(data)))
-                    self.end_headers()
-                    if state["first"]:
-                        state["first"] = False
-                        body = body[:stall]
-                        self.wfile.write(body); self.wfile.flush()
-                        state["sent"] += len(body)
-                        open(os.path.join(root, "sent.txt"), "w").write(str(state["sent"]))
-                        time.sleep(60)
-                        return
-                    self.wfile.write(body)
-                    state["sent"] += len(body)
-                    open(os.path.join(root, "sent.txt"), "w").write(str(state["sent"]))
-            s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-            s.daemon_threads = True
-            print(s.server_address[1], flush=True)
-            s.serve_forever()
-            """)
-        let process = try BackgroundProcess(["/usr/bin/python3", directory.file("server.py"), directory.path, String(stallAfter)])
-        var port: UInt16 = 0
-        _ = waitUntil(timeout: 10) {
-            port = UInt16(process.output.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
-            return port != 0
-        }
-        self.process = process
-        self.port = port
-    }
-
-    /// The body bytes sent so far.
-    var sent: Int { Int(directory.read("sent.txt")) ?? 0 }
-
-    func stop() {
-        _ = process.wait(timeout: 0)
-        directory.remove()
-    }
-}
+import NetLifeTestSupport
 
 @Suite(.timeLimit(.minutes(5))) struct DownloadTests {
     @Test func aDownloadPausedByTheLifecycleResumesOnForegroundWithOnlyTheMissingBytes() throws {

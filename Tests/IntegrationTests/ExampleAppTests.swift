@@ -6,8 +6,9 @@
 
 import Foundation
 import Testing
+import NetLifeTestSupport
 
-private let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+private let repository = URL(fileURLWithPath: repositoryDirectory)
 
 /// Builds the example package once per test run and returns its daemon's path.
 private let reporterd: Result<String, BuildFailure> = {

@@ -1,10 +1,11 @@
-// `netlifectl download` of ftp:// URLs against a real FTP server (pyftpdlib, see Support/FTPServer.swift):
+// `netlifectl download` of ftp:// URLs against a real FTP server (pyftpdlib, FTPServer in test support):
 // a whole file arrives byte-exact in passive mode; a download interrupted by the lifecycle resumes with
 // `REST N`, N the part's size, and the server sends only the missing bytes; a file that changed in between
 // (another MDTM) and a server that refuses REST both restart from 0 and end with the server's file.
 
 import Foundation
 import Testing
+import NetLifeTestSupport
 
 /// An app whose background time runs out 0.5 s after it goes to the background: a download it runs pauses.
 private let fetcherConfig = """

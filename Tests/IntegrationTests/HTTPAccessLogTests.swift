@@ -5,6 +5,7 @@
 
 import Foundation
 import Testing
+import NetLifeTestSupport
 
 @Suite(.timeLimit(.minutes(1))) struct HTTPAccessLogTests {
     private func lines(_ path: String) -> [String] {

@@ -3,11 +3,7 @@
 
 import Foundation
 import Testing
-
-/// A file of `count` bytes whose byte i is a function of i (so that any slice can be checked).
-func patternBytes(_ count: Int, seed: Int = 7) -> [UInt8] {
-    (0..<count).map { UInt8(truncatingIfNeeded: ($0 &* 31) ^ ($0 >> 8) ^ seed) }
-}
+import NetLifeTestSupport
 
 /// One HTTP exchange on a raw connection: the status code, the headers (lowercased names) and the body.
 struct HTTPExchange {
@@ -47,26 +43,6 @@ extension Peer {
         }
         return nil
     }
-}
-
-/// An app `files` whose listener `main` serves `root` over HTTP.
-func httpApp(root: String, listenerLines: String = "") -> String {
-    """
-    [daemon]
-    [app files]
-    auto-suspend = never
-
-    [listener files.main]
-    address = 127.0.0.1:0
-    service = http
-    root = \(root)
-    \(listenerLines)
-
-    """
-}
-
-func sha256(_ path: String) -> String {
-    run(["/usr/bin/sha256sum", path]).stdout.split(separator: " ").first.map(String.init) ?? ""
 }
 
 @Suite(.timeLimit(.minutes(5))) struct HTTPServiceTests {

@@ -5,6 +5,7 @@
 
 import Foundation
 import Testing
+import NetLifeTestSupport
 
 /// Writes an executable /bin/sh script `name` into `directory` and returns its path.
 private func script(_ directory: TemporaryDirectory, _ name: String, _ body: String) -> String {
@@ -28,8 +29,6 @@ private func beginTaskAndReturn(_ directory: TemporaryDirectory, job: String) ->
 private func jobPid(_ directory: TemporaryDirectory, sourceLocation: SourceLocation = #_sourceLocation) throws -> Int32 {
     try #require(Int32(directory.read("pid").trimmingCharacters(in: .whitespacesAndNewlines)), sourceLocation: sourceLocation)
 }
-
-private func isAlive(_ pid: Int32) -> Bool { !processIsGone(pid) }
 
 @Suite(.timeLimit(.minutes(2)))
 struct HookBackgroundWorkTests {
@@ -72,9 +71,9 @@ struct HookBackgroundWorkTests {
         #expect(daemon.ctl("background", "app").status == 0)
         let pid = try jobPid(directory)
         usleep(300_000)
-        #expect(isAlive(pid), "the hook has exited, its task is open: its job lives")
+        #expect(processIsLive(pid), "the hook has exited, its task is open: its job lives")
         // The expiration handler (1 s after background) ends the task: the job goes with it.
-        #expect(waitUntil(timeout: 3) { !isAlive(pid) }, "the job was ended when its task ended; log:\n\(daemon.log)")
+        #expect(waitUntil(timeout: 3) { !processIsLive(pid) }, "the job was ended when its task ended; log:\n\(daemon.log)")
         #expect(waitUntil(timeout: 2) { hookProcesses(app: "app", control: daemon.controlPath).isEmpty }, "no hook process of the app is left")
         #expect(daemon.state("app") == "background", "continuous mode: never suspended, so the task's end alone ended the job")
         #expect(!daemon.log.contains("0x8badf00d"))
@@ -94,10 +93,10 @@ struct HookBackgroundWorkTests {
         #expect(daemon.ctl("background", "app").status == 0)
         let pid = try jobPid(directory)
         usleep(300_000)
-        #expect(isAlive(pid), "the hook has exited, its task is open: its job lives")
+        #expect(processIsLive(pid), "the hook has exited, its task is open: its job lives")
         #expect(waitUntil(timeout: 5) { daemon.state("app") == "not-running" })
         #expect((daemon.status("app")["lastTermination"] as? [String: Any])?["reason"] as? String == "watchdog")
-        #expect(waitUntil(timeout: 2) { !isAlive(pid) }, "the job died with its app")
+        #expect(waitUntil(timeout: 2) { !processIsLive(pid) }, "the job died with its app")
         #expect(waitUntil(timeout: 2) { hookProcesses(app: "app", control: daemon.controlPath).isEmpty }, "no hook process of the app is left")
     }
 
@@ -113,9 +112,9 @@ struct HookBackgroundWorkTests {
         #expect(daemon.ctl("background", "app").status == 0)
         let pid = try jobPid(directory)
         usleep(300_000)
-        #expect(isAlive(pid), "the hook has exited, its task is open: its job lives")
+        #expect(processIsLive(pid), "the hook has exited, its task is open: its job lives")
         #expect(daemon.ctl("terminate", "app").status == 0)
-        #expect(waitUntil(timeout: 2) { !isAlive(pid) }, "the job died with its app")
+        #expect(waitUntil(timeout: 2) { !processIsLive(pid) }, "the job died with its app")
         #expect(waitUntil(timeout: 2) { hookProcesses(app: "app", control: daemon.controlPath).isEmpty }, "no hook process of the app is left")
     }
 
@@ -133,7 +132,7 @@ struct HookBackgroundWorkTests {
         #expect(begin.status == 0 && begin.stdout != "0\n", "\(begin)")
         #expect(daemon.ctl("background", "app").status == 0)
         let pid = try jobPid(directory)
-        #expect(waitUntil(timeout: 2) { !isAlive(pid) }, "the hook's job was killed when the hook exited")
+        #expect(waitUntil(timeout: 2) { !processIsLive(pid) }, "the hook's job was killed when the hook exited")
         #expect(daemon.state("app") == "background")
     }
 }

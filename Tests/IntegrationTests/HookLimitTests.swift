@@ -3,6 +3,7 @@
 
 import Foundation
 import Testing
+import NetLifeTestSupport
 
 @Suite(.timeLimit(.minutes(5)))
 struct HookLimitTests {
@@ -34,32 +35,4 @@ struct HookLimitTests {
         print("3,000 hook runs: RSS \(before / 1024) KiB -> \(after / 1024) KiB (\((after - before) / 3000) bytes per run)")
         if rssIsMeaningful { #expect(after - before < 300 * 1024, "RSS grew by \((after - before) / 1024) KiB over 3,000 hook runs") }
     }
-}
-
-/// `true` as the hook of every transition event, and no auto-suspend: each background/foreground cycle runs
-/// four hooks.
-let trueHooksOnEveryEvent = """
-    auto-suspend = never
-    on-will-resign-active = /bin/true
-    on-did-enter-background = /bin/true
-    on-will-enter-foreground = /bin/true
-    on-did-become-active = /bin/true
-    """
-
-/// Sends background/foreground pairs for `app`, in batches of pipelined requests, and returns how many
-/// replies were not ok (or missing).
-func driveHookRuns(_ client: RawControlClient, app: String, cycles: Int) -> Int {
-    var failures = 0
-    var done = 0
-    while done < cycles {
-        let batch = min(25, cycles - done)
-        let pair = "{\"cmd\":\"background\",\"app\":\"\(app)\"}\n{\"cmd\":\"foreground\",\"app\":\"\(app)\"}\n"
-        client.send(String(repeating: pair, count: batch))
-        for index in 0..<(2 * batch) {
-            guard let line = client.line(timeout: 10) else { return failures + 2 * (cycles - done) - index }
-            if !isOK(line) { failures += 1 }
-        }
-        done += batch
-    }
-    return failures
 }

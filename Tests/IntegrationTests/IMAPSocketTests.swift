@@ -4,6 +4,7 @@
 
 import Foundation
 import Testing
+import NetLifeTestSupport
 
 /// An app `mail` with one IMAP socket to `dovecot`.
 func imapApp(_ dovecot: Dovecot, passwordFile: String? = nil, appLines: String = "") -> String {

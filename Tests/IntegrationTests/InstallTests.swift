@@ -5,8 +5,9 @@
 
 import Foundation
 import Testing
+import NetLifeTestSupport
 
-private let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+private let repository = URL(fileURLWithPath: repositoryDirectory)
 
 /// Runs scripts/NAME with DESTDIR, PREFIX=/usr, the unit directory /etc/systemd/system unless `environment`
 /// says otherwise, and the built binaries instead of a release build.

@@ -5,6 +5,7 @@
 
 import Foundation
 import Testing
+import NetLifeTestSupport
 
 /// A Python program that waits for the file `go` beside it, then does `body` (with `events`, the channel's
 /// descriptor, and `write_all(bytes)`, which stops at EPIPE), then writes the file `done` and sleeps.

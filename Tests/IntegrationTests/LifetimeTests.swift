@@ -5,6 +5,7 @@
 
 import Foundation
 import Testing
+import NetLifeTestSupport
 
 /// A hook command that records its pid in `file` and then sleeps `seconds`.
 private func recordingSleep(_ file: String, _ seconds: String) -> String {

@@ -5,6 +5,7 @@
 
 import Foundation
 import Testing
+import NetLifeTestSupport
 
 @Suite(.timeLimit(.minutes(5)))
 struct ListenerPolicyTests {
@@ -268,54 +269,4 @@ func listeningInode(port: UInt16) -> UInt64? {
         if fields.count > 9, fields[1] == local, fields[3] == "0A" { return UInt64(fields[9]) }
     }
     return nil
-}
-
-/// A socket of the test bound to 127.0.0.1:`port` without SO_REUSEADDR (so its bind fails if anyone holds
-/// the port), listening if asked.
-struct TCPSquatter {
-    let fd: Int32
-    let bound: Bool
-
-    init(port: UInt16, listening: Bool = false) {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let fd = self.fd
-        bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-        } && (!listening || listen(fd, 1) == 0)
-    }
-
-    func close() { Foundation.close(fd) }
-}
-
-/// A port that a config names before netlifed opens the listener (a test that checks the port while nothing
-/// listens on it yet): a TCP socket bound to `127.0.0.1:0` with SO_REUSEADDR that never listens. While it is
-/// held, connects to the port are refused, no one else's bind takes the port, and netlifed, whose listeners set
-/// SO_REUSEADDR too, can still bind and listen on it. This replaces picking a port by binding and closing one,
-/// which races with every other test.
-final class PortReservation {
-    let port: UInt16
-    private let fd: Int32
-
-    init() {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        precondition(fd >= 0, "socket: \(String(cString: strerror(errno)))")
-        var one: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-        }
-        precondition(bound, "cannot bind 127.0.0.1:0: \(String(cString: strerror(errno)))")
-        self.fd = fd
-        port = UInt16(bigEndian: address.sin_port)
-    }
-
-    func close() { Foundation.close(fd) }
 }

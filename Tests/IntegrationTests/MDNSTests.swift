@@ -6,6 +6,7 @@
 
 import Foundation
 import Testing
+import NetLifeTestSupport
 
 @Suite(.timeLimit(.minutes(5)))
 struct MDNSTests {

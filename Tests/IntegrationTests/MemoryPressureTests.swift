@@ -5,6 +5,7 @@
 
 import Foundation
 import Testing
+import NetLifeTestSupport
 
 extension TestDaemon {
     /// `netlifectl --json memory-pressure ARGUMENTS`: the apps terminated, in order, as the reply lists them.

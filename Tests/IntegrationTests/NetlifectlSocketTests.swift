@@ -4,6 +4,7 @@
 
 import Foundation
 import Testing
+import NetLifeTestSupport
 
 @Suite(.timeLimit(.minutes(1)))
 struct NetlifectlSocketTests {

@@ -5,8 +5,9 @@
 
 import Foundation
 import Testing
+import NetLifeTestSupport
 
-private let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+private let repository = URL(fileURLWithPath: repositoryDirectory)
 
 private func repositoryFile(_ path: String) -> String { repository.appendingPathComponent(path).path }
 

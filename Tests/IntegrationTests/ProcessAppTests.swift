@@ -8,6 +8,7 @@
 
 import Foundation
 import Testing
+import NetLifeTestSupport
 
 @Suite(.timeLimit(.minutes(2)))
 struct ProcessAppTests {

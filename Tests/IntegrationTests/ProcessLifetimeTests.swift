@@ -6,6 +6,7 @@
 
 import Foundation
 import Testing
+import NetLifeTestSupport
 
 /// Where cgroup2 is mounted here (`/sys/fs/cgroup`, or `/sys/fs/cgroup/unified` on a hybrid machine), nil
 /// when it is not.

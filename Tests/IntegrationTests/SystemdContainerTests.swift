@@ -6,6 +6,7 @@
 
 import Foundation
 import Testing
+import NetLifeTestSupport
 
 /// The app of the package's default config.
 private let echoApp = """

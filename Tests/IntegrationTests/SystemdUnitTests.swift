@@ -6,8 +6,9 @@
 
 import Foundation
 import Testing
+import NetLifeTestSupport
 
-private let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+private let repository = URL(fileURLWithPath: repositoryDirectory)
 private let unitPath = repository.appendingPathComponent("systemd/netlifed.service").path
 
 /// The highest exposure score the unit may have (SPEC section 10).

@@ -5,6 +5,7 @@
 
 import Foundation
 import Testing
+import NetLifeTestSupport
 
 /// The transfers of the daemon's `transfers --json` reply.
 private func transfers(_ daemon: TestDaemon) -> [[String: Any]] {

@@ -1,4 +1,4 @@
-// Misbehaving servers against the real netlifed's downloader and uploader (Support/MisbehavingServers.swift):
+// Misbehaving servers against the real netlifed's downloader and uploader (MisbehavingServer, test support):
 // a server that accepts and never answers, falls silent after the head, says `150` and falls silent, or
 // never says `226`, pauses the transfer after `transfer-idle-timeout` (part and record kept, the background
 // task ended), and one that trickles a byte at a time pauses it after `transfer-low-speed-time`; an empty body or file is a finished, empty file; a 416 followed by a HEAD whose length
@@ -8,6 +8,7 @@
 
 import Foundation
 import Testing
+import NetLifeTestSupport
 
 /// A daemon whose transfers give up after 1 s without a byte, with the app `fetcher`.
 private let limitsConfig = """

@@ -4,11 +4,11 @@
 
 import Foundation
 import Testing
+import NetLifeTestSupport
 
 @Suite(.timeLimit(.minutes(1)))
 struct UnitReloadTests {
-    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent()
+    static let repository = URL(fileURLWithPath: repositoryDirectory)
 
     /// The unit's ExecReload= as words, with the installed netlifectl replaced by the built one and
     /// $MAINPID by `pid`.

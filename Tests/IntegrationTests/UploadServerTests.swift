@@ -6,6 +6,7 @@
 
 import Foundation
 import Testing
+import NetLifeTestSupport
 
 /// An app `files` whose listener `main` serves `root` and takes uploads into `uploads`.
 private func uploadApp(root: String, uploads: String, lines: String = "") -> String {

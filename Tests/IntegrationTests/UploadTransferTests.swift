@@ -5,6 +5,7 @@
 
 import Foundation
 import Testing
+import NetLifeTestSupport
 
 @Suite(.timeLimit(.minutes(3))) struct UploadTransferTests {
     @Test func anUploadCutByKill9OfTheSenderResumesFromTheServersOffset() throws {

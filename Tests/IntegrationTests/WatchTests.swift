@@ -5,6 +5,7 @@
 
 import Foundation
 import Testing
+import NetLifeTestSupport
 
 /// The JSON objects of a file of lines (netlifectl --json watch output).
 private func jsonLines(_ text: String) -> [[String: Any]] {

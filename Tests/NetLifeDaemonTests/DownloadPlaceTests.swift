@@ -5,6 +5,7 @@
 import Glibc
 import NetLifeControl
 @testable import NetLifeDaemon
+import NetLifeTestSupport
 import Testing
 
 @Suite struct DownloadPlaceTests {
@@ -26,10 +27,9 @@ import Testing
     }
 
     @Test func anOutputIsRefusedWhenNetlifedCannotSeeItsDirectoryOrSeesAnother() throws {
-        var template = Array("/tmp/netlife-place-XXXXXX".utf8CString)
-        let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
-        let directory = try #require(made.map { String(cString: $0) })
-        defer { rmdir(directory) }
+        let scratch = TemporaryDirectory()
+        defer { scratch.remove() }
+        let directory = scratch.path
         let output = directory + "/f.bin"
         let identity = try #require(fileIdentity(directoryOf: output))
         #expect(DownloadPlace.refusal(for: output, clientSees: identity, app: "a", stateDirectory: "/var/lib/netlifed") == nil)

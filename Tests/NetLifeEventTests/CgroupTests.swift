@@ -226,7 +226,7 @@ struct ProcessCgroupTests {
         print("\(cgroup.kind.rawValue): \(members.count) frozen members killed, the cgroup empty after \(emptyAfter.milliseconds) ms")
         #expect(status == .signaled(SIGKILL))
         #expect(try cgroup.members().isEmpty)
-        for pid in members { #expect(!isLive(pid), "member \(pid) is gone") }
+        for pid in members { #expect(!processIsLive(pid), "member \(pid) is gone") }
         try cgroup.remove()
         #expect(access(cgroup.directory, F_OK) != 0)
         try cgroup.remove()   // again: nothing
@@ -323,12 +323,6 @@ struct ProcessCgroupTests {
 
 private func readCounter(_ path: String) -> Int {
     (try? String(contentsOfFile: path, encoding: .utf8)).flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) } ?? 0
-}
-
-/// Whether process `pid` exists and is not a zombie.
-private func isLive(_ pid: Int32) -> Bool {
-    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { return false }
-    return !stat[stat.index(after: close)...].hasPrefix(" Z")
 }
 
 /// What a netlifed that is gone left: its cgroups are told apart by the daemon pid in their names.

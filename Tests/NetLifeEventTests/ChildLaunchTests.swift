@@ -62,7 +62,7 @@ struct ChildLaunchTests {
                              onOutput: { if case .line(let line) = $0 { lines.append(line) } }, onExit: { status = $0 })
         #expect(runLoop(loop) { status != nil })
         #expect(status == .exited(0) && lines == ["unset unset"])
-        #expect(String(decoding: readAvailableBlocking(pipeFDs[0]), as: UTF8.self) == "passed\n")
+        #expect(String(decoding: readAvailable(pipeFDs[0]), as: UTF8.self) == "passed\n")
     }
 
     @Test func aChildInheritsNothingButItsDescriptorsEvenWhatIsNotCloseOnExec() throws {
@@ -195,9 +195,3 @@ struct ChildLaunchTests {
     }
 }
 
-/// What a blocking descriptor has, read once.
-private func readAvailableBlocking(_ fd: CInt) -> [UInt8] {
-    var buffer = [UInt8](repeating: 0, count: 4096)
-    let count = read(fd, &buffer, buffer.count)
-    return count > 0 ? Array(buffer[0..<count]) : []
-}

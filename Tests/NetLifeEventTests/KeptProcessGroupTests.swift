@@ -14,9 +14,6 @@ private func state(of pid: pid_t) -> Substring? {
     return stat[stat.index(after: close)...].split(separator: " ").first
 }
 
-/// Whether `pid` is a live process (not a zombie).
-private func isLive(_ pid: pid_t) -> Bool { state(of: pid).map { $0 != "Z" } ?? false }
-
 /// Whether the child `pid` of this process has been reaped: no such process any more (looked up without
 /// waiting for it, which would reap it).
 private func isReaped(_ pid: pid_t) -> Bool { state(of: pid) == nil }
@@ -43,7 +40,7 @@ struct KeptProcessGroupTests {
         #expect(child.isGroupKept)
         #expect(state(of: child.pid) == "Z", "the child stays a zombie: its pid holds the group's id")
         let sleeper = try #require(lines.first.flatMap { pid_t($0) })
-        #expect(isLive(sleeper), "what the child left in its group runs on")
+        #expect(processIsLive(sleeper), "what the child left in its group runs on")
         #expect(runLoop(loop) { lines.contains("late") }, "the group's output is still read after the exit: \(lines)")
         child.killKeptGroup()
         #expect(!child.isGroupKept)
@@ -62,7 +59,7 @@ struct KeptProcessGroupTests {
         let sleeper = try #require(lines.first.flatMap { pid_t($0) })
         child.signalGroup(SIGTERM)
         #expect(waitUntilGroupIsGone(child.pid), "SIGTERM reached what was left in the group")
-        #expect(!isLive(sleeper))
+        #expect(!processIsLive(sleeper))
         #expect(child.isGroupKept, "still unreaped until its owner kills the group")
         child.close()
         #expect(isReaped(child.pid))

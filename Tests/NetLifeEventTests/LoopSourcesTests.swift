@@ -220,36 +220,6 @@ struct LoopSourcesTests {
     }
 }
 
-/// connect() to 127.0.0.1:port; returns 0 or the errno.
-func tcpConnect(port: UInt16) -> Int32 {
-    let fd = socket(AF_INET, CInt(SOCK_STREAM.rawValue), 0)
-    defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = port.bigEndian
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let result = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-    return result == 0 ? 0 : errno
-}
-
-/// Whether every process of group `pgid` is gone (or a zombie) within two seconds.
-func waitUntilGroupIsGone(_ pgid: pid_t) -> Bool {
-    let deadline = MonotonicTime.now() + .seconds(2)
-    while MonotonicTime.now() < deadline {
-        let live = (try? FileManager.default.contentsOfDirectory(atPath: "/proc"))?.compactMap { entry -> String? in
-            guard Int32(entry) != nil, let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
-                  let close = stat.lastIndex(of: ")") else { return nil }
-            let fields = stat[stat.index(after: close)...].split(separator: " ")
-            // Fields after the command: state is 0, pgrp is 2.
-            guard fields.count > 2, Int32(fields[2]) == pgid, fields[0] != "Z" else { return nil }
-            return entry
-        } ?? []
-        if live.isEmpty { return true }
-        usleep(10_000)
-    }
-    return false
-}
-
 @Suite(.timeLimit(.minutes(5)))
 struct TimerPrecisionTests {
     @Test func aTimerArmedLateInACallbackStillWaitsItsWholeDelay() throws {

@@ -30,7 +30,7 @@ struct LoopStallWatchdogTests {
         }
         watchdog.start(on: loop)
         // The loop does not run: nothing beats.
-        #expect(waitFor(seconds: 2) { reports.load(ordering: .relaxed) > 0 })
+        #expect(waitUntil(timeout: 2) { reports.load(ordering: .relaxed) > 0 })
         watchdog.stop()
         #expect(underThreshold.load(ordering: .relaxed) == 0)
         #expect(loop.registeredObjectCount == 0, "the heartbeat is closed")
@@ -59,7 +59,7 @@ struct LoopStallWatchdogTests {
         // Lowered while the thread sleeps for a minute: it looks again at once.
         let changed = Date()
         watchdog.threshold = .milliseconds(100)
-        #expect(waitFor(seconds: 2) { reports.load(ordering: .relaxed) > 0 })
+        #expect(waitUntil(timeout: 2) { reports.load(ordering: .relaxed) > 0 })
         #expect(Date().timeIntervalSince(changed) < 1, "the thread took the new threshold at once")
     }
 
@@ -75,15 +75,5 @@ struct LoopStallWatchdogTests {
         #expect(!watchdog.isRunning)
         watchdog.stop()
     }
-}
-
-/// Polls `condition` every 5 ms for up to `seconds`.
-private func waitFor(seconds: Double, _ condition: () -> Bool) -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if condition() { return true }
-        usleep(5000)
-    }
-    return condition()
 }
 

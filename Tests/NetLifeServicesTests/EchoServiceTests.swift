@@ -3,16 +3,16 @@
 import Glibc
 import NetLifeEvent
 import NetLifeServices
+import NetLifeTestSupport
 import Testing
 
 @Suite(.timeLimit(.minutes(5)))
 struct EchoServiceTests {
     @Test func echoesEveryByteInOrder() throws {
         let loop = try EventLoop()
-        var fds: [CInt] = [-1, -1]
-        #expect(socketpair(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_NONBLOCK.rawValue), 0, &fds) == 0)
-        defer { close(fds[1]) }
-        let connection = try Connection(loop: loop, fd: fds[0])
+        let (ours, theirs) = socketPair()
+        defer { close(theirs) }
+        let connection = try Connection(loop: loop, fd: ours)
         let echo = EchoService()
         echo.serve(connection)
         var sent: [UInt8] = []
@@ -24,11 +24,11 @@ struct EchoServiceTests {
         poller = EventTimer(loop: loop) {
             if sent.count < total {
                 let chunk = (0..<min(65536, total - sent.count)).map { UInt8(truncatingIfNeeded: sent.count + $0) }
-                let written = chunk.withUnsafeBytes { write(fds[1], $0.baseAddress, $0.count) }
+                let written = chunk.withUnsafeBytes { write(theirs, $0.baseAddress, $0.count) }
                 if written > 0 { sent += chunk[0..<written] }
             }
             var buffer = [UInt8](repeating: 0, count: 65536)
-            let count = read(fds[1], &buffer, buffer.count)
+            let count = read(theirs, &buffer, buffer.count)
             if count > 0 { received += buffer[0..<count] }
             if received.count == total || MonotonicTime.now() > deadline {
                 timedOut = received.count != total

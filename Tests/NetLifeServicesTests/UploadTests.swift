@@ -614,36 +614,6 @@ extension UploadTests {
 
 // MARK: The shell on a real loop
 
-/// A temporary directory for one test.
-private final class Scratch {
-    let path: String
-    init() {
-        var template = Array("/tmp/netlife-upload-XXXXXX".utf8CString)
-        path = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
-    }
-    func file(_ name: String) -> String { path + "/" + name }
-    func write(_ name: String, _ bytes: [UInt8]) {
-        let fd = open(file(name), O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        _ = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-        close(fd)
-    }
-    func read(_ name: String) -> [UInt8]? {
-        let fd = open(file(name), O_RDONLY)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 1 << 16)
-        while true {
-            let count = Glibc.read(fd, &buffer, buffer.count)
-            if count <= 0 { return bytes }
-            bytes += buffer[0..<count]
-        }
-    }
-    func remove() {
-        _ = system("rm -rf '\(path)'")
-    }
-}
-
 /// A loop with an HTTPService (uploads into `uploads`) behind a listener on 127.0.0.1.
 private final class LoopServer {
     let loop: EventLoop
@@ -678,13 +648,13 @@ extension UploadTests {
         let logger = Logger(label: "test", minimumLevel: .critical)
 
         @Test func uploadsAFileThroughTheHTTPService() throws {
-            let scratch = Scratch()
+            let scratch = TemporaryDirectory()
             defer { scratch.remove() }
             mkdir(scratch.file("root"), 0o755)
             mkdir(scratch.file("up"), 0o755)
             mkdir(scratch.file("up/dir"), 0o755)
             let bytes = content(3_000_000, seed: 3)
-            scratch.write("local.bin", bytes)
+            scratch.write("local.bin", bytes: bytes)
             let server = try LoopServer(root: scratch.file("root"), uploads: scratch.file("up"))
             defer { server.close() }
             let url = try URLParts(parsing: "http://127.0.0.1:\(server.port)/dir/f.bin")
@@ -694,17 +664,17 @@ extension UploadTests {
             #expect(server.run { upload.state != .running })
             #expect(upload.state == .done)
             #expect(upload.bytesDone == bytes.count && upload.total == bytes.count)
-            #expect(scratch.read("up/dir/f.bin") == bytes)
-            #expect(scratch.read("record") == nil, "the record is removed when done")
+            #expect(scratch.readBytes("up/dir/f.bin") == bytes)
+            #expect(scratch.readBytes("record") == nil, "the record is removed when done")
         }
 
         @Test func resumesWhereTheServerStands() throws {
-            let scratch = Scratch()
+            let scratch = TemporaryDirectory()
             defer { scratch.remove() }
             mkdir(scratch.file("root"), 0o755)
             mkdir(scratch.file("up"), 0o755)
             let bytes = content(500_000, seed: 5)
-            scratch.write("local.bin", bytes)
+            scratch.write("local.bin", bytes: bytes)
             let server = try LoopServer(root: scratch.file("root"), uploads: scratch.file("up"))
             defer { server.close() }
             // The state a run cut after 123,457 bytes leaves: the server's resource with those bytes, and the
@@ -719,21 +689,21 @@ extension UploadTests {
             let url = try URLParts(parsing: "http://127.0.0.1:\(server.port)/f.bin")
             let resourceURL = try url.resolving(ResumableUploadServer.resourcePrefix + resource.id)
             let file = try #require(Upload.identity(of: scratch.file("local.bin")))
-            scratch.write("record", Array(UploadRecord(url: url, resource: resourceURL, file: file).encoded().utf8))
+            scratch.write("record", bytes: Array(UploadRecord(url: url, resource: resourceURL, file: file).encoded().utf8))
 
             let upload = Upload(file: scratch.file("local.bin"), url: url, recordPath: scratch.file("record"), loop: server.loop, logger: logger)
             #expect(upload.bytesDone == 0)
             upload.start()
             #expect(server.run { upload.state != .running })
             #expect(upload.state == .done)
-            #expect(scratch.read("up/f.bin") == bytes)
+            #expect(scratch.readBytes("up/f.bin") == bytes)
             // The same resource was completed (no new one was made).
             #expect(store.load(resource.id)?.isComplete == true)
             #expect(store.list().resources.count == 1)
         }
 
         @Test func aFileThatCannotBeReadFails() throws {
-            let scratch = Scratch()
+            let scratch = TemporaryDirectory()
             defer { scratch.remove() }
             let loop = try EventLoop()
             defer { _ = loop.close() }

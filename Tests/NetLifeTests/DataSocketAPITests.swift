@@ -5,6 +5,7 @@
 
 import Glibc
 import NetLife
+import NetLifeTestSupport
 import Testing
 
 /// A protocol whose quiet mode needs the peer's `OK`.
@@ -38,37 +39,6 @@ private final class IdleService: Service {
     func serve(_ connection: Connection) {}
 }
 
-/// A blocking TCP connection to 127.0.0.1:`port`, or -1.
-private func connectLoopback(port: UInt16) -> CInt {
-    let fd = socket(AF_INET, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0)
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = port.bigEndian
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let result = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    }
-    guard result == 0 else {
-        close(fd)
-        return -1
-    }
-    return fd
-}
-
-/// Runs the loop until `condition` holds (checked every millisecond) or 5 s pass.
-private func drive(_ loop: EventLoop, until condition: @escaping () -> Bool) -> Bool {
-    let deadline = MonotonicTime.now() + .seconds(5)
-    var ticker: EventTimer?
-    ticker = EventTimer(loop: loop) {
-        if condition() || MonotonicTime.now() >= deadline { loop.stop() } else { ticker?.arm(after: .milliseconds(1)) }
-    }
-    ticker?.arm(after: .zero)
-    try? loop.run()
-    ticker?.close()
-    ticker = nil
-    return condition()
-}
-
 @Suite(.timeLimit(.minutes(5)))
 struct DataSocketAPITests {
     @Test func aQuietStepThatAwaitsItsReplyHoldsABackgroundTaskUntilIt() throws {
@@ -86,7 +56,7 @@ struct DataSocketAPITests {
         let handler = AwaitingProtocol()
         let socket = app.openDataSocket(socketConfiguration, handler: handler)
         var peer: CInt = -1
-        #expect(drive(loop) {
+        #expect(runLoop(loop) {
             if peer < 0 { peer = accept(listenFD, nil, nil) }
             return peer >= 0 && socket.state == .connected
         })
@@ -103,14 +73,14 @@ struct DataSocketAPITests {
             return
         }
         var sent: [UInt8] = []
-        #expect(drive(loop) {
+        #expect(runLoop(loop) {
             var buffer = [UInt8](repeating: 0, count: 256)
             let count = recv(peer, &buffer, buffer.count, CInt(MSG_DONTWAIT))
             if count > 0 { sent += buffer[0..<count] }
             return String(decoding: sent, as: UTF8.self) == "HELLO\nQUIET\n"
         })
         _ = "OK\n".withCString { send(peer, $0, 3, CInt(MSG_NOSIGNAL)) }
-        #expect(drive(loop) { app.state == .suspended }, "suspended once the reply ended the task")
+        #expect(runLoop(loop) { app.state == .suspended }, "suspended once the reply ended the task")
         #expect(handler.received == ["OK"])
         #expect(app.status.tasks.isEmpty)
     }
@@ -136,7 +106,7 @@ struct DataSocketAPITests {
         socketConfiguration.policy = .quiet
         let socket = app.openDataSocket(socketConfiguration, handler: SilentProtocol())
         var peer: CInt = -1
-        #expect(drive(loop) {
+        #expect(runLoop(loop) {
             if peer < 0 { peer = accept(listenFD, nil, nil) }
             return peer >= 0 && socket.state == .connected
         })
@@ -165,11 +135,10 @@ struct DataSocketAPITests {
         let socket = app.openDataSocket(DataSocketConfiguration(name: "s", address: peerAddress, protocolName: "silent"),
                                         handler: SilentProtocol())
         let port = try #require(app.status.listeners.first?.address.split(separator: ":").last.flatMap { UInt16($0) })
-        let client = connectLoopback(port: port)
-        try #require(client >= 0)
-        defer { close(client) }
+        let client = try #require(Peer.connect(port: port))
+        defer { client.close() }
         var peer: CInt = -1
-        #expect(drive(loop) {
+        #expect(runLoop(loop) {
             if peer < 0 { peer = accept(peerListener, nil, nil) }
             return peer >= 0 && socket.state == .connected && app.status.listeners.first?.connections == 1
         })

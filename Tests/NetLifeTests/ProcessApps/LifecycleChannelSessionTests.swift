@@ -9,13 +9,6 @@ import NetLifeEvent
 import NetLifeTestSupport
 import Testing
 
-/// A socketpair whose ends are blocking, as a program's NETLIFE_EVENTS pair is made.
-private func blockingPair() -> (CInt, CInt) {
-    var fds: [CInt] = [-1, -1]
-    _ = socketpair(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0, &fds)
-    return (fds[0], fds[1])
-}
-
 /// Writes what the socket takes now of `bytes[offset...]`, without blocking; returns the new offset.
 private func writeSome(_ fd: CInt, _ bytes: [UInt8], from offset: Int) -> Int {
     guard offset < bytes.count else { return offset }
@@ -27,7 +20,7 @@ private func writeSome(_ fd: CInt, _ bytes: [UInt8], from offset: Int) -> Int {
 struct LifecycleChannelSessionTests {
     @Test func aBlockingDescriptorIsMadeNonBlockingAndAProgramThatNeverReadsCannotBlockASend() throws {
         let loop = try EventLoop()
-        let (ours, program) = blockingPair()
+        let (ours, program) = blockingSocketPair()
         defer { close(program) }
         let session = try LifecycleChannelSession(loop: loop, fd: ours, onBytes: { _ in }, closed: {})
         defer { session.close() }

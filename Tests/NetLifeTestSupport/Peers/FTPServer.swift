@@ -8,11 +8,12 @@ import Foundation
 import Testing
 
 /// A pyftpdlib server owned by one test; `stop()` ends it and removes its directory.
-final class FTPServer {
-    let directory = TemporaryDirectory()
+public final class FTPServer {
+    /// The server's directory: its root, script and log.
+    public let directory = TemporaryDirectory()
     private let process: BackgroundProcess
     /// The control port it listens on.
-    let port: UInt16
+    public let port: UInt16
 
     /// The server's program: arguments ROOT LOG RATE REST, REST `refuse` to answer 502 to REST.
     private static let script = """
@@ -56,18 +57,14 @@ final class FTPServer {
         """
 
     /// Starts the server on `directory/root`, sending at most `rate` bytes per second on each data connection.
-    init(rate: Int, refusesREST: Bool = false) throws {
+    public init(rate: Int, refusesREST: Bool = false) throws {
         try FileManager.default.createDirectory(atPath: directory.file("root"), withIntermediateDirectories: true)
         directory.write("server.py", Self.script)
         directory.write("server.log", "")
         let process = try BackgroundProcess(["/usr/bin/python3", directory.file("server.py"), directory.file("root"),
                                              directory.file("server.log"), String(rate), refusesREST ? "refuse" : "accept"])
         self.process = process
-        var port: UInt16 = 0
-        _ = waitUntil(timeout: 10) {
-            port = UInt16(process.output.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
-            return port != 0 || !process.isRunning
-        }
+        let port = process.waitForPort()
         self.port = port
         if port == 0 {
             let result = process.wait(timeout: 0).result
@@ -77,27 +74,28 @@ final class FTPServer {
     }
 
     /// The URL of a file in the server's root.
-    func url(_ name: String) -> String { "ftp://127.0.0.1:\(port)/\(name)" }
+    public func url(_ name: String) -> String { "ftp://127.0.0.1:\(port)/\(name)" }
 
     /// Puts `content` in the server's root as `name`, modified at `modified` (MDTM's answer) when given.
-    func put(_ name: String, _ content: [UInt8], modified: Date? = nil) throws {
+    public func put(_ name: String, _ content: [UInt8], modified: Date? = nil) throws {
         let path = directory.file("root/" + name)
         try Data(content).write(to: URL(fileURLWithPath: path))
         if let modified { try FileManager.default.setAttributes([.modificationDate: modified], ofItemAtPath: path) }
     }
 
     /// The path of a file in the server's root.
-    func path(_ name: String) -> String { directory.file("root/" + name) }
+    public func path(_ name: String) -> String { directory.file("root/" + name) }
 
     private var logLines: [String] { directory.read("server.log").split(separator: "\n").map(String.init) }
 
     /// The commands received, in order (`REST 4096`).
-    var commands: [String] { logLines.filter { $0.hasPrefix("CMD ") }.map { String($0.dropFirst(4)) } }
+    public var commands: [String] { logLines.filter { $0.hasPrefix("CMD ") }.map { String($0.dropFirst(4)) } }
 
     /// The bytes each closed data connection sent, in order.
-    var sent: [Int] { logLines.filter { $0.hasPrefix("SENT ") }.compactMap { Int($0.dropFirst(5)) } }
+    public var sent: [Int] { logLines.filter { $0.hasPrefix("SENT ") }.compactMap { Int($0.dropFirst(5)) } }
 
-    func stop() {
+    /// Ends the server and removes its directory.
+    public func stop() {
         _ = process.wait(timeout: 0)
         directory.remove()
     }

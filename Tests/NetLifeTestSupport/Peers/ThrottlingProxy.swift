@@ -4,12 +4,16 @@
 
 import Foundation
 
-final class ThrottlingProxy {
-    let directory = TemporaryDirectory()
+/// A rate-limited TCP relay to 127.0.0.1:`upstreamPort`, owned by one test; `stop()` ends it.
+public final class ThrottlingProxy {
+    /// The proxy's directory: its script and the per-connection counts.
+    public let directory = TemporaryDirectory()
     private let process: BackgroundProcess
-    let port: UInt16
+    /// The port clients connect to (127.0.0.1).
+    public let port: UInt16
 
-    init(upstreamPort: UInt16, bytesPerSecond: Int) throws {
+    /// Starts the relay, forwarding client bytes at most `bytesPerSecond`.
+    public init(upstreamPort: UInt16, bytesPerSecond: Int) throws {
         directory.write("proxy.py", """
             import socket, sys, threading, time, os
             target, rate, root = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
@@ -45,22 +49,19 @@ final class ThrottlingProxy {
                 threading.Thread(target=pump, args=(upstream, client, 0, None), daemon=True).start()
             """)
         let process = try BackgroundProcess(["/usr/bin/python3", directory.file("proxy.py"), String(upstreamPort), String(bytesPerSecond), directory.path])
-        var port: UInt16 = 0
-        _ = waitUntil(timeout: 10) {
-            port = UInt16(process.output.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
-            return port != 0
-        }
+        let port = process.waitForPort()
         self.process = process
         self.port = port
     }
 
     /// The client bytes forwarded upstream on each connection so far, in the order they were accepted.
-    var forwarded: [Int] {
+    public var forwarded: [Int] {
         (1...).lazy.map { "up-\($0).txt" }.prefix { FileManager.default.fileExists(atPath: self.directory.file($0)) }
             .map { Int(self.directory.read($0)) ?? 0 }
     }
 
-    func stop() {
+    /// Kills the relay and removes its directory.
+    public func stop() {
         _ = process.wait(timeout: 0)
         directory.remove()
     }

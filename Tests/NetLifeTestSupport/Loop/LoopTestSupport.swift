@@ -28,7 +28,15 @@ public func socketPair() -> (CInt, CInt) {
     return (fds[0], fds[1])
 }
 
-/// Reads what is available on a non-blocking descriptor.
+/// A connected pair of blocking Unix stream sockets, as a program's NETLIFE_EVENTS pair is made.
+public func blockingSocketPair() -> (CInt, CInt) {
+    var fds: [CInt] = [-1, -1]
+    let result = socketpair(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0, &fds)
+    precondition(result == 0)
+    return (fds[0], fds[1])
+}
+
+/// Reads what is available on a non-blocking descriptor (on a blocking one: what one read returns).
 public func readAvailable(_ fd: CInt) -> [UInt8] {
     var buffer = [UInt8](repeating: 0, count: 65536)
     let count = read(fd, &buffer, buffer.count)

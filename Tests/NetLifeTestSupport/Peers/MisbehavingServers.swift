@@ -10,9 +10,9 @@ import Foundation
 import Testing
 
 /// One misbehaving server process owned by a test.
-final class MisbehavingServer {
+public final class MisbehavingServer {
     /// What the HTTP server does.
-    enum HTTPMode: String {
+    public enum HTTPMode: String {
         /// Accepts the connection and never reads or answers.
         case silentAfterAccept = "silent-after-accept"
         /// Answers 200 with the whole length and a strong ETag, sends `cut` bytes, then holds the connection.
@@ -28,7 +28,7 @@ final class MisbehavingServer {
     }
 
     /// What the FTP server does.
-    enum FTPMode: String {
+    public enum FTPMode: String {
         /// Accepts the control connection and never greets.
         case silentAfterAccept = "silent-after-accept"
         /// Answers RETR with `150` and then neither opens the data nor replies.
@@ -39,17 +39,19 @@ final class MisbehavingServer {
         case normal
     }
 
-    let directory = TemporaryDirectory()
+    /// The server's directory: the file served, the script and the request log.
+    public let directory = TemporaryDirectory()
     private let process: BackgroundProcess
-    let port: UInt16
+    /// The port it listens on (127.0.0.1).
+    public let port: UInt16
 
     /// An HTTP server for `content` in `mode`; `cut` is where `silentAfterHead` and `lyingAfter416` stop.
-    init(http mode: HTTPMode, content: [UInt8] = [], cut: Int = 0) throws {
+    public init(http mode: HTTPMode, content: [UInt8] = [], cut: Int = 0) throws {
         (process, port) = try Self.start(Self.httpScript, mode: mode.rawValue, content: content, cut: cut, in: directory)
     }
 
     /// An FTP server holding `content` as `file.bin`, in `mode`.
-    init(ftp mode: FTPMode, content: [UInt8] = []) throws {
+    public init(ftp mode: FTPMode, content: [UInt8] = []) throws {
         (process, port) = try Self.start(Self.ftpScript, mode: mode.rawValue, content: content, cut: 0, in: directory)
     }
 
@@ -59,11 +61,7 @@ final class MisbehavingServer {
         directory.write("server.py", script)
         directory.write("requests.log", "")
         let process = try BackgroundProcess(["/usr/bin/python3", directory.file("server.py"), mode, directory.path, String(cut)])
-        var port: UInt16 = 0
-        _ = waitUntil(timeout: 10) {
-            port = UInt16(process.output.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
-            return port != 0 || !process.isRunning
-        }
+        let port = process.waitForPort()
         if port == 0 {
             let result = process.wait(timeout: 0).result
             directory.remove()
@@ -73,10 +71,10 @@ final class MisbehavingServer {
     }
 
     /// The requests (HTTP: `METHOD RANGE-or--`) or commands (FTP: `CMD ...`) received, in order.
-    var requests: [String] { directory.read("requests.log").split(separator: "\n").map(String.init) }
+    public var requests: [String] { directory.read("requests.log").split(separator: "\n").map(String.init) }
 
     /// Kills the server (its silent connections with it) and removes its directory.
-    func stop() {
+    public func stop() {
         _ = process.wait(timeout: 0)
         directory.remove()
     }

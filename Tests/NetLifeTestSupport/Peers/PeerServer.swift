@@ -6,11 +6,14 @@ import Foundation
 import Testing
 
 /// A listening TCP socket on 127.0.0.1, port 0.
-final class PeerServer {
-    let fd: Int32
-    let port: UInt16
+public final class PeerServer {
+    /// The listening socket.
+    public let fd: Int32
+    /// The port the kernel chose.
+    public let port: UInt16
 
-    init?() {
+    /// Listens on 127.0.0.1 with a port from the kernel; nil when it cannot.
+    public init?() {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -33,39 +36,16 @@ final class PeerServer {
     }
 
     /// The address a `[socket]` section connects to.
-    var address: String { "127.0.0.1:\(port)" }
+    public var address: String { "127.0.0.1:\(port)" }
 
     /// Waits up to `timeout` for a connection.
-    func accept(timeout: TimeInterval = 5) -> Peer? {
+    public func accept(timeout: TimeInterval = 5) -> Peer? {
         var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         guard poll(&poller, 1, Int32(timeout * 1000)) == 1 else { return nil }
         let client = Foundation.accept(fd, nil, nil)
         return client >= 0 ? Peer(fd: client) : nil
     }
 
-    func close() { Foundation.close(fd) }
-}
-
-extension Peer {
-    /// Reads until the text received contains `text` (or `timeout` passes); returns everything received.
-    func readUntil(_ text: String, timeout: TimeInterval = 3) -> String {
-        var received: [UInt8] = []
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            guard case .bytes(let bytes) = read(timeout: max(0.01, deadline.timeIntervalSinceNow)) else { break }
-            received += bytes
-            if String(decoding: received, as: UTF8.self).contains(text) { break }
-        }
-        return String(decoding: received, as: UTF8.self)
-    }
-
-    /// The first event that is not bytes (FIN, an error, or a timeout), skipping bytes that arrive first.
-    func readEnd(timeout: TimeInterval) -> ReadResult {
-        let deadline = Date().addingTimeInterval(timeout)
-        while true {
-            let result = read(timeout: max(0, deadline.timeIntervalSinceNow))
-            if case .bytes = result, Date() < deadline { continue }
-            return result
-        }
-    }
+    /// Closes the listening socket.
+    public func close() { Foundation.close(fd) }
 }

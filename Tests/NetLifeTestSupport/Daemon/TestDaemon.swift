@@ -8,14 +8,16 @@ import Foundation
 import Testing
 
 /// Receives sd_notify datagrams, as systemd would: a thread reads them as they come.
-final class NotifyReceiver: @unchecked Sendable {
-    let path: String
+public final class NotifyReceiver: @unchecked Sendable {
+    /// The socket's path, for NOTIFY_SOCKET.
+    public let path: String
     private let fd: Int32
     private let lock = NSLock()
     private var received: [String] = []
     private var closed = false
 
-    init(path: String) {
+    /// Binds the socket at `path` and starts reading.
+    public init(path: String) {
         self.path = path
         let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         self.fd = fd
@@ -38,15 +40,16 @@ final class NotifyReceiver: @unchecked Sendable {
     }
 
     /// Every datagram received so far.
-    var messages: [String] { lock.withLock { received } }
+    public var messages: [String] { lock.withLock { received } }
 
     /// Waits until a datagram containing `text` has arrived, or `timeout` passes.
     @discardableResult
-    func wait(for text: String, timeout: TimeInterval = 10) -> Bool {
+    public func wait(for text: String, timeout: TimeInterval = 10) -> Bool {
         waitUntil(timeout: timeout) { messages.contains { $0.contains(text) } }
     }
 
-    func close() {
+    /// Stops reading and closes the socket.
+    public func close() {
         lock.withLock { closed = true }
         usleep(60_000)
         Foundation.close(fd)
@@ -54,7 +57,7 @@ final class NotifyReceiver: @unchecked Sendable {
 }
 
 /// How a test expects its daemon to end.
-enum ExpectedEnd: Equatable {
+public enum ExpectedEnd: Equatable {
     /// Exit status 0 after SIGTERM (the default).
     case cleanExit
     /// Death by this signal (the loop-stall watchdog aborts: SIGABRT).
@@ -63,34 +66,23 @@ enum ExpectedEnd: Equatable {
     case anything
 }
 
-/// The exit status of a daemon that a sanitizer stopped (`exitcode` in the options below).
-let sanitizerExitStatus: Int32 = 66
-
-/// Sanitizer options for the daemons the tests start: stop at the first report, with a status of its own.
-/// They replace the test process's own options (its suppressions cover Foundation and XCTest, which a
-/// daemon does not run): a daemon is checked with no suppressions. An uninstrumented build ignores them.
-func sanitizerEnvironment(base: [String: String]) -> [String: String] {
-    let common = "halt_on_error=1:exitcode=\(sanitizerExitStatus)"
-    var environment = base
-    environment["ASAN_OPTIONS"] = common + ":detect_leaks=1:abort_on_error=0"
-    environment["LSAN_OPTIONS"] = "exitcode=\(sanitizerExitStatus)"
-    environment["TSAN_OPTIONS"] = common + ":second_deadlock_stack=1"
-    return environment
-}
-
 /// A netlifed under test.
-final class TestDaemon {
-    let directory = TemporaryDirectory()
-    let controlPath: String
-    let configPath: String
-    let notify: NotifyReceiver
+public final class TestDaemon {
+    /// The daemon's own directory: config, control and notify sockets, log.
+    public let directory = TemporaryDirectory()
+    /// The control socket's path.
+    public let controlPath: String
+    /// The config file's path.
+    public let configPath: String
+    /// The daemon's sd_notify messages.
+    public let notify: NotifyReceiver
     private let process = Process()
     private var stopped = false
     /// How the daemon should end; `stop()` records an issue otherwise.
-    var expectedEnd: ExpectedEnd
+    public var expectedEnd: ExpectedEnd
 
     /// Starts netlifed with `config` (a full config text) and waits for READY=1.
-    init(config: String, environment extra: [String: String] = [:], waitForReady: Bool = true,
+    public init(config: String, environment extra: [String: String] = [:], waitForReady: Bool = true,
          launcher: [String] = [], executable: String? = nil, expectedEnd: ExpectedEnd = .cleanExit,
          sourceLocation: SourceLocation = #_sourceLocation) throws {
         self.expectedEnd = expectedEnd
@@ -121,22 +113,27 @@ final class TestDaemon {
         }
     }
 
-    var pid: Int32 { process.processIdentifier }
-    var isRunning: Bool { process.isRunning }
-    var log: String { directory.read("netlifed.log") }
-    var exitStatus: Int32 { process.terminationStatus }
+    /// The daemon's pid.
+    public var pid: Int32 { process.processIdentifier }
+    /// Whether the daemon still runs.
+    public var isRunning: Bool { process.isRunning }
+    /// What the daemon has logged so far (stdout and stderr).
+    public var log: String { directory.read("netlifed.log") }
+    /// The exit status or the signal that ended it (once it has ended).
+    public var exitStatus: Int32 { process.terminationStatus }
 
     /// Runs netlifectl against this daemon.
-    func ctl(_ arguments: String..., timeout: TimeInterval = 20) -> ProcessResult {
+    public func ctl(_ arguments: String..., timeout: TimeInterval = 20) -> ProcessResult {
         ctl(arguments, timeout: timeout)
     }
 
-    func ctl(_ arguments: [String], timeout: TimeInterval = 20) -> ProcessResult {
+    /// Runs netlifectl against this daemon with `arguments`.
+    public func ctl(_ arguments: [String], timeout: TimeInterval = 20) -> ProcessResult {
         run([product("netlifectl"), "--control", controlPath] + arguments, timeout: timeout)
     }
 
     /// The JSON status of one app, parsed with Foundation (independently of the daemon's own JSON code).
-    func status(_ app: String, sourceLocation: SourceLocation = #_sourceLocation) -> [String: Any] {
+    public func status(_ app: String, sourceLocation: SourceLocation = #_sourceLocation) -> [String: Any] {
         let result = ctl("--json", "status", app)
         guard result.status == 0,
               let object = try? JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any],
@@ -148,19 +145,19 @@ final class TestDaemon {
     }
 
     /// The state of an app.
-    func state(_ app: String) -> String? { status(app)["state"] as? String }
+    public func state(_ app: String) -> String? { status(app)["state"] as? String }
 
     /// Sends a signal to the daemon.
-    func signal(_ signal: Int32) { kill(process.processIdentifier, signal) }
+    public func signal(_ signal: Int32) { kill(process.processIdentifier, signal) }
 
     /// Waits for the daemon to exit; returns whether it did within `timeout`.
     @discardableResult
-    func waitForExit(timeout: TimeInterval = 10) -> Bool {
+    public func waitForExit(timeout: TimeInterval = 10) -> Bool {
         waitUntil(timeout: timeout) { !process.isRunning }
     }
 
     /// How the daemon ended, in words: "exit status 0", "signal 6 (SIGABRT)".
-    var endDescription: String {
+    public var endDescription: String {
         switch process.terminationReason {
         case .exit:
             let status = process.terminationStatus
@@ -184,7 +181,7 @@ final class TestDaemon {
 
     /// Stops the daemon (SIGTERM, then SIGKILL after 10 s), checks that it ended as `expectedEnd` says
     /// (else records an issue with its log, which holds any sanitizer report), and removes its directory.
-    func stop(sourceLocation: SourceLocation = #_sourceLocation) {
+    public func stop(sourceLocation: SourceLocation = #_sourceLocation) {
         guard !stopped else { return }
         stopped = true
         var killed = false
@@ -204,21 +201,4 @@ final class TestDaemon {
         notify.close()
         directory.remove()
     }
-}
-
-/// A config with one app `app` and one echo listener `main` on `port`, plus extra lines for the app and
-/// the listener.
-func echoConfig(app: String = "echo", port: UInt16, appLines: String = "", listenerLines: String = "", daemonLines: String = "") -> String {
-    """
-    [daemon]
-    \(daemonLines)
-
-    [app \(app)]
-    \(appLines)
-
-    [listener \(app).main]
-    address = 127.0.0.1:\(port)
-    service = echo
-    \(listenerLines)
-    """
 }

@@ -26,38 +26,44 @@ import Foundation
 import Testing
 
 /// Why a Dovecot could not be started or driven.
-struct DovecotError: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
+public struct DovecotError: Error, CustomStringConvertible {
+    /// The text a test failure shows.
+    public var description: String
+    /// An error that says `description`.
+    public init(_ description: String) { self.description = description }
 }
 
 /// A dovecot IMAP server owned by one test. `stop()` (or deinit) ends it and removes its directory.
-final class Dovecot {
+public final class Dovecot {
     /// The server binary (Debian's dovecot-core, pulled in by dovecot-imapd).
-    static let executable = "/usr/sbin/dovecot"
-    static let doveadm = "/usr/bin/doveadm"
+    public static let executable = "/usr/sbin/dovecot"
+    /// Dovecot's admin tool, which delivers messages.
+    public static let doveadm = "/usr/bin/doveadm"
 
-    let directory = TemporaryDirectory()
+    /// The server's directory: config, users, mail, logs.
+    public let directory = TemporaryDirectory()
     /// The loopback address dovecot listens on, such as "127.83.4.201".
-    private(set) var host = ""
+    public private(set) var host = ""
     /// The IMAP port (plain text, no TLS).
-    let port: UInt16 = 1143
+    public let port: UInt16 = 1143
     /// The one user, with a maildir INBOX.
-    let user = "netlife"
-    let password: String
+    public let user = "netlife"
+    /// The user's password.
+    public let password: String
     /// A file holding the password on one line (with a newline), as netlifed's `password-file` reads it.
-    let passwordFile: String
-    let configPath: String
+    public let passwordFile: String
+    /// The config file's path.
+    public let configPath: String
     /// The directory where the imap process writes each session's rawlog.
-    let rawlogDirectory: String
+    public let rawlogDirectory: String
     /// The dovecot master process (0 when none runs), a child of this process until `stop()` reaps it.
-    private(set) var pid: pid_t = 0
+    public private(set) var pid: pid_t = 0
     private var deliveries = 0
     private var stopped = false
 
     /// Writes the config and starts dovecot, returning once it greets a client. Throws, with the reason,
     /// when dovecot is not installed or does not start within `timeout`.
-    init(timeout: TimeInterval = 15) throws {
+    public init(timeout: TimeInterval = 15) throws {
         password = "pw-" + UUID().uuidString.prefix(8).lowercased()
         passwordFile = directory.file("password")
         configPath = directory.file("dovecot.conf")
@@ -74,10 +80,10 @@ final class Dovecot {
     deinit { stop() }
 
     /// The server's own log (dovecot's log_path, then what it printed before its log process ran).
-    var log: String { directory.read("dovecot.log") + directory.read("dovecot.stderr") }
+    public var log: String { directory.read("dovecot.log") + directory.read("dovecot.stderr") }
 
     /// Whether the master process runs (it stays a zombie, so its PID cannot be reused, until `stop()`).
-    var isRunning: Bool { pid > 0 && !processIsGone(pid) }
+    public var isRunning: Bool { pid > 0 && !processIsGone(pid) }
 
     private func start(timeout: TimeInterval) throws {
         guard FileManager.default.isExecutableFile(atPath: Self.executable),
@@ -175,7 +181,7 @@ final class Dovecot {
     }
 
     /// Connects to the server and reads its greeting (`* OK ... ready.`); the returned peer is past it.
-    func connect(timeout: TimeInterval = 5) throws -> Peer {
+    public func connect(timeout: TimeInterval = 5) throws -> Peer {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw DovecotError("socket: \(String(cString: strerror(errno)))") }
         var tv = timeval(tv_sec: Int(timeout), tv_usec: 0)
@@ -208,7 +214,7 @@ final class Dovecot {
 
     /// Delivers a small message to the user's INBOX with `doveadm save`, as a mail server would; a client
     /// idling on INBOX sees `* N EXISTS` about half a second later.
-    func deliver(subject: String, body: String = "hello from the test") throws {
+    public func deliver(subject: String, body: String = "hello from the test") throws {
         deliveries += 1
         let name = "message-\(deliveries).eml"
         directory.write(name, "From: sender@example.invalid\r\nTo: \(user)@example.invalid\r\n"
@@ -221,7 +227,7 @@ final class Dovecot {
 
     /// Every complete line clients sent after login, in the order the server read them, across sessions,
     /// without the line ends. See the top of the file for when a line appears.
-    func clientLines() -> [String] {
+    public func clientLines() -> [String] {
         let lines = sessionLogs().enumerated().flatMap { session, lines in
             lines.enumerated().map { (time: $1.time, session: session, index: $0, text: $1.text) }
         }
@@ -229,7 +235,7 @@ final class Dovecot {
     }
 
     /// The lines of each session after login (one entry per logged-in connection), oldest session first.
-    func clientSessions() -> [[String]] { sessionLogs().map { $0.map(\.text) } }
+    public func clientSessions() -> [[String]] { sessionLogs().map { $0.map(\.text) } }
 
     /// Each rawlog `*.in` file parsed into (read time in microseconds, line), sessions ordered by first line.
     private func sessionLogs() -> [[(time: Int64, text: String)]] {
@@ -254,7 +260,7 @@ final class Dovecot {
 
     /// Stops dovecot (SIGTERM, which takes it about a second; SIGKILL after 5 s), makes sure every process it
     /// forked is gone, and removes its directory. Idempotent.
-    func stop() {
+    public func stop() {
         guard !stopped else { return }
         stopped = true
         terminate()

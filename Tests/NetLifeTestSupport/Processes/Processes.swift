@@ -1,0 +1,183 @@
+// Running the real binaries and helper programs from a test: where the built products and the repository
+// are, a bounded run that captures output, a program left running in the background, polling, and a flag
+// one thread sets for another.
+
+import Foundation
+
+/// The directory that holds the built products (netlifed, netlifectl) next to the test bundle.
+public let productsDirectory: String = {
+    let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+    var url = URL(fileURLWithPath: executable).deletingLastPathComponent()
+    // On Linux the test bundle is an executable in the products directory itself.
+    if url.lastPathComponent.hasSuffix(".xctest") { url = url.deletingLastPathComponent() }
+    return url.path
+}()
+
+/// The path of a built product, such as `netlifed`.
+public func product(_ name: String) -> String {
+    let path = productsDirectory + "/" + name
+    precondition(FileManager.default.isExecutableFile(atPath: path), "\(path) is missing: run `swift build` first")
+    return path
+}
+
+/// The repository's top directory (this file is Tests/NetLifeTestSupport/Processes/Processes.swift).
+public let repositoryDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent().deletingLastPathComponent().path
+
+/// What a finished process printed and how it ended.
+public struct ProcessResult: CustomStringConvertible {
+    /// The exit status (-1: it could not run, -2: it timed out and was killed).
+    public var status: Int32
+    /// What it printed on stdout.
+    public var stdout: String
+    /// What it printed on stderr.
+    public var stderr: String
+    /// The text a test failure shows.
+    public var description: String { "exit \(status)\nstdout: \(stdout)\nstderr: \(stderr)" }
+
+    /// A result with these parts.
+    public init(status: Int32, stdout: String, stderr: String) {
+        self.status = status
+        self.stdout = stdout
+        self.stderr = stderr
+    }
+}
+
+/// Why a helper (a server, a proxy, a build) could not be set up: the test fails with this message.
+public struct TestFailure: Error, CustomStringConvertible {
+    /// The text a test failure shows.
+    public let description: String
+    /// An error that says `description`.
+    public init(_ description: String) { self.description = description }
+}
+
+/// Runs a program to completion (killing it after `timeout`) and captures its output.
+public func run(_ arguments: [String], environment: [String: String]? = nil, timeout: TimeInterval = 20) -> ProcessResult {
+    let scratch = TemporaryDirectory()
+    defer { scratch.remove() }
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: arguments[0])
+    process.arguments = Array(arguments.dropFirst())
+    if let environment { process.environment = environment }
+    _ = FileManager.default.createFile(atPath: scratch.file("out"), contents: nil)
+    _ = FileManager.default.createFile(atPath: scratch.file("err"), contents: nil)
+    process.standardOutput = FileHandle(forWritingAtPath: scratch.file("out"))
+    process.standardError = FileHandle(forWritingAtPath: scratch.file("err"))
+    process.standardInput = FileHandle.nullDevice
+    do {
+        try process.run()
+    } catch {
+        return ProcessResult(status: -1, stdout: "", stderr: "cannot run \(arguments[0]): \(error)")
+    }
+    let deadline = Date().addingTimeInterval(timeout)
+    while process.isRunning && Date() < deadline { usleep(2000) }
+    if process.isRunning {
+        process.terminate()
+        usleep(100_000)
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+        return ProcessResult(status: -2, stdout: scratch.read("out"), stderr: "timed out after \(timeout)s\n" + scratch.read("err"))
+    }
+    process.waitUntilExit()
+    return ProcessResult(status: process.terminationStatus, stdout: scratch.read("out"), stderr: scratch.read("err"))
+}
+
+/// Polls `condition` every 5 ms until it holds or `timeout` passes.
+@discardableResult
+public func waitUntil(timeout: TimeInterval = 5, _ condition: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if condition() { return true }
+        usleep(5000)
+    }
+    return condition()
+}
+
+/// A program started in the background, waited for later.
+public final class BackgroundProcess {
+    private let process = Process()
+    private let scratch = TemporaryDirectory()
+    /// When it was started.
+    public let started = Date()
+
+    /// Starts `arguments[0]` (a path) with the rest as arguments, output captured.
+    public init(_ arguments: [String]) throws {
+        process.executableURL = URL(fileURLWithPath: arguments[0])
+        process.arguments = Array(arguments.dropFirst())
+        _ = FileManager.default.createFile(atPath: scratch.file("out"), contents: nil)
+        _ = FileManager.default.createFile(atPath: scratch.file("err"), contents: nil)
+        process.standardOutput = FileHandle(forWritingAtPath: scratch.file("out"))
+        process.standardError = FileHandle(forWritingAtPath: scratch.file("err"))
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+    }
+
+    /// Whether it still runs.
+    public var isRunning: Bool { process.isRunning }
+
+    /// What it has written to stdout so far.
+    public var output: String { scratch.read("out") }
+
+    /// Sends a signal to the program.
+    public func signal(_ signal: Int32) { kill(process.processIdentifier, signal) }
+
+    /// Waits for the program (killing it after `timeout`); returns its result and how long it ran.
+    public func wait(timeout: TimeInterval = 20) -> (result: ProcessResult, elapsed: TimeInterval) {
+        defer { scratch.remove() }
+        if !waitUntil(timeout: timeout, { !process.isRunning }) {
+            kill(process.processIdentifier, SIGKILL)
+        }
+        process.waitUntilExit()
+        let elapsed = Date().timeIntervalSince(started)
+        return (ProcessResult(status: process.terminationStatus, stdout: scratch.read("out"), stderr: scratch.read("err")), elapsed)
+    }
+
+    /// Waits until the program has printed a port number on a line of its own (as the helper servers do
+    /// once they listen), or it exits, or `timeout` passes; returns the port, 0 when none came.
+    public func waitForPort(timeout: TimeInterval = 10) -> UInt16 {
+        var port: UInt16 = 0
+        _ = waitUntil(timeout: timeout) {
+            port = UInt16(output.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+            return port != 0 || !isRunning
+        }
+        return port
+    }
+}
+
+/// Whether process `pid` is gone (or a zombie).
+public func processIsGone(_ pid: Int32) -> Bool {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+          let close = stat.lastIndex(of: ")") else { return true }
+    return stat[stat.index(after: close)...].split(separator: " ").first == "Z"
+}
+
+/// Whether process `pid` exists and is not a zombie.
+public func processIsLive(_ pid: Int32) -> Bool { !processIsGone(pid) }
+
+/// Whether every process of group `pgid` is gone (or a zombie) within two seconds.
+public func waitUntilGroupIsGone(_ pgid: pid_t) -> Bool {
+    waitUntil(timeout: 2) {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return !entries.contains { entry in
+            guard Int32(entry) != nil, let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { return false }
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            // Fields after the command: state is 0, pgrp is 2.
+            return fields.count > 2 && Int32(fields[2]) == pgid && fields[0] != "Z"
+        }
+    }
+}
+
+/// A flag one thread sets and another polls.
+public final class StopFlag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = false
+
+    /// An unset flag.
+    public init() {}
+
+    /// Whether the flag was set.
+    public var isSet: Bool { lock.withLock { value } }
+    /// Sets the flag.
+    public func set() { lock.withLock { value = true } }
+}
