@@ -3,25 +3,20 @@
 @preconcurrency import Glibc
 @testable import NetLifeServices
 import NetLifeEvent
+import NetLifeTestSupport
 import Testing
-
-private func scratchDirectory() -> String {
-    var template = Array("/tmp/netlife-filecalls-XXXXXX".utf8CString)
-    return template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
-}
 
 @Suite struct FileCallsTests {
     @Test func anAtomicWriteThatCannotCreateItsTemporaryFileSaysSoAndLeavesTheOldFile() throws {
-        let directory = scratchDirectory()
-        let path = directory + "/record"
+        let scratch = TemporaryDirectory()
+        defer { scratch.remove() }
+        let path = scratch.file("record")
         #expect(writeFileAtomically(path, Array("old\n".utf8)) == nil)
         #expect(mkdir(path + ".tmp", 0o755) == 0)
         let error = writeFileAtomically(path, Array("new\n".utf8))
         #expect(error?.description.hasPrefix("open \(path).tmp") == true, "\(String(describing: error))")
         #expect(readSmallFile(path) == "old\n")
         rmdir(path + ".tmp")
-        unlink(path)
-        rmdir(directory)
     }
 
     @Test func aWriteToAFullDiskIsAnErrorNotAShortRecord() {
@@ -39,15 +34,16 @@ private func scratchDirectory() -> String {
         #expect(syncDirectory(of: "/nonexistent-netlife/file")?.description.hasPrefix("open /nonexistent-netlife") == true)
         // A file that is not there is removed already; a directory cannot be unlinked.
         #expect(removeFile("/nonexistent-netlife/file") == nil)
-        let directory = scratchDirectory()
-        #expect(removeFile(directory)?.description.hasPrefix("unlink \(directory)") == true)
-        #expect(syncDirectory(of: directory + "/file") == nil)
-        rmdir(directory)
+        let scratch = TemporaryDirectory()
+        defer { scratch.remove() }
+        #expect(removeFile(scratch.path)?.description.hasPrefix("unlink \(scratch.path)") == true)
+        #expect(syncDirectory(of: scratch.file("file")) == nil)
     }
 
     @Test func aPartWhoseRecordCannotBeWrittenReportsItAndRenamesNothing() throws {
-        let directory = scratchDirectory()
-        let part = PartFile(output: directory + "/out")
+        let scratch = TemporaryDirectory()
+        defer { scratch.remove() }
+        let part = PartFile(output: scratch.file("out"))
         let input = EventBuffer.allocate()
         defer { input.free() }
         input.append(Array("bytes".utf8))
@@ -57,7 +53,5 @@ private func scratchDirectory() -> String {
         #expect(error?.description.hasPrefix("open \(part.recordPath).tmp") == true, "\(String(describing: error))")
         part.close()
         #expect(removeFile(part.path) == nil)
-        rmdir(part.recordPath + ".tmp")
-        rmdir(directory)
     }
 }
