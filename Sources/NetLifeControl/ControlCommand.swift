@@ -61,7 +61,8 @@ public struct ControlArgument: Sendable {
     public var maxBytes: Int?
     /// netlifectl makes a relative path absolute against its own directory (the daemon's is another).
     public var isPath = false
-    /// The smallest number netlifectl accepts, and what the number is, for its message.
+    /// The smallest number netlifectl accepts, and what its message says of a number it refuses ("must be a
+    /// whole number" unless this says otherwise).
     public var minimum: UInt64 = 0
     public var meaning: String?
 
@@ -184,7 +185,7 @@ extension ControlArgument {
             return .bool(true)
         case .count:
             guard let number = UInt64(text), number >= minimum, number < 9_000_000_000_000_000 else {
-                throw ControlUsageError("\(label) must be \(meaning ?? "a whole number"), got '\(text)'")
+                throw ControlUsageError("\(label) \(meaning ?? "must be a whole number"), got '\(text)'")
             }
             return .number(Double(number))
         case .string:

@@ -21,7 +21,7 @@ extension ControlCommand {
     /// suspended app. Plain bytes: the config's K/M/G suffixes are read by the daemon's parser, which
     /// netlifectl does not link.
     public static let memoryPressure = ControlCommand("memory-pressure", [
-        with(ControlArgument(.free, required: false, .option("--free", metavar: "BYTES"))) { $0.meaning = "a whole number of bytes (no suffix)" },
+        with(ControlArgument(.free, required: false, .option("--free", metavar: "BYTES"))) { $0.meaning = "takes a whole number of bytes (no suffix)" },
     ], oneWord: true, summary: "Terminate suspended apps without callbacks, largest first, until BYTES (a plain number of bytes) are freed, or all of them; VoIP apps last, and relaunched into the background.")
     public static let taskBegin = ControlCommand("task-begin", [
         app, with(ControlArgument(.name, required: false, .option("--name", metavar: "N"))) { $0.maxBytes = ControlProtocol.maxTaskNameBytes },
@@ -47,7 +47,7 @@ extension ControlCommand {
     public static let transfersCancel = ControlCommand("transfers-cancel", [
         with(ControlArgument(.id, required: false, .positional("ID"))) {
             $0.minimum = 1
-            $0.meaning = "a transfer's id (a whole number, see 'netlifectl transfers')"
+            $0.meaning = "must be a transfer's id (a whole number, see 'netlifectl transfers')"
         },
         ControlArgument(.app, required: false, .option("--app", metavar: "APP")),
         ControlArgument(.url, required: false, .option("--url", metavar: "URL")),

@@ -83,7 +83,7 @@ import Testing
         (.launch, ["mail", "--later"], "unknown option '--later'"),
         (.taskBegin, ["mail", "--name"], "--name needs a value"),
         (.taskEnd, ["mail", "x"], "ID must be a whole number, got 'x'"),
-        (.memoryPressure, ["--free", "1M"], "--free must be a whole number of bytes (no suffix), got '1M'"),
+        (.memoryPressure, ["--free", "1M"], "--free takes a whole number of bytes (no suffix), got '1M'"),
         (.transfersCancel, ["0"], "ID must be a transfer's id (a whole number, see 'netlifectl transfers'), got '0'"),
         (.transfersCancel, [], "name at least one of ID, --app APP, --url URL"),
         (.mode, ["mail", "busy"], "\"mode\" must be \"idle\" or \"continuous\""),
