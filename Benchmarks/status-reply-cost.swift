@@ -5,7 +5,7 @@
 // ROUNDS of COUNT given as arguments), in microseconds per reply.
 //
 //   swiftc -O -parse-as-library -module-name StatusReplyCost Sources/NetLifeControl/*.swift \
-//       Benchmarks/status-reply-cost.swift -o /tmp/status-reply-cost && /tmp/status-reply-cost
+//       Benchmarks/status-reply-cost.swift -o .build/status-reply-cost && .build/status-reply-cost
 
 @preconcurrency import Glibc
 
