@@ -3,29 +3,18 @@
 // in its `Key` enum. Times are seconds (durations in a transition's stages are milliseconds).
 
 /// How long one stage of a transition took.
-public struct StageTiming: Equatable, Sendable {
+public struct StageTiming: Equatable, Sendable, JSONRecord {
     public var name: String
     public var milliseconds: Double
     public init(name: String, milliseconds: Double) { self.name = name; self.milliseconds = milliseconds }
 
-    enum Key: String { case name, ms }
-
-    public var json: JSON {
-        var members = JSONMembers<Key>()
-        members.set(.name, name)
-        members.set(.ms, milliseconds)
-        return members.json
-    }
-
-    public init(json: JSON) throws(ControlError) {
-        let fields = try JSONFields<Key>(json, what: "a stage")
-        name = try fields.string(.name)
-        milliseconds = try fields.number(.ms)
-    }
+    public static let schema = JSONSchema<StageTiming>("a stage", blank: StageTiming(name: "", milliseconds: 0), [
+        .string("name", \.name), .number("ms", \.milliseconds),
+    ])
 }
 
 /// The reply to `launch`, `foreground`, `background`, `suspend` and `terminate`.
-public struct TransitionReply: Equatable, Sendable {
+public struct TransitionReply: Equatable, Sendable, JSONRecord {
     public var app: String
     public var state: String
     /// The app was already in the asked-for state; nothing ran.
@@ -45,34 +34,15 @@ public struct TransitionReply: Equatable, Sendable {
         self.stages = stages
     }
 
-    enum Key: String { case app, state, already, suspendPending, reason, stages }
-
-    public var json: JSON {
-        var members = JSONMembers<Key>.reply()
-        members.set(.app, app)
-        members.set(.state, state)
-        members.set(.already, already)
-        if suspendPending {
-            members.set(.suspendPending, true)
-            members.set(.reason, reason)
-        }
-        members.set(.stages, .array(stages.map(\.json)))
-        return members.json
-    }
-
-    public init(json: JSON) throws(ControlError) {
-        let fields = try JSONFields<Key>(json, what: "a reply")
-        app = try fields.string(.app)
-        state = try fields.string(.state)
-        already = try fields.bool(.already, default: false)
-        suspendPending = try fields.bool(.suspendPending, default: false)
-        reason = try fields.optionalString(.reason)
-        stages = try fields.array(.stages, StageTiming.init(json:))
-    }
+    public static let schema = JSONSchema<TransitionReply>("a reply", blank: TransitionReply(app: "", state: ""), [
+        .ok, .string("app", \.app), .string("state", \.state), .bool("already", \.already),
+        .when({ $0.suspendPending }, .bool("suspendPending", \.suspendPending)), .when({ $0.suspendPending }, .string("reason", \.reason)),
+        .records("stages", \.stages),
+    ])
 }
 
 /// A listener in `status`.
-public struct ListenerInfo: Equatable, Sendable {
+public struct ListenerInfo: Equatable, Sendable, JSONRecord {
     public var name: String
     public var address: String
     public var service: String
@@ -90,28 +60,10 @@ public struct ListenerInfo: Equatable, Sendable {
         self.connections = connections
     }
 
-    enum Key: String { case name, address, service, open, error, connections }
-
-    public var json: JSON {
-        var members = JSONMembers<Key>()
-        members.set(.name, name)
-        members.set(.address, address)
-        members.set(.service, service)
-        members.set(.open, open)
-        members.set(.error, error)
-        members.set(.connections, Double(connections))
-        return members.json
-    }
-
-    public init(json: JSON) throws(ControlError) {
-        let fields = try JSONFields<Key>(json, what: "a listener")
-        name = try fields.string(.name)
-        address = try fields.string(.address)
-        service = try fields.string(.service)
-        open = try fields.bool(.open, default: false)
-        error = try fields.optionalString(.error)
-        connections = Int(try fields.count(.connections))
-    }
+    public static let schema = JSONSchema<ListenerInfo>("a listener", blank: ListenerInfo(name: "", address: "", service: "", open: false, error: nil, connections: 0), [
+        .string("name", \.name), .string("address", \.address), .string("service", \.service), .bool("open", \.open),
+        .string("error", \.error), .count("connections", \.connections),
+    ])
 
     /// The address as netlifectl prints it. A listener configured on port 0 shows port 0 until its first open,
     /// when the kernel chooses the port (from then on `address` carries it, across closes): it is said so,
@@ -124,7 +76,7 @@ public struct ListenerInfo: Equatable, Sendable {
 
 /// A data socket in `status` (SPEC section 8): the spec's members, then what the socket's protocol shows
 /// (left out when the protocol has nothing to say).
-public struct SocketInfo: Equatable, Sendable {
+public struct SocketInfo: Equatable, Sendable, JSONRecord {
     public var name: String
     public var peer: String
     public var policy: String
@@ -155,53 +107,19 @@ public struct SocketInfo: Equatable, Sendable {
         self.error = error
     }
 
-    enum Key: String {
-        case name, peer, policy, voip, state, error, connects, lines, lastLine, exists, existsUpdates, expunges, idle
-        case protocolName = "protocol"
-    }
-
-    public var json: JSON {
-        var members = JSONMembers<Key>()
-        members.set(.name, name)
-        members.set(.peer, peer)
-        members.set(.policy, policy)
-        members.set(.voip, voip)
-        members.set(.state, state)
-        members.set(.error, error)
-        members.setIfPresent(.protocolName, protocolName.map(JSON.string))
-        for (key, value) in [(Key.connects, connects), (.lines, lines), (.exists, exists),
-                             (.existsUpdates, existsUpdates), (.expunges, expunges)] {
-            members.setIfPresent(key, value.map { .number(Double($0)) })
-        }
-        members.setIfPresent(.lastLine, lastLine.map(JSON.string))
-        members.setIfPresent(.idle, idle.map(JSON.bool))
-        return members.json
-    }
-
-    public init(json: JSON) throws(ControlError) {
-        let fields = try JSONFields<Key>(json, what: "a socket")
-        name = try fields.string(.name)
-        peer = try fields.string(.peer)
-        policy = try fields.string(.policy)
-        voip = try fields.bool(.voip, default: false)
-        state = try fields.string(.state)
-        error = try fields.optionalString(.error)
-        protocolName = try fields.optionalString(.protocolName)
-        func optionalCount(_ key: Key) throws(ControlError) -> Int? {
-            fields.value(key) == nil ? nil : Int(try fields.count(key))
-        }
-        connects = try optionalCount(.connects)
-        lines = try optionalCount(.lines)
-        lastLine = try fields.optionalString(.lastLine)
-        exists = try optionalCount(.exists)
-        existsUpdates = try optionalCount(.existsUpdates)
-        expunges = try optionalCount(.expunges)
-        idle = try fields.optionalBool(.idle)
-    }
+    /// The spec's members, then the protocol's, left out when it has nothing to say.
+    public static let schema = JSONSchema<SocketInfo>("a socket", blank: SocketInfo(name: "", peer: "", policy: "", voip: false, state: "", error: nil), [
+        .string("name", \.name), .string("peer", \.peer), .string("policy", \.policy), .bool("voip", \.voip),
+        .string("state", \.state), .string("error", \.error),
+        .string("protocol", \.protocolName, absent: .omitted), .count("connects", \.connects, absent: .omitted),
+        .count("lines", \.lines, absent: .omitted), .count("exists", \.exists, absent: .omitted),
+        .count("existsUpdates", \.existsUpdates, absent: .omitted), .count("expunges", \.expunges, absent: .omitted),
+        .string("lastLine", \.lastLine, absent: .omitted), .bool("idle", \.idle),
+    ])
 }
 
 /// An open background task.
-public struct TaskInfo: Equatable, Sendable {
+public struct TaskInfo: Equatable, Sendable, JSONRecord {
     public var id: UInt64
     public var name: String?
     /// Seconds since it began.
@@ -213,26 +131,13 @@ public struct TaskInfo: Equatable, Sendable {
         self.age = age
     }
 
-    enum Key: String { case id, name, age }
-
-    public var json: JSON {
-        var members = JSONMembers<Key>()
-        members.set(.id, .number(Double(id)))
-        members.set(.name, name)
-        members.set(.age, age)
-        return members.json
-    }
-
-    public init(json: JSON) throws(ControlError) {
-        let fields = try JSONFields<Key>(json, what: "a task")
-        id = try fields.count(.id)
-        name = try fields.optionalString(.name)
-        age = try fields.number(.age)
-    }
+    public static let schema = JSONSchema<TaskInfo>("a task", blank: TaskInfo(id: 0, name: nil, age: 0), [
+        .count("id", \.id), .string("name", \.name), .number("age", \.age),
+    ])
 }
 
 /// Why and when an app last stopped running.
-public struct TerminationInfo: Equatable, Sendable {
+public struct TerminationInfo: Equatable, Sendable, JSONRecord {
     /// `terminated`, `terminated-while-suspended`, `exited-on-suspend`, `watchdog`, `reload`,
     /// `memory-pressure` or `program-exited`.
     public var reason: String
@@ -259,34 +164,15 @@ public struct TerminationInfo: Equatable, Sendable {
         self.elapsed = elapsed
     }
 
-    enum Key: String { case reason, at, by, stage, budget, elapsed, detail }
-
-    public var json: JSON {
-        var members = JSONMembers<Key>()
-        members.set(.reason, reason)
-        members.set(.at, at)
-        members.setIfPresent(.by, by.map(JSON.string))
-        members.setIfPresent(.stage, stage.map(JSON.string))
-        members.setIfPresent(.budget, budget.map(JSON.number))
-        members.setIfPresent(.elapsed, elapsed.map(JSON.number))
-        members.setIfPresent(.detail, detail.map(JSON.string))
-        return members.json
-    }
-
-    public init(json: JSON) throws(ControlError) {
-        let fields = try JSONFields<Key>(json, what: "a termination")
-        reason = try fields.string(.reason)
-        at = try fields.optionalNumber(.at) ?? 0
-        by = try fields.optionalString(.by)
-        detail = try fields.optionalString(.detail)
-        stage = try fields.optionalString(.stage)
-        budget = try fields.optionalNumber(.budget)
-        elapsed = try fields.optionalNumber(.elapsed)
-    }
+    public static let schema = JSONSchema<TerminationInfo>("a termination", blank: TerminationInfo(reason: "", at: 0), [
+        .string("reason", \.reason), .number("at", \.at, default: 0), .string("by", \.by, absent: .omitted),
+        .string("stage", \.stage, absent: .omitted), .number("budget", \.budget, absent: .omitted),
+        .number("elapsed", \.elapsed, absent: .omitted), .string("detail", \.detail, absent: .omitted),
+    ])
 }
 
 /// An app as `status` shows it.
-public struct AppInfo: Equatable, Sendable {
+public struct AppInfo: Equatable, Sendable, JSONRecord {
     public var name: String
     public var state: String
     public var suspendPending: Bool
@@ -317,45 +203,18 @@ public struct AppInfo: Equatable, Sendable {
         self.lastStages = lastStages
     }
 
-    enum Key: String {
-        case name, state, suspendPending, backgroundTimeRemaining, backgroundMode, listeners, sockets, tasks,
-             lastTermination, lastStages, program
-    }
-
-    public var json: JSON {
-        var members = JSONMembers<Key>()
-        members.set(.name, name)
-        members.set(.state, state)
-        members.set(.suspendPending, suspendPending)
-        members.set(.backgroundTimeRemaining, backgroundTimeRemaining)
-        members.set(.backgroundMode, backgroundMode)
-        members.set(.listeners, .array(listeners.map(\.json)))
-        members.set(.sockets, .array(sockets.map(\.json)))
-        members.set(.tasks, .array(tasks.map(\.json)))
-        members.set(.lastTermination, lastTermination?.json ?? .null)
-        members.set(.lastStages, .array(lastStages.map(\.json)))
-        members.setIfPresent(.program, program?.json)
-        return members.json
-    }
-
-    public init(json: JSON) throws(ControlError) {
-        let fields = try JSONFields<Key>(json, what: "an app")
-        program = try fields.value(.program).map { json throws(ControlError) in try ProgramInfo(json: json) }
-        name = try fields.string(.name)
-        state = try fields.string(.state)
-        suspendPending = try fields.bool(.suspendPending, default: false)
-        backgroundTimeRemaining = try fields.optionalNumber(.backgroundTimeRemaining)
-        backgroundMode = try fields.optionalString(.backgroundMode) ?? "idle"
-        listeners = try fields.array(.listeners, ListenerInfo.init(json:))
-        sockets = try fields.array(.sockets, SocketInfo.init(json:))
-        tasks = try fields.array(.tasks, TaskInfo.init(json:))
-        lastTermination = try fields.value(.lastTermination).map { json throws(ControlError) in try TerminationInfo(json: json) }
-        lastStages = try fields.array(.lastStages, StageTiming.init(json:))
-    }
+    public static let schema = JSONSchema<AppInfo>("an app", blank: AppInfo(name: "", state: "", suspendPending: false, backgroundTimeRemaining: nil,
+                                                                          backgroundMode: "idle", listeners: [], sockets: [], tasks: [],
+                                                                          lastTermination: nil, lastStages: []), [
+        .string("name", \.name), .string("state", \.state), .bool("suspendPending", \.suspendPending),
+        .number("backgroundTimeRemaining", \.backgroundTimeRemaining), .string("backgroundMode", \.backgroundMode, default: "idle"),
+        .records("listeners", \.listeners), .records("sockets", \.sockets), .records("tasks", \.tasks),
+        .record("lastTermination", \.lastTermination, absent: .null), .records("lastStages", \.lastStages), .record("program", \.program),
+    ])
 }
 
 /// A process app's program as `status` shows it.
-public struct ProgramInfo: Equatable, Sendable {
+public struct ProgramInfo: Equatable, Sendable, JSONRecord {
     /// Its pid while it runs.
     public var pid: Int?
     /// Its cgroup directory, if it has one.
@@ -383,34 +242,15 @@ public struct ProgramInfo: Equatable, Sendable {
         self.members = members
     }
 
-    enum Key: String { case pid, cgroup, containment, frozen, memory, speaksProtocol = "protocol", members }
-
-    public var json: JSON {
-        var members = JSONMembers<Key>()
-        members.set(.pid, pid.map(Double.init))
-        members.set(.cgroup, cgroup)
-        members.set(.containment, containment)
-        members.set(.frozen, frozen)
-        members.set(.memory, memory.map(Double.init))
-        members.set(.speaksProtocol, speaksProtocol)
-        members.set(.members, Double(self.members))
-        return members.json
-    }
-
-    public init(json: JSON) throws(ControlError) {
-        let fields = try JSONFields<Key>(json, what: "a program")
-        pid = try fields.optionalNumber(.pid).map { Int($0) }
-        cgroup = try fields.optionalString(.cgroup)
-        containment = try fields.optionalString(.containment) ?? "process-group"
-        frozen = try fields.bool(.frozen, default: false)
-        memory = try fields.optionalNumber(.memory).map { Int($0) }
-        speaksProtocol = try fields.bool(.speaksProtocol, default: false)
-        members = Int(try fields.optionalNumber(.members) ?? 0)
-    }
+    public static let schema = JSONSchema<ProgramInfo>("a program", blank: ProgramInfo(pid: nil, cgroup: nil, containment: "process-group", frozen: false,
+                                                                                   memory: nil, speaksProtocol: false, members: 0), [
+        .count("pid", \.pid), .string("cgroup", \.cgroup), .string("containment", \.containment, default: "process-group"),
+        .bool("frozen", \.frozen), .count("memory", \.memory), .bool("protocol", \.speaksProtocol), .count("members", \.members, default: 0),
+    ])
 }
 
 /// The reply to `status`.
-public struct StatusReply: Equatable, Sendable {
+public struct StatusReply: Equatable, Sendable, JSONRecord {
     public var apps: [AppInfo]
     /// Why the daemon serves less than its config asks (each listener that cannot open, with its error);
     /// empty when it serves all. `"degraded"` in JSON says whether there are any.
@@ -423,31 +263,15 @@ public struct StatusReply: Equatable, Sendable {
     /// Whether some of what the config asks is not served.
     public var degraded: Bool { !degradedReasons.isEmpty }
 
-    enum Key: String { case degraded, degradedReasons, apps }
-
-    public var json: JSON {
-        // "apps" first, as every status reply began before "degraded" was added: a reader that tells replies
-        // apart by their first member (a pipelining client) keeps working.
-        var members = JSONMembers<Key>.reply()
-        members.set(.apps, .array(apps.map(\.json)))
-        members.set(.degraded, degraded)
-        members.set(.degradedReasons, .array(degradedReasons.map(JSON.string)))
-        return members.json
-    }
-
-    public init(json: JSON) throws(ControlError) {
-        let fields = try JSONFields<Key>(json, what: "a reply")
-        apps = try fields.array(.apps, AppInfo.init(json:))
-        // Older daemons said nothing of it.
-        degradedReasons = try fields.array(.degradedReasons) { item throws(ControlError) in
-            guard let reason = item.stringValue else { throw ControlError(.badRequest, "\"degradedReasons\" must hold strings") }
-            return reason
-        }
-    }
+    /// "apps" first, as every status reply began before "degraded" was added: a reader that tells replies apart
+    /// by their first member (a pipelining client) keeps working. Older daemons said nothing of degradation.
+    public static let schema = JSONSchema<StatusReply>("a reply", blank: StatusReply(apps: []), [
+        .ok, .records("apps", \.apps), .derived("degraded") { .bool($0.degraded) }, .strings("degradedReasons", \.degradedReasons),
+    ])
 }
 
 /// The reply to `task begin`: the id, 0 when refused.
-public struct TaskBeginReply: Equatable, Sendable {
+public struct TaskBeginReply: Equatable, Sendable, JSONRecord {
     public var app: String
     /// The task's id; 0 when it was refused (UIBackgroundTaskInvalid).
     public var id: UInt64
@@ -460,22 +284,9 @@ public struct TaskBeginReply: Equatable, Sendable {
         self.reason = reason
     }
 
-    enum Key: String { case app, id, reason }
-
-    public var json: JSON {
-        var members = JSONMembers<Key>.reply()
-        members.set(.app, app)
-        members.set(.id, .number(Double(id)))
-        members.setIfPresent(.reason, reason.map(JSON.string))
-        return members.json
-    }
-
-    public init(json: JSON) throws(ControlError) {
-        let fields = try JSONFields<Key>(json, what: "a reply")
-        app = try fields.string(.app)
-        id = try fields.count(.id)
-        reason = try fields.optionalString(.reason)
-    }
+    public static let schema = JSONSchema<TaskBeginReply>("a reply", blank: TaskBeginReply(app: "", id: 0), [
+        .ok, .string("app", \.app), .count("id", \.id), .string("reason", \.reason, absent: .omitted),
+    ])
 
     /// What netlifectl says of a refused task (nil when one began): the reason, or where to find it when the
     /// daemon gave none.
@@ -486,7 +297,7 @@ public struct TaskBeginReply: Equatable, Sendable {
 }
 
 /// The reply to `task end`.
-public struct TaskEndReply: Equatable, Sendable {
+public struct TaskEndReply: Equatable, Sendable, JSONRecord {
     public var app: String
     public var id: UInt64
     public var ended: Bool
@@ -500,28 +311,13 @@ public struct TaskEndReply: Equatable, Sendable {
         self.warning = warning
     }
 
-    enum Key: String { case app, id, ended, warning }
-
-    public var json: JSON {
-        var members = JSONMembers<Key>.reply()
-        members.set(.app, app)
-        members.set(.id, .number(Double(id)))
-        members.set(.ended, ended)
-        members.setIfPresent(.warning, warning.map(JSON.string))
-        return members.json
-    }
-
-    public init(json: JSON) throws(ControlError) {
-        let fields = try JSONFields<Key>(json, what: "a reply")
-        app = try fields.string(.app)
-        id = try fields.count(.id)
-        ended = try fields.bool(.ended, default: false)
-        warning = try fields.optionalString(.warning)
-    }
+    public static let schema = JSONSchema<TaskEndReply>("a reply", blank: TaskEndReply(app: "", id: 0, ended: false, warning: nil), [
+        .ok, .string("app", \.app), .count("id", \.id), .bool("ended", \.ended), .string("warning", \.warning, absent: .omitted),
+    ])
 }
 
 /// The reply to `task list`.
-public struct TaskListReply: Equatable, Sendable {
+public struct TaskListReply: Equatable, Sendable, JSONRecord {
     public var app: String
     /// The app's state (nil from a daemon that does not say it).
     public var state: String?
@@ -536,53 +332,26 @@ public struct TaskListReply: Equatable, Sendable {
         self.backgroundTimeRemaining = backgroundTimeRemaining
     }
 
-    enum Key: String { case app, state, tasks, backgroundTimeRemaining }
-
-    public var json: JSON {
-        var members = JSONMembers<Key>.reply()
-        members.set(.app, app)
-        members.setIfPresent(.state, state.map(JSON.string))
-        members.set(.tasks, .array(tasks.map(\.json)))
-        members.set(.backgroundTimeRemaining, backgroundTimeRemaining)
-        return members.json
-    }
-
-    public init(json: JSON) throws(ControlError) {
-        let fields = try JSONFields<Key>(json, what: "a reply")
-        app = try fields.string(.app)
-        state = try fields.optionalString(.state)
-        tasks = try fields.array(.tasks, TaskInfo.init(json:))
-        backgroundTimeRemaining = try fields.optionalNumber(.backgroundTimeRemaining)
-    }
+    public static let schema = JSONSchema<TaskListReply>("a reply", blank: TaskListReply(app: "", state: nil, tasks: [], backgroundTimeRemaining: nil), [
+        .ok, .string("app", \.app), .string("state", \.state, absent: .omitted), .records("tasks", \.tasks),
+        .number("backgroundTimeRemaining", \.backgroundTimeRemaining),
+    ])
 }
 
 /// The reply to `mode`.
-public struct ModeReply: Equatable, Sendable {
+public struct ModeReply: Equatable, Sendable, JSONRecord {
     public var app: String
     public var mode: String
     public var state: String
     public init(app: String, mode: String, state: String) { self.app = app; self.mode = mode; self.state = state }
 
-    enum Key: String { case app, mode, state }
-
-    public var json: JSON {
-        var members = JSONMembers<Key>.reply()
-        members.set(.app, app)
-        members.set(.mode, mode)
-        members.set(.state, state)
-        return members.json
-    }
-
-    public init(json: JSON) throws(ControlError) {
-        let fields = try JSONFields<Key>(json, what: "a reply")
-        app = try fields.string(.app)
-        mode = try fields.string(.mode)
-        state = try fields.string(.state)
-    }
+    public static let schema = JSONSchema<ModeReply>("a reply", blank: ModeReply(app: "", mode: "", state: ""), [
+        .ok, .string("app", \.app), .string("mode", \.mode), .string("state", \.state),
+    ])
 }
 
 /// The reply to `reload`: what happened to which app.
-public struct ReloadReply: Equatable, Sendable {
+public struct ReloadReply: Equatable, Sendable, JSONRecord {
     public var added: [String]
     public var removed: [String]
     public var restarted: [String]
@@ -595,27 +364,13 @@ public struct ReloadReply: Equatable, Sendable {
         self.updated = updated
     }
 
-    enum Key: String, CaseIterable { case added, removed, restarted, updated }
-
-    public var json: JSON {
-        var members = JSONMembers<Key>.reply()
-        for (key, names) in [(Key.added, added), (.removed, removed), (.restarted, restarted), (.updated, updated)] {
-            members.set(key, .array(names.map(JSON.string)))
-        }
-        return members.json
-    }
-
-    public init(json: JSON) throws(ControlError) {
-        let fields = try JSONFields<Key>(json, what: "a reply")
-        added = try fields.strings(.added)
-        removed = try fields.strings(.removed)
-        restarted = try fields.strings(.restarted)
-        updated = try fields.strings(.updated)
-    }
+    public static let schema = JSONSchema<ReloadReply>("a reply", blank: ReloadReply(added: [], removed: [], restarted: [], updated: []), [
+        .ok, .strings("added", \.added), .strings("removed", \.removed), .strings("restarted", \.restarted), .strings("updated", \.updated),
+    ])
 }
 
 /// The reply to `version`.
-public struct VersionReply: Equatable, Sendable {
+public struct VersionReply: Equatable, Sendable, JSONRecord {
     public var version: String
     public var protocolVersion: Int
     /// The daemon's open-file limit and use (absent from a daemon that does not say).
@@ -623,7 +378,7 @@ public struct VersionReply: Equatable, Sendable {
 
     /// `openFiles`: RLIMIT_NOFILE as the daemon runs with it (after raising its soft limit to the hard one at
     /// start) and how many descriptors it has open.
-    public struct OpenFiles: Equatable, Sendable {
+    public struct OpenFiles: Equatable, Sendable, JSONRecord {
         /// The soft limit, which applies; nil: unlimited.
         public var limit: UInt64?
         /// The hard limit; nil: unlimited.
@@ -637,21 +392,15 @@ public struct VersionReply: Equatable, Sendable {
             self.open = open
         }
 
-        enum Key: String { case limit, hardLimit, open }
+        public static let schema = JSONSchema<OpenFiles>("openFiles", blank: OpenFiles(limit: nil, hardLimit: nil, open: nil), [
+            limit("limit", \.limit, beyond: .max), limit("hardLimit", \.hardLimit, beyond: .max), limit("open", \.open, beyond: 0),
+        ])
 
-        var json: JSON {
-            var members = JSONMembers<Key>()
-            members.set(.limit, limit.map { Double($0) })
-            members.set(.hardLimit, hardLimit.map { Double($0) })
-            members.set(.open, open.map { Double($0) })
-            return members.json
-        }
-
-        init(json: JSON) throws(ControlError) {
-            let fields = try JSONFields<Key>(json, what: "openFiles")
-            limit = try fields.optionalNumber(.limit).map { UInt64(exactly: $0.rounded()) ?? UInt64.max }
-            hardLimit = try fields.optionalNumber(.hardLimit).map { UInt64(exactly: $0.rounded()) ?? UInt64.max }
-            open = try fields.optionalNumber(.open).map { UInt64(exactly: $0.rounded()) ?? 0 }
+        /// A number that may be beyond a Double's whole numbers (RLIM_INFINITY): read as `beyond`.
+        static func limit(_ key: String, _ path: WritableKeyPath<OpenFiles, UInt64?> & Sendable, beyond: UInt64) -> JSONField<OpenFiles> {
+            .stored(key, path, encode: { $0.map { .number(Double($0)) } ?? .null }) {
+                fields, key throws(ControlError) in try fields.optionalNumber(key).map { UInt64(exactly: $0.rounded()) ?? beyond }
+            }
         }
 
         /// `open files: 12 of 4096 (hard limit 4096)`.
@@ -667,44 +416,21 @@ public struct VersionReply: Equatable, Sendable {
         self.openFiles = openFiles
     }
 
-    enum Key: String { case version, `protocol`, openFiles }
-
-    public var json: JSON {
-        var members = JSONMembers<Key>.reply()
-        members.set(.version, version)
-        members.set(.protocol, .number(Double(protocolVersion)))
-        members.setIfPresent(.openFiles, openFiles?.json)
-        return members.json
-    }
-
-    public init(json: JSON) throws(ControlError) {
-        let fields = try JSONFields<Key>(json, what: "a reply")
-        version = try fields.string(.version)
-        protocolVersion = Int(try fields.count(.protocol))
-        openFiles = try fields.value(.openFiles).map { json throws(ControlError) in try OpenFiles(json: json) }
-    }
+    public static let schema = JSONSchema<VersionReply>("a reply", blank: VersionReply(version: "", protocolVersion: 0), [
+        .ok, .string("version", \.version), .count("protocol", \.protocolVersion), .record("openFiles", \.openFiles),
+    ])
 }
 
 /// The reply to `debug stall`.
-public struct StallReply: Equatable, Sendable {
+public struct StallReply: Equatable, Sendable, JSONRecord {
     public var stalled: String
     public init(stalled: String) { self.stalled = stalled }
 
-    enum Key: String { case stalled }
-
-    public var json: JSON {
-        var members = JSONMembers<Key>.reply()
-        members.set(.stalled, stalled)
-        return members.json
-    }
-
-    public init(json: JSON) throws(ControlError) {
-        stalled = try JSONFields<Key>(json, what: "a reply").string(.stalled)
-    }
+    public static let schema = JSONSchema<StallReply>("a reply", blank: StallReply(stalled: ""), [.ok, .string("stalled", \.stalled)])
 }
 
 /// What reclaim did to one app: its data sockets made defunct, its accepted connections reset.
-public struct ReclaimInfo: Equatable, Sendable {
+public struct ReclaimInfo: Equatable, Sendable, JSONRecord {
     public var app: String
     public var sockets: [String]
     public var connections: Int
@@ -715,22 +441,9 @@ public struct ReclaimInfo: Equatable, Sendable {
         self.connections = connections
     }
 
-    enum Key: String { case app, sockets, connections }
-
-    public var json: JSON {
-        var members = JSONMembers<Key>()
-        members.set(.app, app)
-        members.set(.sockets, .array(sockets.map(JSON.string)))
-        members.set(.connections, Double(connections))
-        return members.json
-    }
-
-    public init(json: JSON) throws(ControlError) {
-        let fields = try JSONFields<Key>(json, what: "a reclaim")
-        app = try fields.string(.app)
-        sockets = try fields.strings(.sockets)
-        connections = Int(try fields.count(.connections))
-    }
+    public static let schema = JSONSchema<ReclaimInfo>("a reclaim", blank: ReclaimInfo(app: "", sockets: [], connections: 0), [
+        .string("app", \.app), .strings("sockets", \.sockets), .count("connections", \.connections),
+    ])
 
     /// One line of text for netlifectl.
     public var text: String {
@@ -740,27 +453,17 @@ public struct ReclaimInfo: Equatable, Sendable {
 }
 
 /// The reply to `reclaim APP` (one app) and `lock` (every suspended app): `{"ok": true, "reclaimed": [...]}`.
-public struct ReclaimReply: Equatable, Sendable {
+public struct ReclaimReply: Equatable, Sendable, JSONRecord {
     public var reclaimed: [ReclaimInfo]
     public init(reclaimed: [ReclaimInfo]) { self.reclaimed = reclaimed }
 
-    enum Key: String { case reclaimed }
-
-    public var json: JSON {
-        var members = JSONMembers<Key>.reply()
-        members.set(.reclaimed, .array(reclaimed.map(\.json)))
-        return members.json
-    }
-
-    public init(json: JSON) throws(ControlError) {
-        reclaimed = try JSONFields<Key>(json, what: "a reply").array(.reclaimed, ReclaimInfo.init(json:))
-    }
+    public static let schema = JSONSchema<ReclaimReply>("a reply", blank: ReclaimReply(reclaimed: []), [.ok, .records("reclaimed", \.reclaimed)])
 }
 
 /// An app that memory pressure terminated: the bytes it held (its sockets' buffers and kernel queues, plus a
 /// process app's program's memory), whether it has a VoIP socket, and whether it was relaunched into the
 /// background (VoIP apps are, as iOS relaunches them).
-public struct JettisonInfo: Equatable, Sendable {
+public struct JettisonInfo: Equatable, Sendable, JSONRecord {
     public var app: String
     public var bytes: Int
     public var voip: Bool
@@ -773,24 +476,9 @@ public struct JettisonInfo: Equatable, Sendable {
         self.relaunched = relaunched
     }
 
-    enum Key: String { case app, bytes, voip, relaunched }
-
-    public var json: JSON {
-        var members = JSONMembers<Key>()
-        members.set(.app, app)
-        members.set(.bytes, Double(bytes))
-        members.set(.voip, voip)
-        members.set(.relaunched, relaunched)
-        return members.json
-    }
-
-    public init(json: JSON) throws(ControlError) {
-        let fields = try JSONFields<Key>(json, what: "a terminated app")
-        app = try fields.string(.app)
-        bytes = Int(try fields.count(.bytes))
-        voip = try fields.bool(.voip, default: false)
-        relaunched = try fields.bool(.relaunched, default: false)
-    }
+    public static let schema = JSONSchema<JettisonInfo>("a terminated app", blank: JettisonInfo(app: "", bytes: 0), [
+        .string("app", \.app), .count("bytes", \.bytes), .bool("voip", \.voip), .bool("relaunched", \.relaunched),
+    ])
 
     /// One line of text for netlifectl.
     public var text: String {
@@ -806,25 +494,17 @@ public struct JettisonInfo: Equatable, Sendable {
 
 /// The reply to `memory-pressure`: the suspended apps terminated, in the order they were (VoIP apps last,
 /// each group largest first).
-public struct MemoryPressureReply: Equatable, Sendable {
+public struct MemoryPressureReply: Equatable, Sendable, JSONRecord {
     public var terminated: [JettisonInfo]
     public init(terminated: [JettisonInfo]) { self.terminated = terminated }
 
-    enum Key: String { case terminated }
-
-    public var json: JSON {
-        var members = JSONMembers<Key>.reply()
-        members.set(.terminated, .array(terminated.map(\.json)))
-        return members.json
-    }
-
-    public init(json: JSON) throws(ControlError) {
-        terminated = try JSONFields<Key>(json, what: "a reply").array(.terminated, JettisonInfo.init(json:))
-    }
+    public static let schema = JSONSchema<MemoryPressureReply>("a reply", blank: MemoryPressureReply(terminated: []), [
+        .ok, .records("terminated", \.terminated),
+    ])
 }
 
 /// A download or upload in `transfers` (SPEC section 8).
-public struct TransferInfo: Equatable, Sendable {
+public struct TransferInfo: Equatable, Sendable, JSONRecord {
     /// The transfer's id: given when it is made, kept in the journal across restarts, never reused by the
     /// daemon that gave it; what `transfers cancel ID` names. 0 from a daemon that gives none.
     public var id: UInt64
@@ -860,37 +540,15 @@ public struct TransferInfo: Equatable, Sendable {
         self.error = error
     }
 
-    enum Key: String { case id, app, direction, url, output, bytes, total, state, reason, error }
-
-    public var json: JSON {
-        var members = JSONMembers<Key>()
-        members.set(.id, .number(Double(id)))
-        members.set(.app, app)
-        members.set(.direction, direction)
-        members.set(.url, url)
-        members.set(.output, output)
-        members.set(.bytes, Double(bytes))
-        members.set(.total, total.map(Double.init))
-        members.set(.state, state)
-        members.set(.reason, reason)
-        members.set(.error, error)
-        return members.json
-    }
-
-    public init(json: JSON) throws(ControlError) {
-        let fields = try JSONFields<Key>(json, what: "a transfer")
-        // Older daemons gave no ids and had downloads only.
-        id = fields.value(.id) == nil ? 0 : try fields.count(.id)
-        app = try fields.string(.app)
-        direction = try fields.optionalString(.direction) ?? "download"
-        url = try fields.string(.url)
-        output = try fields.string(.output)
-        bytes = Int(try fields.count(.bytes))
-        total = fields.value(.total) == nil || fields.value(.total) == .null ? nil : Int(try fields.count(.total))
-        state = try fields.string(.state)
-        reason = try fields.optionalString(.reason)
-        error = try fields.bool(.error, default: state == "failed")
-    }
+    /// Older daemons gave no ids and had downloads only; a reply without `error` has one when it failed.
+    public static let schema = JSONSchema<TransferInfo>("a transfer", blank: TransferInfo(app: "", url: "", output: "", bytes: 0, total: nil, state: "", reason: nil), [
+        .count("id", \.id, default: 0), .string("app", \.app), .string("direction", \.direction, default: "download"),
+        .string("url", \.url), .string("output", \.output), .count("bytes", \.bytes), .count("total", \.total),
+        .string("state", \.state), .string("reason", \.reason),
+        JSONField("error", write: { .bool($0.error) }) { fields, key, transfer throws(ControlError) in
+            transfer.error = try fields.bool(key, default: transfer.state == "failed")
+        },
+    ])
 
     /// One line of text for netlifectl.
     public var text: String {
@@ -901,26 +559,16 @@ public struct TransferInfo: Equatable, Sendable {
 }
 
 /// The reply to `transfers [APP]`, and to `download` (the transfer it started): `{"ok": true, "transfers": [...]}`.
-public struct TransfersReply: Equatable, Sendable {
+public struct TransfersReply: Equatable, Sendable, JSONRecord {
     public var transfers: [TransferInfo]
     public init(transfers: [TransferInfo]) { self.transfers = transfers }
 
-    enum Key: String { case transfers }
-
-    public var json: JSON {
-        var members = JSONMembers<Key>.reply()
-        members.set(.transfers, .array(transfers.map(\.json)))
-        return members.json
-    }
-
-    public init(json: JSON) throws(ControlError) {
-        transfers = try JSONFields<Key>(json, what: "a reply").array(.transfers, TransferInfo.init(json:))
-    }
+    public static let schema = JSONSchema<TransfersReply>("a reply", blank: TransfersReply(transfers: []), [.ok, .records("transfers", \.transfers)])
 }
 
 /// The reply to `transfers-cancel`: the transfers stopped and forgotten, and the files of theirs removed
 /// (parts and records; a finished file is never removed): `{"ok": true, "cancelled": [...], "removed": [...]}`.
-public struct TransfersCancelReply: Equatable, Sendable {
+public struct TransfersCancelReply: Equatable, Sendable, JSONRecord {
     public var cancelled: [TransferInfo]
     public var removed: [String]
 
@@ -929,23 +577,9 @@ public struct TransfersCancelReply: Equatable, Sendable {
         self.removed = removed
     }
 
-    enum Key: String { case cancelled, removed }
-
-    public var json: JSON {
-        var members = JSONMembers<Key>.reply()
-        members.set(.cancelled, .array(cancelled.map(\.json)))
-        members.set(.removed, .array(removed.map(JSON.string)))
-        return members.json
-    }
-
-    public init(json: JSON) throws(ControlError) {
-        let fields = try JSONFields<Key>(json, what: "a reply")
-        cancelled = try fields.array(.cancelled, TransferInfo.init(json:))
-        removed = try fields.array(.removed) { item throws(ControlError) in
-            guard let path = item.stringValue else { throw ControlError(.badRequest, "\"removed\" must hold strings") }
-            return path
-        }
-    }
+    public static let schema = JSONSchema<TransfersCancelReply>("a reply", blank: TransfersCancelReply(cancelled: [], removed: []), [
+        .ok, .records("cancelled", \.cancelled), .strings("removed", \.removed),
+    ])
 
     /// What netlifectl prints: one line per transfer, then the files removed.
     public var text: String {

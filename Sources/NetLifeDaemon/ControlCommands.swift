@@ -1,6 +1,7 @@
 // What the daemon does for each control request: the request is typed (NetLifeControl's ControlRequest
-// names what is wrong with a bad one), the app it names is resolved, and the reply is sent when the work is
-// done (a transition replies when its pipeline has finished).
+// names what is wrong with a bad one), the app it names is resolved, and the handler that this file keys by
+// the command's entry runs; the reply is sent when the work is done (a transition replies when its pipeline
+// has finished).
 
 @preconcurrency import Glibc
 import NetLife
@@ -8,6 +9,20 @@ import NetLifeControl
 import NetLifeEvent
 
 enum ControlCommands {
+    /// What a handler runs with: the request, the app it names (resolved), where to reply.
+    struct Context {
+        let request: ControlRequest
+        let app: App?
+        let supervisor: Supervisor
+        let daemon: DaemonRuntime
+        /// The connection the request came on (a `watch` takes it over).
+        let session: ControlSession?
+        let reply: (JSON) -> Void
+    }
+
+    /// Runs a request of its command.
+    typealias Handler = @Sendable (Context) -> Void
+
     /// Runs a request, or replies with the error that explains why it cannot run.
     ///
     /// - Parameter session: the connection the request came on (a `watch` takes it over).
@@ -19,8 +34,8 @@ enum ControlCommands {
         } catch {
             return reply(error.json)
         }
-        if case .debugStall = request, !daemon.configuration.debugCommands {
-            return reply(Reply.error(.unknownCommand, "unknown command 'debug-stall' (it needs debug-commands = yes in [daemon])"))
+        if request.command == .debugStall, !daemon.configuration.debugCommands {
+            return reply(Reply.error(.unknownCommand, "unknown command '\(request.command)' (it needs debug-commands = yes in [daemon])"))
         }
         var app: App?
         if let name = request.app {
@@ -30,115 +45,128 @@ enum ControlCommands {
             }
             app = found
         }
-        run(request, app: app, supervisor: supervisor, daemon: daemon, session: session, reply: reply)
+        guard let handler = handlers[request.command] else {
+            return reply(Reply.error(.unknownCommand, "unknown command '\(request.command)' (this netlifed has no handler for it)"))
+        }
+        handler(Context(request: request, app: app, supervisor: supervisor, daemon: daemon, session: session, reply: reply))
     }
 
-    private static func run(_ request: ControlRequest, app: App?, supervisor: Supervisor, daemon: DaemonRuntime,
-                            session: ControlSession?, reply: @escaping (JSON) -> Void) {
-        switch request {
-        case .version:
-            reply(VersionReply(version: ControlProtocol.daemonVersion, protocolVersion: ControlProtocol.version,
-                               openFiles: daemon.openFileLimit.map(OpenFileLimit.reported)).json)
-        case .status:
-            let apps = app.map { [$0] } ?? supervisor.apps
-            reply(StatusReply(apps: apps.map { Reply.app($0.status) }, degradedReasons: supervisor.degradedReasons).json)
-        case .launch(_, let background):
-            transition(.launch(background: background), app, daemon, reply)
-        case .foreground:
-            transition(.foreground, app, daemon, reply)
-        case .background:
-            transition(.background, app, daemon, reply)
-        case .suspend:
-            transition(.suspend, app, daemon, reply)
-        case .terminate:
-            transition(.terminate, app, daemon, reply)
-        case .interruptBegin:
-            transition(.interruptBegin, app, daemon, reply)
-        case .interruptEnd:
-            transition(.interruptEnd, app, daemon, reply)
-        case .taskBegin(_, let name):
-            guard let app else { return reply(missingApp) }
+    /// A handler for every entry of the command table (a test checks that none is missing).
+    static let handlers: [ControlCommand: Handler] = [
+        .version: { context in
+            context.reply(VersionReply(version: ControlProtocol.daemonVersion, protocolVersion: ControlProtocol.version,
+                                       openFiles: context.daemon.openFileLimit.map(OpenFileLimit.reported)).json)
+        },
+        .status: { context in
+            let apps = context.app.map { [$0] } ?? context.supervisor.apps
+            context.reply(StatusReply(apps: apps.map { Reply.app($0.status) }, degradedReasons: context.supervisor.degradedReasons).json)
+        },
+        .launch: { context in transition(.launch(background: context.request.flag(.background)), context) },
+        .foreground: { context in transition(.foreground, context) },
+        .background: { context in transition(.background, context) },
+        .suspend: { context in transition(.suspend, context) },
+        .terminate: { context in transition(.terminate, context) },
+        .interruptBegin: { context in transition(.interruptBegin, context) },
+        .interruptEnd: { context in transition(.interruptEnd, context) },
+        .taskBegin: { context in
+            guard let app = context.app else { return context.reply(missingApp) }
             guard app.openBackgroundTaskCount < ControlProtocol.maxTasksPerApp else {
-                return reply(Reply.error(.limit, "app \(app.name) already has \(ControlProtocol.maxTasksPerApp) open background tasks, the most allowed; end some first"))
+                return context.reply(Reply.error(.limit, "app \(app.name) already has \(ControlProtocol.maxTasksPerApp) open background tasks, the most allowed; end some first"))
             }
             // The client's process group: a hook's (or what it started) makes the task the hook's.
-            let group = session?.peerProcess.map { getpgid($0) }.flatMap { $0 > 0 ? $0 : nil }
-            switch app.beginControlTask(name: name, processGroup: group) {
-            case .success(let id): reply(TaskBeginReply(app: app.name, id: id).json)
-            case .failure(let refusal): reply(TaskBeginReply(app: app.name, id: BackgroundTaskRegistry.invalid, reason: refusal.message).json)
+            let group = context.session?.peerProcess.map { getpgid($0) }.flatMap { $0 > 0 ? $0 : nil }
+            switch app.beginControlTask(name: context.request.optionalString(.name), processGroup: group) {
+            case .success(let id): context.reply(TaskBeginReply(app: app.name, id: id).json)
+            case .failure(let refusal):
+                context.reply(TaskBeginReply(app: app.name, id: BackgroundTaskRegistry.invalid, reason: refusal.message).json)
             }
-        case .taskEnd(_, let id):
-            guard let app else { return reply(missingApp) }
+        },
+        .taskEnd: { context in
+            guard let app = context.app else { return context.reply(missingApp) }
+            let id = context.request.count(.id)
             let warning: String? = switch app.endBackgroundTask(id) {
             case .ended: nil
             case .invalidIdentifier: "task id 0 is the invalid id; nothing to end"
             case .unknown: "app \(app.name) has no task \(id)"
             case .alreadyEnded: "task \(id) of app \(app.name) has already ended"
             }
-            reply(TaskEndReply(app: app.name, id: id, ended: warning == nil, warning: warning).json)
-        case .taskList:
-            guard let app else { return reply(missingApp) }
+            context.reply(TaskEndReply(app: app.name, id: id, ended: warning == nil, warning: warning).json)
+        },
+        .taskList: { context in
+            guard let app = context.app else { return context.reply(missingApp) }
             let status = app.status
-            reply(TaskListReply(app: app.name, state: status.state.rawValue, tasks: status.tasks.map(Reply.task),
-                                backgroundTimeRemaining: status.backgroundTimeRemaining.map(Reply.seconds)).json)
-        case .mode(_, let text):
-            guard let app, let mode = BackgroundMode(rawValue: text) else { return reply(missingApp) }
-            app.backgroundMode = mode
-            reply(ModeReply(app: app.name, mode: mode.rawValue, state: app.state.rawValue).json)
-        case .reload:
-            daemon.reload(completion: reply)
-        case .debugStall(let text):
-            guard let duration = ConfigValues.duration(text), duration <= .seconds(60) else {
-                return reply(Reply.error(.badRequest, "debug-stall needs \"duration\" such as \"3s\" (at most 60s)"))
+            context.reply(TaskListReply(app: app.name, state: status.state.rawValue, tasks: status.tasks.map(Reply.task),
+                                        backgroundTimeRemaining: status.backgroundTimeRemaining.map(Reply.seconds)).json)
+        },
+        .mode: { context in
+            guard let app = context.app, let mode = BackgroundMode(rawValue: context.request.string(.mode)) else {
+                return context.reply(missingApp)
             }
-            daemon.logger.warning("debug stall: blocking the event loop for \(text)")
+            app.backgroundMode = mode
+            context.reply(ModeReply(app: app.name, mode: mode.rawValue, state: app.state.rawValue).json)
+        },
+        .reload: { context in context.daemon.reload(completion: context.reply) },
+        .debugStall: { context in
+            let text = context.request.string(.duration)
+            guard let duration = ConfigValues.duration(text), duration <= .seconds(60) else {
+                return context.reply(Reply.error(.badRequest, "debug-stall needs \"duration\" such as \"3s\" (at most 60s)"))
+            }
+            context.daemon.logger.warning("debug stall: blocking the event loop for \(text)")
             // Deliberately blocks the loop thread: this is what the loop-stall watchdog exists to catch.
             let until = MonotonicTime.now() + duration
             while MonotonicTime.now() < until {
                 var step = (until - MonotonicTime.now()).timespec
                 nanosleep(&step, nil)
             }
-            reply(StallReply(stalled: text).json)
-        case .watch(let name):
-            guard let session else { return reply(Reply.error(.badRequest, "watch needs a control connection")) }
-            daemon.watchers.add(session, app: name)
-            reply(WatchReply(app: name).json)
-        case .reclaim:
-            guard let app else { return reply(missingApp) }
+            context.reply(StallReply(stalled: text).json)
+        },
+        .watch: { context in
+            guard let session = context.session else { return context.reply(Reply.error(.badRequest, "watch needs a control connection")) }
+            let name = context.request.optionalString(.app)
+            context.daemon.watchers.add(session, app: name)
+            context.reply(WatchReply(app: name).json)
+        },
+        .reclaim: { context in
+            guard let app = context.app else { return context.reply(missingApp) }
             switch app.reclaim() {
             case .success(let reclaimed):
-                reply(ReclaimReply(reclaimed: [ReclaimInfo(app: app.name, sockets: reclaimed.sockets, connections: reclaimed.connections)]).json)
+                context.reply(ReclaimReply(reclaimed: [ReclaimInfo(app: app.name, sockets: reclaimed.sockets, connections: reclaimed.connections)]).json)
             case .failure(let refusal):
-                reply(Reply.error(.invalidTransition, refusal.message))
+                context.reply(Reply.error(.invalidTransition, refusal.message))
             }
-        case .lock:
+        },
+        .lock: { context in
             // As pressing the lock button (SPEC section 6): the app in the foreground goes to the background
             // (will-resign-active, did-enter-background) first; then, TN2277's test recipe, the sockets of
             // every suspended app are reclaimed.
-            backgroundForegroundApps(supervisor.apps) { reclaimSuspended(supervisor, reply) }
-        case .memoryPressure(let free):
-            daemon.relieveMemoryPressure(free: free) { terminated in reply(MemoryPressureReply(terminated: terminated).json) }
-        case .download(_, let url, let output, let clientSees):
-            guard let app else { return reply(missingApp) }
-            switch daemon.transfers.download(app: app, url: url, output: output, clientSees: clientSees) {
-            case .success(let info): reply(TransfersReply(transfers: [info]).json)
-            case .failure(let error): reply(error.json)
+            backgroundForegroundApps(context.supervisor.apps) { reclaimSuspended(context.supervisor, context.reply) }
+        },
+        .memoryPressure: { context in
+            context.daemon.relieveMemoryPressure(free: context.request.optionalCount(.free).map { Int($0) }) { terminated in
+                context.reply(MemoryPressureReply(terminated: terminated).json)
             }
-        case .transfers(let name):
-            reply(TransfersReply(transfers: daemon.transfers.list(app: name)).json)
-        case .transfersCancel(let id, let name, let url):
-            switch daemon.transfers.cancel(id: id, app: name, url: url) {
-            case .success(let cancelled): reply(cancelled.json)
-            case .failure(let error): reply(error.json)
+        },
+        .download: { context in
+            guard let app = context.app else { return context.reply(missingApp) }
+            let request = context.request
+            replyWithTransfer(context, context.daemon.transfers.download(app: app, url: request.string(.url), output: request.optionalString(.output),
+                                                                         clientSees: request.optionalString(.outputDirectory)))
+        },
+        .upload: { context in
+            guard let app = context.app else { return context.reply(missingApp) }
+            replyWithTransfer(context, context.daemon.transfers.upload(app: app, file: context.request.string(.file), url: context.request.string(.url)))
+        },
+        .transfers: { context in
+            context.reply(TransfersReply(transfers: context.daemon.transfers.list(app: context.request.optionalString(.app))).json)
+        },
+        .transfersCancel: { context in
+            let request = context.request
+            switch context.daemon.transfers.cancel(id: request.optionalCount(.id), app: request.optionalString(.app), url: request.optionalString(.url)) {
+            case .success(let cancelled): context.reply(cancelled.json)
+            case .failure(let error): context.reply(error.json)
             }
-        case .upload(_, let file, let url):
-            guard let app else { return reply(missingApp) }
-            switch daemon.transfers.upload(app: app, file: file, url: url) {
-            case .success(let info): reply(TransfersReply(transfers: [info]).json)
-            case .failure(let error): reply(error.json)
-            }
-        }
-    }
+        },
+    ]
 
     /// Sends every app in the foreground (active, or inactive under an interruption) to the background, as
     /// locking the screen does, then calls `then`.
@@ -163,16 +191,23 @@ enum ControlCommands {
         reply(ReclaimReply(reclaimed: reclaimed).json)
     }
 
+    /// A started transfer's reply, or why it did not start.
+    private static func replyWithTransfer(_ context: Context, _ result: Result<TransferInfo, ControlError>) {
+        switch result {
+        case .success(let info): context.reply(TransfersReply(transfers: [info]).json)
+        case .failure(let error): context.reply(error.json)
+        }
+    }
+
     /// Not reachable: ControlRequest guarantees an app for the commands that need one, and dispatch resolves
     /// it. Answered rather than trapped all the same.
     private static let missingApp = Reply.error(.badRequest, "this command needs \"app\"")
 
-    private static func transition(_ command: LifecycleCommand, _ app: App?, _ daemon: DaemonRuntime,
-                                   _ reply: @escaping (JSON) -> Void) {
-        guard let app else { return reply(missingApp) }
-        guard !daemon.isShuttingDown else {
-            return reply(Reply.error(.shuttingDown, "netlifed is shutting down"))
+    private static func transition(_ command: LifecycleCommand, _ context: Context) {
+        guard let app = context.app else { return context.reply(missingApp) }
+        guard !context.daemon.isShuttingDown else {
+            return context.reply(Reply.error(.shuttingDown, "netlifed is shutting down"))
         }
-        app.perform(command) { outcome in reply(Reply.transition(app: app, outcome)) }
+        app.perform(command) { outcome in context.reply(Reply.transition(app: app, outcome)) }
     }
 }

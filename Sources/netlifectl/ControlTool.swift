@@ -26,8 +26,6 @@ enum ControlTool {
     /// netlifectl's own version (it speaks the protocol of the same release).
     static let version = ControlProtocol.daemonVersion
 
-    struct UsageError: Error { var message: String }
-
     /// Runs netlifectl with `arguments` (the program name first) and returns its exit status.
     static func main(arguments: [String] = CommandLine.arguments) -> Int32 {
         signal(SIGPIPE, SIG_IGN)
@@ -65,37 +63,35 @@ enum ControlTool {
             words.removeFirst()
         }
         if wantsHelp {
-            print(words.isEmpty ? help : (CtlCommand.usage(of: words) ?? help))
+            print(words.isEmpty ? help : (ControlCommand.usage(of: words) ?? help))
             return Exit.ok
         }
         guard !words.isEmpty else { return usage("no command given") }
-        guard let command = CtlCommand.find(words) else {
-            if let family = CtlCommand.usage(of: [words[0]]) {
+        guard let command = ControlCommand.find(words) else {
+            if let family = ControlCommand.usage(of: [words[0]]) {
                 return usage("unknown command '\(words.prefix(2).joined(separator: " "))'\n\(family)")
             }
             return usage("unknown command '\(words[0])'")
         }
         let request: ControlRequest
         do {
-            request = try command.build(Array(words.dropFirst(command.words.count)))
+            request = try command.request(arguments: Array(words.dropFirst(command.words.count)))
         } catch {
             return usage("\(error.message)\nUSAGE: netlifectl \(command.usage)")
         }
-        if case .watch = request { return watch(request, controlPath: controlPath, json: json) }
-        if !words.contains("--no-wait") {
-            if case .download(let app, _, let output, _) = request {
-                return follow(request, app: app, file: output, controlPath: controlPath, json: json)
-            }
-            if case .upload(let app, let file, _) = request {
-                return follow(request, app: app, file: file, controlPath: controlPath, json: json)
-            }
+        if command == .watch { return watch(request, controlPath: controlPath, json: json) }
+        if command.localFlags.contains("--no-wait"), !words.contains("--no-wait") {
+            // The file the transfer writes (a download's --output) or reads (an upload's FILE).
+            let file = request.optionalString(command == .upload ? .file : .output)
+            return follow(request, app: request.string(.app), file: file, controlPath: controlPath, json: json)
         }
         switch exchange(request, controlPath: controlPath) {
         case .failure(let status):
             return status.code
         case .success(let reply):
             if let error = ControlError(reply: reply) { return refused(error, reply: reply, json: json) }
-            if let refusal = command.refusal(reply) {
+            let text = ReplyText.of(command)
+            if let refusal = text.refusal(reply) {
                 // As a refused command: the reply itself with --json, the reason on stderr, exit status 1.
                 if json { print(reply.serialized) }
                 printError("netlifectl: \(refusal)")
@@ -107,8 +103,8 @@ enum ControlTool {
             }
             if let warning = reply["warning"]?.stringValue { printError("netlifectl: warning: \(warning)") }
             do {
-                let text = try command.render(reply)
-                if !text.isEmpty { print(text) }
+                let printed = try text.render(reply)
+                if !printed.isEmpty { print(printed) }
                 return Exit.ok
             } catch {
                 printError("netlifectl: netlifed sent a reply this netlifectl cannot read: \(error.message)")
@@ -191,7 +187,7 @@ enum ControlTool {
             }
             if terminal { printProgress(transfer) }
             usleep(200_000)
-            switch exchange(.transfers(app: app), controlPath: controlPath) {
+            switch exchange(transfersOf(app), controlPath: controlPath) {
             case .failure(let status): return status.code
             case .success(let next): reply = next
             }
@@ -269,7 +265,7 @@ enum ControlTool {
     /// `--version`: netlifectl's version, then the daemon's (or why it cannot be had), each labelled.
     static func printVersions(controlPath: String?) -> Int32 {
         print("netlifectl \(version) (control protocol \(ControlProtocol.version))")
-        switch exchange(.version, controlPath: controlPath) {
+        switch exchange(versionRequest, controlPath: controlPath) {
         case .failure(let status):
             return status.code
         case .success(let reply):
@@ -298,11 +294,19 @@ enum ControlTool {
         fputs(text + "\n", stderr)
     }
 
+    /// `transfers APP`, as `follow` asks it.
+    static func transfersOf(_ app: String) -> ControlRequest {
+        // Cannot fail: `transfers` takes an optional string `app`.
+        try! ControlRequest(.transfers, [.app: .string(app)])
+    }
+
+    /// `version`, as `--version` asks it.
+    static let versionRequest = try! ControlRequest(.version)
+
     static var help: String {
-        let width = (CtlCommand.all.map(\.usage.count).max() ?? 0) + 2
-        let lines = CtlCommand.all.map { command in
-            "  " + command.usage.padding(to: width) + command.summary
-        }
+        let lines = ControlCommand.all.map { ($0.usage, $0.summary) } + [("help [COMMAND]", "Show this help, or a command's usage.")]
+        let width = (lines.map(\.0.count).max() ?? 0) + 2
+        let text = lines.map { usage, summary in "  " + usage.padding(to: width) + summary }
         return """
             OVERVIEW: netlifectl - drive the apps of netlifed through its control socket
 
@@ -319,7 +323,7 @@ enum ControlTool {
               -h, --help       Show this help; after a command, that command's usage.
 
             SUBCOMMANDS:
-            \(lines.joined(separator: "\n"))
+            \(text.joined(separator: "\n"))
 
             EXIT STATUS: 0 ok, 1 the daemon refused, 2 usage error, 3 no daemon reachable.
               download and upload (unless --no-wait): 4 the transfer paused on a network or

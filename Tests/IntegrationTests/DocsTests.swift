@@ -133,11 +133,9 @@ struct DocsTests {
         for status in 0...6 {
             #expect(statuses.contains(String(status)), "docs/control-protocol.md has no exit status \(status)")
         }
-        // The requests as the daemon reads them (ControlRequest.commandNames).
-        let source = page("Sources/NetLifeControl/ControlRequest.swift")
-        let list = source.components(separatedBy: "public static let commandNames = [").dropFirst().first?
-            .prefix { $0 != "]" } ?? ""
-        let requests = list.components(separatedBy: "\"").enumerated().filter { $0.offset % 2 == 1 }.map(\.element)
+        // The requests as the daemon reads them: the wire names of the command table's entries.
+        let source = page("Sources/NetLifeControl/ControlCommandTable.swift")
+        let requests = source.components(separatedBy: "ControlCommand(\"").dropFirst().map { String($0.prefix { $0 != "\"" }) }
         #expect(requests.count >= 20, "\(requests)")
         let requestCells = firstCells(section(lines, "## Requests and replies"))
         for request in requests {

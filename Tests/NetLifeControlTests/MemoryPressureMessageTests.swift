@@ -6,11 +6,12 @@ import Testing
 
 @Suite struct MemoryPressureMessageTests {
     @Test func theAmountToFreeIsOptionalAndSurvivesTheRoundTrip() throws {
-        for request in [ControlRequest.memoryPressure(free: nil), .memoryPressure(free: 0), .memoryPressure(free: 123_456_789)] {
+        for free: JSON? in [nil, 0, 123_456_789] {
+            let request = try ControlRequest(.memoryPressure, free.map { [.free: $0] } ?? [:])
             #expect(try ControlRequest(json: request.json) == request)
         }
-        #expect(ControlRequest.memoryPressure(free: nil).json["free"] == nil)
-        #expect(ControlRequest.memoryPressure(free: 4096).json["free"]?.intValue == 4096)
+        #expect(try ControlRequest(.memoryPressure).json["free"] == nil)
+        #expect(try ControlRequest(.memoryPressure, [.free: 4096]).json["free"]?.intValue == 4096)
     }
 
     @Test(arguments: [(#"{"cmd":"memory-pressure","free":-1}"#, "a whole number"),
