@@ -187,7 +187,12 @@ enum ControlTool {
             }
             if terminal { printProgress(transfer) }
             usleep(200_000)
-            switch exchange(transfersOf(app), controlPath: controlPath) {
+            let request: ControlRequest
+            do { request = try ControlRequest(.transfers, [.app: .string(app)]) } catch {
+                printError("netlifectl: \(error.message)")
+                return 2
+            }
+            switch exchange(request, controlPath: controlPath) {
             case .failure(let status): return status.code
             case .success(let next): reply = next
             }
@@ -265,7 +270,12 @@ enum ControlTool {
     /// `--version`: netlifectl's version, then the daemon's (or why it cannot be had), each labelled.
     static func printVersions(controlPath: String?) -> Int32 {
         print("netlifectl \(version) (control protocol \(ControlProtocol.version))")
-        switch exchange(versionRequest, controlPath: controlPath) {
+        let request: ControlRequest
+        do { request = try ControlRequest(.version) } catch {
+            printError("netlifectl: \(error.message)")
+            return 2
+        }
+        switch exchange(request, controlPath: controlPath) {
         case .failure(let status):
             return status.code
         case .success(let reply):
@@ -293,15 +303,6 @@ enum ControlTool {
     static func printError(_ text: String) {
         fputs(text + "\n", stderr)
     }
-
-    /// `transfers APP`, as `follow` asks it.
-    static func transfersOf(_ app: String) -> ControlRequest {
-        // Cannot fail: `transfers` takes an optional string `app`.
-        try! ControlRequest(.transfers, [.app: .string(app)])
-    }
-
-    /// `version`, as `--version` asks it.
-    static let versionRequest = try! ControlRequest(.version)
 
     static var help: String {
         let lines = ControlCommand.all.map { ($0.usage, $0.summary) } + [("help [COMMAND]", "Show this help, or a command's usage.")]
