@@ -54,7 +54,8 @@ let package = Package(
 
         // What the test targets share: running a loop until a condition holds, socket pairs, temporary
         // directories, the daemon harness, test peers and servers, process helpers. A plain target, so the
-        // tests can import it.
+        // tests can import it. Its files are compiled only where Swift Testing can be imported (a test build);
+        // elsewhere (`swift build -c release`) the module is empty and the build does not need Testing.
         .target(name: "NetLifeTestSupport", dependencies: ["NetLifeEvent"], path: "Tests/NetLifeTestSupport"),
         .testTarget(name: "NetLifeEventTests", dependencies: ["NetLifeEvent", "NetLifeTestSupport"]),
         .testTarget(name: "NetLifeTests", dependencies: ["NetLife", "NetLifeTestSupport"]),

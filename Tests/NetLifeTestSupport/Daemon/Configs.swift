@@ -1,3 +1,4 @@
+#if canImport(Testing)   // built only for the tests: see Package.swift
 // Config texts for a TestDaemon: an echo app (with or without the [daemon] section), an app with a data socket
 // speaking `line` to a PeerServer, an app serving files over HTTP, and an app running the repository's
 // Python reference client of the lifecycle protocol.
@@ -89,3 +90,4 @@ public func demoApp(_ name: String, environment: [String: String] = [:], appLine
 
         """
 }
+#endif

@@ -1,3 +1,4 @@
+#if canImport(Testing)   // built only for the tests: see Package.swift
 // Hooks under test: the hook config that runs `true` on every transition, a driver that makes a daemon run
 // them by the thousand through a raw control client, and the hook processes of an app found in /proc.
 
@@ -41,3 +42,4 @@ public func hookProcesses(app: String, control: String) -> [Int32] {
             && !processIsGone(pid)
     }
 }
+#endif

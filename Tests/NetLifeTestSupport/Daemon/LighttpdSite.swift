@@ -1,3 +1,4 @@
+#if canImport(Testing)   // built only for the tests: see Package.swift
 // An unmodified lighttpd run as a process app: a document root with one file and a config that takes its
 // listener from netlifed by socket activation.
 
@@ -50,3 +51,4 @@ public final class LighttpdSite {
     /// Removes the site's directory.
     public func remove() { directory.remove() }
 }
+#endif

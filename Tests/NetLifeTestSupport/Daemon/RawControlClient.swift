@@ -1,3 +1,4 @@
+#if canImport(Testing)   // built only for the tests: see Package.swift
 // A raw client of the control socket, for tests that do what an abuser would: pipeline without reading,
 // trickle, half-close, vanish, and time round trips; and readers of the error code and `ok` of a reply line.
 
@@ -150,3 +151,4 @@ public func isOK(_ line: [UInt8]?) -> Bool {
     guard let line, let object = (try? JSONSerialization.jsonObject(with: Data(line))) as? [String: Any] else { return false }
     return object["ok"] as? Bool == true
 }
+#endif

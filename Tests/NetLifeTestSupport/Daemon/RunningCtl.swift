@@ -1,3 +1,4 @@
+#if canImport(Testing)   // built only for the tests: see Package.swift
 // netlifectl started in the background against a TestDaemon, so that a test can signal it mid-command.
 
 import Foundation
@@ -17,3 +18,4 @@ public final class RunningCtl {
     /// Waits for it to end (killing it after `timeout`) and returns what it printed.
     public func wait(timeout: TimeInterval = 20) -> ProcessResult { process.wait(timeout: timeout).result }
 }
+#endif

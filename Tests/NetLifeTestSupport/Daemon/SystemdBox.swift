@@ -1,3 +1,4 @@
+#if canImport(Testing)   // built only for the tests: see Package.swift
 // A Debian root booted with systemd as PID 1 (scripts/systemd-box), with netlife's Debian package to install
 // in it: the unit and its drop-ins under a real service manager.
 
@@ -100,3 +101,4 @@ public final class SystemdBox {
         work.remove()
     }
 }
+#endif

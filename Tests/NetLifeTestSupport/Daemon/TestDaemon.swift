@@ -1,3 +1,4 @@
+#if canImport(Testing)   // built only for the tests: see Package.swift
 // A real netlifed started for one test: its own directory, config, control socket and notify socket; ready
 // when it sends READY=1; driven with the real netlifectl; always stopped (and its directory removed).
 // Stopping it checks how it ended: exit 0 after SIGTERM unless the test declared otherwise. Under a
@@ -202,3 +203,4 @@ public final class TestDaemon {
         directory.remove()
     }
 }
+#endif

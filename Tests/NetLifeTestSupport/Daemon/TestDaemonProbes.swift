@@ -1,3 +1,4 @@
+#if canImport(Testing)   // built only for the tests: see Package.swift
 // What tests read of a running TestDaemon beyond its state: the resources its process holds, the real port
 // of a `127.0.0.1:0` listener, the state of an app while polling, how fast it answers `status`, whether it is
 // healthy after an attack, a program app's part of `status`, and the id a `task begin` printed.
@@ -87,3 +88,4 @@ extension TestDaemon {
         status(app)["lastTermination"] as? [String: Any]
     }
 }
+#endif

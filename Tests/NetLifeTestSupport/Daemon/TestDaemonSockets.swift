@@ -1,3 +1,4 @@
+#if canImport(Testing)   // built only for the tests: see Package.swift
 // What tests read of a TestDaemon's data sockets: a socket as `status --json` shows it, a wait for its state,
 // and the time from a control request until something a test watches happens.
 
@@ -28,3 +29,4 @@ extension TestDaemon {
         return nil
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if canImport(Testing)   // built only for the tests: see Package.swift
 // Test content: bytes whose every slice can be checked, and a file's SHA-256 as sha256sum prints it.
 
 import Foundation
@@ -11,3 +12,4 @@ public func patternBytes(_ count: Int, seed: Int = 7) -> [UInt8] {
 public func sha256(_ path: String) -> String {
     run(["/usr/bin/sha256sum", path]).stdout.split(separator: " ").first.map(String.init) ?? ""
 }
+#endif

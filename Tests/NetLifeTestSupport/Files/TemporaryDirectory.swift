@@ -1,3 +1,4 @@
+#if canImport(Testing)   // built only for the tests: see Package.swift
 // A scratch directory for one test, made with mkdtemp under /tmp and removed by the test (usually in a
 // `defer`), with helpers to name, write and read the files in it.
 
@@ -44,3 +45,4 @@ public final class TemporaryDirectory: @unchecked Sendable {
         try? FileManager.default.removeItem(atPath: path)
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if canImport(Testing)   // built only for the tests: see Package.swift
 // What the unit tests of several modules share: running a loop until a condition holds, bounded in time, and
 // socket pairs with helpers to read, write and check what crossed them.
 
@@ -51,3 +52,4 @@ public func writeAll(_ fd: CInt, _ text: String) {
 
 /// `count` bytes of a pattern that shows any reordering, loss or repetition.
 public func pattern(_ count: Int) -> [UInt8] { (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 11) } }
+#endif

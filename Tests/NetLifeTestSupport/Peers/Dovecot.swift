@@ -1,3 +1,4 @@
+#if canImport(Testing)   // built only for the tests: see Package.swift
 // A real IMAP server for the tests of netlife's IMAP IDLE client: Debian's dovecot-imapd, started by the test
 // in the foreground with its own config, a throwaway passwd-file user and a maildir in a temporary directory,
 // and stopped by PID with every process it forked.
@@ -333,3 +334,4 @@ private func spawnWithCleanSignals(_ arguments: [String], output: String) throws
     guard result == 0 else { throw DovecotError("posix_spawn(\(arguments[0])): \(String(cString: strerror(result)))") }
     return pid
 }
+#endif

@@ -1,3 +1,4 @@
+#if canImport(Testing)   // built only for the tests: see Package.swift
 // A real FTP server for the FTP download tests: Debian's pyftpdlib (python3-pyftpdlib) run by /usr/bin/python3
 // on 127.0.0.1 port 0 (it prints the port the kernel chose: no port is guessed), anonymous and read-only on
 // a temporary directory, its data connections throttled (pyftpdlib's ThrottledDTPHandler) so that the
@@ -100,3 +101,4 @@ public final class FTPServer {
         directory.remove()
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if canImport(Testing)   // built only for the tests: see Package.swift
 // Servers that misbehave in the ways the downloader must survive, written in Python (standard library only)
 // on raw sockets so that each misbehaviour is exact: an HTTP server that accepts and never answers, sends a
 // head and part of the body and falls silent, trickles a byte at a time, sends an empty body, or answers a resume with 416 and a HEAD
@@ -206,3 +207,4 @@ public final class MisbehavingServer {
         serve(handle)
         """
 }
+#endif

@@ -1,3 +1,4 @@
+#if canImport(Testing)   // built only for the tests: see Package.swift
 // A real HTTP server of another make for the download tests: Debian's nginx-light on a random 127.a.b.c
 // (port 8080, so that parallel tests never collide and no port is guessed by binding and closing), serving a
 // file with its own strong ETag and byte ranges, slowed down with `limit_rate`; its access log shows what
@@ -74,3 +75,4 @@ public final class NginxServer {
 
     deinit { stop() }
 }
+#endif

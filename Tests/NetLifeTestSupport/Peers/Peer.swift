@@ -1,3 +1,4 @@
+#if canImport(Testing)   // built only for the tests: see Package.swift
 // A network peer for tests: blocking TCP sockets with timeouts that report exactly what the kernel said
 // (ECONNREFUSED, FIN, RST, bytes), with reads until a text or an end, sends that wait for room, a reset, and a
 // peer with a small fixed receive window.
@@ -215,3 +216,4 @@ public func withUnixAddress<Result>(_ path: String, _ body: (UnsafePointer<socka
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if canImport(Testing)   // built only for the tests: see Package.swift
 // The far end of a data socket in integration tests: a TCP server on 127.0.0.1 with a port from the
 // kernel (read back with getsockname), whose accepted connections are `Peer`s that report exactly what the
 // kernel said (bytes, FIN, RST).
@@ -49,3 +50,4 @@ public final class PeerServer {
     /// Closes the listening socket.
     public func close() { Foundation.close(fd) }
 }
+#endif

@@ -1,3 +1,4 @@
+#if canImport(Testing)   // built only for the tests: see Package.swift
 // Ports held by the test itself: a reservation that a config can name before netlifed listens on it, and a
 // squatter bound without SO_REUSEADDR that shows whether anyone else holds a port.
 
@@ -59,3 +60,4 @@ public final class PortReservation {
     /// Gives the port back.
     public func close() { Foundation.close(fd) }
 }
+#endif

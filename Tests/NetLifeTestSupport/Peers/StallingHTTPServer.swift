@@ -1,3 +1,4 @@
+#if canImport(Testing)   // built only for the tests: see Package.swift
 // An HTTP server that stops mid-response, for the download tests: a lifecycle transition interrupts a
 // download it serves, and the resume must fetch only the missing bytes.
 
@@ -70,3 +71,4 @@ public final class StallingHTTPServer {
         directory.remove()
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if canImport(Testing)   // built only for the tests: see Package.swift
 // A TCP relay in Python (standard library only) between a client and a server on 127.0.0.1, which forwards
 // the client's bytes at a limited rate, so that a fast local transfer can be cut mid-way, and counts what it
 // forwarded upstream on each connection (`up-N.txt`, one file per connection, in order).
@@ -66,3 +67,4 @@ public final class ThrottlingProxy {
         directory.remove()
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if canImport(Testing)   // built only for the tests: see Package.swift
 // What the kernel says about a process under test, read from /proc/PID and its cgroup: descriptors, threads,
 // resident memory, CPU time, context switches, cgroup members and freeze state; and small figures helpers.
 
@@ -112,3 +113,4 @@ public func milliseconds(since start: Date) -> Double { Date().timeIntervalSince
 
 /// Milliseconds as text with two decimals: "1.25 ms".
 public func format(ms: Double) -> String { String(format: "%.2f ms", ms) }
+#endif

@@ -1,3 +1,4 @@
+#if canImport(Testing)   // built only for the tests: see Package.swift
 // Running the real binaries and helper programs from a test: where the built products and the repository
 // are, a bounded run that captures output, a program left running in the background, polling, and a flag
 // one thread sets for another.
@@ -181,3 +182,4 @@ public final class StopFlag: @unchecked Sendable {
     /// Sets the flag.
     public func set() { lock.withLock { value = true } }
 }
+#endif

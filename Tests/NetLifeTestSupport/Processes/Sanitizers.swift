@@ -1,3 +1,4 @@
+#if canImport(Testing)   // built only for the tests: see Package.swift
 // The sanitizer a test run is under (scripts/test-sanitized sets NETLIFE_SANITIZER) and what follows from it:
 // the options a daemon under test runs with, and how far latency and memory figures can be judged.
 
@@ -28,3 +29,4 @@ public func sanitizerEnvironment(base: [String: String]) -> [String: String] {
     environment["TSAN_OPTIONS"] = common + ":second_deadlock_stack=1"
     return environment
 }
+#endif
