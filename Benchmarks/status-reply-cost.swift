@@ -4,8 +4,10 @@
 // `StatusReply(json:)`). Prints the median of 15 rounds of 2,000 each (or of
 // ROUNDS of COUNT given as arguments), in microseconds per reply.
 //
-//   swiftc -O -parse-as-library -module-name StatusReplyCost Sources/NetLifeControl/*.swift \
+//   swiftc -O -parse-as-library -module-name StatusReplyCost Sources/NetLifeJSON/*.swift \
+//       $(ls Sources/NetLifeControl/*.swift | grep -v Exports.swift) \
 //       Benchmarks/status-reply-cost.swift -o .build/status-reply-cost && .build/status-reply-cost
+// (one module: NetLifeControl's re-export of NetLifeJSON is left out).
 
 @preconcurrency import Glibc
 
