@@ -19,11 +19,14 @@ extension App {
 
     func startWakeHandler(_ reason: WakeReason) {
         if case .voipData = reason, let command = configuration.voipDataHook {
-            wakeHook = hooks.run(command, event: "voip-data") { [weak self] _ in
-                guard let self, wakeHook != nil else { return }
+            // Only this run's exit ends this wake-up: a handler left running by an earlier one ends nothing.
+            var run: HookRun?
+            run = hooks.run(command, event: "voip-data") { [weak self] _ in
+                guard let self, let run, wakeHook == run else { return }
                 wakeHook = nil
                 send(.wakeHandlerDone)
             }
+            wakeHook = run
         }
         timers.fireDeferred()
         if wakeHook == nil {
