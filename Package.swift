@@ -39,13 +39,20 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
+        // libcurl: downloads and uploads (http, https, ftp, ftps) on its multi-socket interface, driven by
+        // the event loop.
+        .systemLibrary(
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
         .target(name: "NetLifeEvent", dependencies: ["CLibevent"], swiftSettings: release),
         // JSON values, parser and serializer: a leaf that the control protocol and the process apps'
         // lifecycle channel both speak.
         .target(name: "NetLifeJSON", swiftSettings: release),
         // The logger writes structured records to journald through libsystemd (sd_journal_sendv).
         .target(name: "NetLife", dependencies: ["NetLifeEvent", "NetLifeJSON", "CSystemd"], swiftSettings: release),
-        .target(name: "NetLifeServices", dependencies: ["NetLife", "COpenSSL"], swiftSettings: release),
+        .target(name: "NetLifeServices", dependencies: ["NetLife", "COpenSSL", "CCurl"], swiftSettings: release),
         .target(name: "NetLifeControl", dependencies: ["NetLifeJSON"], swiftSettings: release),
         .target(name: "NetLifeDaemon", dependencies: ["NetLife", "NetLifeServices", "NetLifeControl", "CAvahi"], swiftSettings: release),
         .executableTarget(name: "netlifed", dependencies: ["NetLifeDaemon"], swiftSettings: release),

@@ -34,6 +34,10 @@ public struct ControlMember: Hashable, Sendable {
     public static let file = ControlMember("file", .string)
     public static let duration = ControlMember("duration", .string)
     public static let free = ControlMember("free", .count)
+    /// A transfer's TLS choices, as curl spells them: a CA file, no verification, TLS required on ftp://.
+    public static let caFile = ControlMember("cacert", .string)
+    public static let insecure = ControlMember("insecure", .bool)
+    public static let sslRequired = ControlMember("sslRequired", .bool)
 }
 
 /// One argument of a command: a member, whether it is required, what values it may take, and where it comes

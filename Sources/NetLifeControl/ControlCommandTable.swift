@@ -38,10 +38,16 @@ extension ControlCommand {
         app, ControlArgument(.url, .positional("URL")),
         with(ControlArgument(.output, required: false, .option("--output", metavar: "PATH"))) { $0.isPath = true },
         ControlArgument(.outputDirectory, required: false, .directoryIdentity(of: .output)),
-    ], localFlags: ["--no-wait"], summary: "Hand a resumable download to an app (into the state directory's downloads/APP/ without --output); waits (with a progress bar on a terminal) until it finishes or pauses, unless --no-wait.")
+    ] + tlsArguments, localFlags: ["--no-wait"], summary: "Hand a resumable download (http, https, ftp, ftps) to an app (into the state directory's downloads/APP/ without --output); waits (with a progress bar on a terminal) until it finishes or pauses, unless --no-wait. TLS: the server's certificate is verified against the system's trust store, or --cacert FILE; --insecure verifies nothing; --ssl-reqd requires TLS (AUTH TLS) on ftp://.")
     public static let upload = ControlCommand("upload", [
         app, with(ControlArgument(.file, .positional("FILE"))) { $0.isPath = true }, ControlArgument(.url, .positional("URL")),
-    ], localFlags: ["--no-wait"], summary: "Hand a resumable upload to an app; waits (with a progress bar on a terminal) until it finishes or pauses, unless --no-wait.")
+    ] + tlsArguments, localFlags: ["--no-wait"], summary: "Hand a resumable upload (http, https) to an app; waits (with a progress bar on a terminal) until it finishes or pauses, unless --no-wait. TLS as for download.")
+    /// How a transfer checks its server over TLS, with curl's option names.
+    static let tlsArguments = [
+        with(ControlArgument(.caFile, required: false, .option("--cacert", metavar: "FILE"))) { $0.isPath = true },
+        ControlArgument(.insecure, required: false, .flag("--insecure")),
+        ControlArgument(.sslRequired, required: false, .flag("--ssl-reqd")),
+    ]
     public static let transfers = ControlCommand("transfers", [appIfAny], summary: "Show downloads and uploads.")
     /// Stops and forgets the transfers chosen by id, app or URL (at least one; all given must match).
     public static let transfersCancel = ControlCommand("transfers-cancel", [

@@ -7,6 +7,7 @@
 import NetLife
 import NetLifeControl
 import NetLifeEvent
+import NetLifeServices
 
 enum ControlCommands {
     /// What a handler runs with: the request, the app it names (resolved), where to reply.
@@ -150,11 +151,12 @@ enum ControlCommands {
             guard let app = context.app else { return context.reply(missingApp) }
             let request = context.request
             replyWithTransfer(context, context.daemon.transfers.download(app: app, url: request.string(.url), output: request.optionalString(.output),
-                                                                         clientSees: request.optionalString(.outputDirectory)))
+                                                                         clientSees: request.optionalString(.outputDirectory), tls: transferTLS(request)))
         },
         .upload: { context in
             guard let app = context.app else { return context.reply(missingApp) }
-            replyWithTransfer(context, context.daemon.transfers.upload(app: app, file: context.request.string(.file), url: context.request.string(.url)))
+            replyWithTransfer(context, context.daemon.transfers.upload(app: app, file: context.request.string(.file), url: context.request.string(.url),
+                                                                       tls: transferTLS(context.request)))
         },
         .transfers: { context in
             context.reply(TransfersReply(transfers: context.daemon.transfers.list(app: context.request.optionalString(.app))).json)
@@ -210,4 +212,9 @@ enum ControlCommands {
         }
         app.perform(command) { outcome in context.reply(Reply.transition(app: app, outcome)) }
     }
+}
+
+/// A transfer request's TLS choices (`--cacert`, `--insecure`, `--ssl-reqd`).
+private func transferTLS(_ request: ControlRequest) -> TransferTLS {
+    TransferTLS(caFile: request.optionalString(.caFile), insecure: request.flag(.insecure), required: request.flag(.sslRequired))
 }

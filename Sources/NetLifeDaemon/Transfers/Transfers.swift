@@ -48,6 +48,7 @@ final class Transfers {
     var appNamed: (String) -> App? = { _ in nil }
     /// The idle and low-speed limits of the transfers made from now on.
     var limits: TransferLimits
+    private var curl: CurlMulti?
 
     init(loop: EventLoop, logger: Logger, journalPath: String?, limits: TransferLimits = .defaults) {
         self.loop = loop
@@ -61,7 +62,7 @@ final class Transfers {
 
     /// Starts (or resumes) downloading `url` to `output` for `app`; `output` nil: into the state directory,
     /// named after the URL (DownloadPlace). `clientSees`: the identity of output's directory as netlifectl saw it.
-    func download(app: App, url text: String, output: String?, clientSees: String? = nil) -> Result<TransferInfo, ControlError> {
+    func download(app: App, url text: String, output: String?, clientSees: String? = nil, tls: TransferTLS = .verified) -> Result<TransferInfo, ControlError> {
         guard let output else {
             guard let stateDirectory else {
                 return .failure(ControlError(.badRequest, "netlifed keeps no state directory: give --output PATH"))
@@ -79,24 +80,24 @@ final class Transfers {
                     return .failure(ControlError(.badRequest, "cannot make \(path) for the download: \(error)"))
                 }
             }
-            return start(.download, app: app, url: text, file: directory + "/" + DownloadPlace.fileName(urlPath: url.path), what: "--output")
+            return start(.download, app: app, url: text, file: directory + "/" + DownloadPlace.fileName(urlPath: url.path), what: "--output", tls: tls)
         }
         if output.hasPrefix("/"), let refusal = DownloadPlace.refusal(for: output, clientSees: clientSees, app: app.name, stateDirectory: stateDirectory) {
             return .failure(refusal)
         }
-        return start(.download, app: app, url: text, file: output, what: "--output")
+        return start(.download, app: app, url: text, file: output, what: "--output", tls: tls)
     }
 
     /// Starts (or resumes) uploading `file` to `url` for `app`.
-    func upload(app: App, file: String, url text: String) -> Result<TransferInfo, ControlError> {
+    func upload(app: App, file: String, url text: String, tls: TransferTLS = .verified) -> Result<TransferInfo, ControlError> {
         var info = stat()
         guard file.hasPrefix("/"), stat(file, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
             return .failure(ControlError(.badRequest, "FILE must be an existing regular file, got '\(file.prefix(256))'"))
         }
-        return start(.upload, app: app, url: text, file: file, what: "FILE")
+        return start(.upload, app: app, url: text, file: file, what: "FILE", tls: tls)
     }
 
-    private func start(_ direction: TransferDirection, app: App, url text: String, file: String, what: String) -> Result<TransferInfo, ControlError> {
+    private func start(_ direction: TransferDirection, app: App, url text: String, file: String, what: String, tls: TransferTLS) -> Result<TransferInfo, ControlError> {
         let url: URLParts
         do {
             url = try URLParts(parsing: text)
@@ -111,11 +112,14 @@ final class Transfers {
         case .suspended, .notRunning:
             return .failure(ControlError(.invalidTransition, "app \(app.name) is \(app.state): a transfer needs a running app (foreground it first)"))
         }
+        if let caFile = tls.caFile, access(caFile, R_OK) != 0 {
+            return .failure(ControlError(.badRequest, "--cacert \(caFile.prefix(256)): \(Errno.current)"))
+        }
         if let running = entries.first(where: { $0.transfer.output == file && $0.transfer.direction == direction && $0.transfer.state == .running }) {
             return .failure(ControlError(.badRequest, "\(file) is already being \(direction == .download ? "downloaded" : "uploaded") by app \(running.app)"))
         }
         let transfer: any Transfer
-        switch make(direction, app: app.name, url: url, file: file) {
+        switch make(direction, app: app.name, url: url, file: file, tls: tls) {
         case .success(let made): transfer = made
         case .failure(let error): return .failure(error)
         }
@@ -127,21 +131,30 @@ final class Transfers {
 
     /// The shell for one transfer, not started. An upload's record (the server's upload resource) lives in
     /// the state directory, named after the file and the URL.
-    private func make(_ direction: TransferDirection, app: String, url: URLParts, file: String) -> Result<any Transfer, ControlError> {
+    private func make(_ direction: TransferDirection, app: String, url: URLParts, file: String, tls: TransferTLS) -> Result<any Transfer, ControlError> {
         let logger = logger.labeled("app \(app)").adding(field: "NETLIFE_APP", app)
+        guard let curl = curlMulti() else { return .failure(ControlError(.unsupported, "libcurl cannot make a multi handle")) }
         switch direction {
         case .download:
-            return makeDownload(url: url, output: file, loop: loop, logger: logger, limits: limits)
+            return makeDownload(url: url, output: file, tls: tls, curl: curl, loop: loop, logger: logger, limits: limits)
         case .upload:
             guard let journalPath else {
                 return .failure(ControlError(.unsupported, "uploads need a state directory for their records"))
             }
+            if tls.required { return .failure(ControlError(.badRequest, "--ssl-reqd is for ftp:// downloads")) }
             var digest = SHA256Digest()
             digest.update(Array((file + "\n" + url.description).utf8))
             let name = digest.finish().prefix(16).map { String($0, radix: 16).leftPadded(to: 2) }.joined()
             let record = directoryName(journalPath) + "/upload-" + name + ".json"
-            return .success(Upload(file: file, url: url, recordPath: record, loop: loop, logger: logger, limits: limits))
+            return .success(Upload(file: file, url: url, recordPath: record, tls: tls, curl: curl, loop: loop, logger: logger, limits: limits))
         }
+    }
+
+    /// The one libcurl multi handle of the daemon's transfers, made on first use.
+    private func curlMulti() -> CurlMulti? {
+        if let curl { return curl }
+        curl = CurlMulti(loop: loop, logger: logger)
+        return curl
     }
 
     /// What `transfers` shows, for one app or all.
@@ -155,7 +168,7 @@ final class Transfers {
         // Only state changes concern transfers: the other events (a listener opening, 1,000 of them on one
         // `foreground`) return before any search.
         switch event {
-        case .stateChanged, .stopped: break
+        case .stateChanged, .stopped, .reclaimed: break
         default: return
         }
         let mine = entries.filter { $0.app == app.name }
@@ -168,6 +181,9 @@ final class Transfers {
             for entry in mine where Self.waits(entry) { run(entry) }
         case .stopped:
             for entry in mine { pauseForApp(entry, "the app stopped") }
+        case .reclaimed:
+            // The connections a transfer holds are the app's too (a paused transfer holds none).
+            for entry in mine { entry.transfer.resetConnections() }
         default:
             break
         }
@@ -238,6 +254,7 @@ final class Transfers {
             let direction = item["direction"]?.stringValue.flatMap(TransferDirection.init(rawValue:)) ?? .download
             guard let app = item["app"]?.stringValue, let urlText = item["url"]?.stringValue,
                   let output = item["output"]?.stringValue, let url = try? URLParts(parsing: urlText),
+                  let tls = Self.tls(item["tls"]),
                   !entries.contains(where: { $0.transfer.output == output && $0.transfer.direction == direction }) else { continue }
             guard appNamed(app) != nil else {
                 logger.warning("\(journalPath): app \(app) is no longer configured; not resuming \(urlText.prefix(256))")
@@ -246,7 +263,7 @@ final class Transfers {
             // An entry without an id (an older journal) or with one already taken gets a new one.
             let recorded = item["id"]?.doubleValue.flatMap { $0 >= 1 && $0 < 9e15 && $0.rounded() == $0 ? UInt64($0) : nil }
             let id = recorded.flatMap { id in entries.contains { $0.id == id } ? nil : id }
-            switch make(direction, app: app, url: url, file: output) {
+            switch make(direction, app: app, url: url, file: output, tls: tls) {
             case .success(let transfer):
                 _ = add(id: id, app: app, transfer)
                 logger.info("app \(app): \(direction.rawValue) of \(url) (\(output)) will resume at \(transfer.bytesDone) bytes")
@@ -287,7 +304,7 @@ final class Transfers {
         }
         let items: [JSON] = unfinished.map { entry in
             .object(["id": .number(Double(entry.id)), "app": .string(entry.app), "direction": .string(entry.transfer.direction.rawValue),
-                     "url": .string(entry.transfer.url.description), "output": .string(entry.transfer.output)])
+                     "url": .string(entry.transfer.url.text), "output": .string(entry.transfer.output), "tls": Self.json(entry.transfer.tls)])
         }
         let text = JSON.object(["transfers": .array(items)]).serialized + "\n"
         guard text != lastJournal else { return }
@@ -296,6 +313,24 @@ final class Transfers {
             return
         }
         lastJournal = text
+    }
+
+    /// A transfer's TLS choices as the journal keeps them.
+    private static func json(_ tls: TransferTLS) -> JSON {
+        var members = JSONObject()
+        if let caFile = tls.caFile { members["cacert"] = .string(caFile) }
+        if tls.insecure { members["insecure"] = .bool(true) }
+        if tls.required { members["sslRequired"] = .bool(true) }
+        return .object(members)
+    }
+
+    /// The TLS choices of a journal entry: the default when it has none (an older journal); nil when they
+    /// do not read (the entry is skipped rather than run with weaker checks than asked).
+    private static func tls(_ json: JSON?) -> TransferTLS? {
+        guard let json else { return .verified }
+        guard case .object = json else { return nil }
+        return TransferTLS(caFile: json["cacert"]?.stringValue, insecure: json["insecure"]?.boolValue ?? false,
+                           required: json["sslRequired"]?.boolValue ?? false)
     }
 
     // MARK: Running

@@ -29,10 +29,14 @@ public func writeFileAtomically(_ path: String, _ bytes: [UInt8]) -> SystemError
 
 /// Writes all of `bytes` to `fd` (retrying short writes and EINTR).
 func writeAll(_ fd: CInt, _ bytes: some Collection<UInt8>, to path: String) -> SystemError? {
-    let bytes = Array(bytes)
+    Array(bytes).withUnsafeBytes { writeAll(fd, $0, to: path) }
+}
+
+/// Writes all of `bytes` to `fd` (retrying after EINTR and short writes); the error names `path`.
+func writeAll(_ fd: CInt, _ bytes: UnsafeRawBufferPointer, to path: String) -> SystemError? {
     var written = 0
     while written < bytes.count {
-        let result = bytes[written...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+        let result = Glibc.write(fd, bytes.baseAddress.map { $0 + written }, bytes.count - written)
         if result < 0 {
             if errno == EINTR { continue }
             return SystemError("write \(path)", Errno.current)

@@ -1,16 +1,19 @@
-// One resumable HTTP download on the event loop: the thin shell of ResumableDownload. It connects
-// (OutboundConnector), writes the request, reads the response with HTTPResponseParser and ChunkedDecoder,
-// appends the body to `OUTPUT.part`, keeps the record in `OUTPUT.part.meta` (write, fsync, rename), checks
-// a digest in slices across loop turns, and renames the file into place (only at the entity's length). Each
-// request is held to the transfer limits (TransferPace) from connecting to its body's end: a limit hit is a
-// broken connection, a pause. The decisions (Range, If-Range, what a 200, 206 or 416 means) are the machine's.
+// One resumable HTTP or HTTPS download on the event loop: the thin shell of ResumableDownload. Each request
+// the machine asks for runs on libcurl (CurlRequest on the daemon's CurlMulti: TLS verified against the
+// system's trust store or `--cacert`, HTTP/2 when the server offers it, proxies from the environment); the
+// final response head goes to the machine, the body is appended to `OUTPUT.part` and hashed as it arrives
+// when the server announced a digest, the record is kept in `OUTPUT.part.meta` (write, fsync, rename), a part
+// resumed from an earlier run is hashed in slices across loop turns, and the file is renamed into place
+// only at the entity's length. Each request is held to the transfer limits (TransferPace) from its start to
+// its end: a limit hit is a broken connection, a pause. The decisions (Range, If-Range, what a 200, 206 or
+// 416 means, redirects) are the machine's.
 
 @preconcurrency import Glibc
 import NetLife
 import NetLifeEvent
 
-/// A download from an `http://` URL (numeric address) into a file.
-public final class Download: Transfer, ConnectionDelegate {
+/// A download from an `http://` or `https://` URL into a file.
+public final class Download: Transfer {
     public let url: URLParts
     /// Where the finished file goes; the part and its record sit next to it.
     public let output: String
@@ -19,33 +22,34 @@ public final class Download: Transfer, ConnectionDelegate {
     public var resumeFiles: [String] { [part.path, part.recordPath] }
     /// Told after every change of state or progress worth showing.
     public var onChange: ((any Transfer) -> Void)?
+    /// How the server is checked over TLS.
+    public let tls: TransferTLS
 
     private var machine: ResumableDownload
-    private unowned let loop: EventLoop
+    private let curl: CurlMulti
     private let logger: Logger
     private let part: PartFile
-    private var connector: HostConnector?
-    private var connection: Connection?
-    private var parser = HTTPResponseParser()
-    private enum Phase { case idle, head, body(HTTPBodyFraming, remaining: Int?), closed }
-    private var phase: Phase = .idle
-    private var chunked = ChunkedDecoder()
-    private var digestWork: EventTimer?
-    /// The idle and low-speed limits each request is held to, from connecting to the body's end.
+    private var request: CurlRequest?
+    /// The digest of the bytes appended since the part was last cut to 0 in this run, when the record
+    /// announces one: it then needs no pass over the file at the end.
+    private var hasher: ContentHasher?
+    private let slices: DigestSlices
+    /// The idle and low-speed limits each request is held to, from its start to its end.
     public let limits: TransferLimits
     private let pace: TransferPaceTimer
-    /// Bytes received on the connections of this request; what the limits are judged on.
+    /// Bytes received for this request; what the limits are judged on.
     private var bytesReceived = 0
-    /// What the connection's input held after the last read was handled: bytes beyond it are new.
-    private var inputSeen = 0
 
     /// Reads what an earlier run left (`OUTPUT.part` and its record), ready to `start()`.
-    public init(url: URLParts, output: String, loop: EventLoop, logger: Logger, limits: TransferLimits = .defaults) {
+    public init(url: URLParts, output: String, tls: TransferTLS = .verified, curl: CurlMulti, loop: EventLoop, logger: Logger,
+                limits: TransferLimits = .defaults) {
         self.url = url
         self.output = output
-        self.loop = loop
+        self.tls = tls
+        self.curl = curl
         self.limits = limits
         pace = TransferPaceTimer(loop: loop)
+        slices = DigestSlices(loop: loop)
         self.logger = logger.labeled("\(logger.label) download \(output)")
         part = PartFile(output: output)
         let (partSize, existing) = part.leftOver()
@@ -67,6 +71,12 @@ public final class Download: Transfer, ConnectionDelegate {
         perform(machine.pause(reason))
     }
 
+    /// Resets the connection a request holds (RST to the server), as a reclaim does; the request then fails
+    /// and the download pauses.
+    public func resetConnections() {
+        request?.resetSockets()
+    }
+
     // MARK: Actions
 
     private func perform(_ actions: [ResumableDownload.Action]) {
@@ -75,18 +85,16 @@ public final class Download: Transfer, ConnectionDelegate {
 
     private func perform(_ action: ResumableDownload.Action) {
         switch action {
-        case .sendRequest(let request):
-            send(request)
-        case .appendBody(let framing):
-            phase = .body(framing, remaining: framing.length)
-            chunked = ChunkedDecoder()
-            // An empty body (none, or Content-Length: 0) is complete now: no byte will come to say so.
-            if framing.length == 0 { return perform(machine.bodyEnded()) }
-            readBody()
+        case .sendRequest(let spec):
+            send(spec)
+        case .appendBody:
+            break   // libcurl hands the body over as it comes
         case .closeConnection:
             closeConnection()
         case .truncatePart(let length):
             if let error = part.truncate(to: length) { return failIO(error) }
+            // Cut to 0 for a 200, whose record (already the machine's) names the digest the bytes will have.
+            hasher = length == 0 ? machine.record.digest.map { ContentHasher($0.algorithm) } : nil
         case .writeRecord(let record):
             if let error = part.writeRecord(record) { return failIO(error) }
         case .computeDigest(let algorithm):
@@ -108,140 +116,75 @@ public final class Download: Transfer, ConnectionDelegate {
             if state != .running {
                 part.close()
                 pace.stop()
+                slices.stop()
+                hasher = nil
             }
             onChange?(self)
         }
     }
 
-    // MARK: The connection
+    // MARK: The request
 
-    private func send(_ request: HTTPClientRequest) {
+    private func send(_ spec: HTTPClientRequest) {
         closeConnection()
-        let range = request.value(of: "Range")
-        logger.debug("\(request.method) \(request.url)\(range.map { " (\($0))" } ?? "")")
-        parser = HTTPResponseParser()
-        phase = .head
+        let range = spec.value(of: "Range")
+        logger.debug("\(spec.method) \(spec.url)\(range.map { " (\($0))" } ?? "")")
+        let made = CurlRequest.make(CurlRequestSpec(method: spec.method == "HEAD" ? .head : .get, url: spec.url, headers: spec.headers, tls: tls), on: curl)
+        let request: CurlRequest
+        switch made {
+        case .success(let value): request = value
+        case .failure(let failure): return perform(machine.connectionFailed(failure.message))
+        }
         bytesReceived = 0
-        inputSeen = 0
         pace.start(limits: limits, bytes: { [weak self] in self?.bytesReceived ?? 0 }) { [weak self] stall in
             guard let self else { return }
             closeConnection()
             perform(machine.connectionFailed("\(stall)"))
         }
-        connector = HostConnector(loop: loop, host: request.url.host.connectName, port: UInt16(clamping: request.url.port)) { [weak self] result in
-            guard let self else {
-                if case .success(let fd) = result { SocketCalls.close(fd) }
-                return
-            }
-            connector = nil
+        request.onHead = { [weak self, weak request] head in
+            guard let self, let request, request === self.request else { return false }
+            perform(machine.responseHead(head))
+            return request === self.request && !request.isFinished
+        }
+        request.onBody = { [weak self, weak request] bytes in
+            guard let self, let request, request === self.request else { return false }
+            return append(bytes) && request === self.request
+        }
+        request.onEnd = { [weak self, weak request] result in
+            guard let self, let request, request === self.request else { return }
+            self.request = nil
+            pace.stop()
             switch result {
-            case .success(let fd):
-                do {
-                    let connection = try Connection(loop: loop, fd: fd)
-                    connection.delegate = self
-                    self.connection = connection
-                    connection.output.append(request.serialized)
-                    connection.flush()
-                } catch {
-                    perform(machine.connectionFailed("\(error)"))
-                }
-            case .failure(let error):
-                perform(machine.connectionFailed(error.message))
+            case .success:
+                perform(machine.bodyEnded())
+            case .failure(let failure) where failure.tls:
+                // A certificate that does not verify fails the same way on every retry: not a pause.
+                perform(machine.requestFailed("TLS: \(failure.message)"))
+            case .failure(let failure):
+                perform(machine.connectionFailed(failure.message))
             }
         }
+        self.request = request
+        request.start()
     }
 
     private func closeConnection() {
-        connector?.cancel()
-        connector = nil
-        phase = .closed
         pace.stop()
-        guard let connection else { return }
-        self.connection = nil
-        connection.delegate = nil
-        connection.close(.now)
+        guard let request else { return }
+        self.request = nil
+        request.cancel()
     }
 
-    public func connectionDidRead(_ connection: Connection) {
-        bytesReceived += max(0, connection.input.count - inputSeen)
-        switch phase {
-        case .head: readHead(connection)
-        case .body: readBody()
-        case .idle, .closed: connection.input.removeAll()
+    /// Appends body bytes to the part; false (and paused) on an error.
+    private func append(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        bytesReceived += bytes.count
+        if let error = part.append(bytes) {
+            failIO(error)
+            return false
         }
-        if connection === self.connection { inputSeen = connection.input.count }
-    }
-
-    public func connectionDidReachEnd(_ connection: Connection) {
-        if case .body(.untilClose, _) = phase {
-            readBody()
-            if case .body = phase { perform(machine.bodyEnded()) }
-            return
-        }
-        if case .closed = phase { return }
-        perform(machine.connectionFailed("the server closed the connection before the response was complete"))
-    }
-
-    public func connectionDidClose(_ connection: Connection, error: SystemError?) {
-        guard connection === self.connection else { return }
-        self.connection = nil
-        if case .closed = phase { return }
-        perform(machine.connectionFailed(error.map { "\($0)" } ?? "the connection closed"))
-    }
-
-    private func readHead(_ connection: Connection) {
-        let bytes = connection.input.peekBytes(limit: HTTPResponseParser.maxHeadBytes + 1)
-        do {
-            guard let (head, consumed) = try parser.consume(bytes) else { return }
-            connection.input.drain(consumed)
-            perform(machine.responseHead(head))
-        } catch {
-            perform(machine.connectionFailed("bad response: \(error.message)"))
-        }
-    }
-
-    /// Appends what the connection holds of the body to the part.
-    private func readBody() {
-        while case .body(let framing, let remaining) = phase, let input = connection?.input, !input.isEmpty {
-            switch framing {
-            case .length, .untilClose, .none:
-                let count = min(input.count, remaining ?? Int.max, 1 << 20)
-                guard append(input, count) else { return }
-                if let remaining {
-                    phase = .body(framing, remaining: remaining - count)
-                    perform(machine.bodyBytes(count))
-                    if remaining - count == 0, case .body = phase { perform(machine.bodyEnded()) }
-                } else {
-                    perform(machine.bodyBytes(count))
-                }
-            case .chunked:
-                let bytes = input.peekBytes(limit: 1 << 20)
-                let step: ChunkedDecoder.Step
-                do {
-                    step = try chunked.decode(bytes)
-                } catch {
-                    return perform(machine.connectionFailed("bad chunked body: \(error.message)"))
-                }
-                switch step {
-                case .data(let count):
-                    guard append(input, count) else { return }
-                    perform(machine.bodyBytes(count))
-                case .framing(let count):
-                    if count == 0 { return }
-                    input.drain(count)
-                case .end(let count):
-                    input.drain(count)
-                    perform(machine.bodyEnded())
-                }
-            }
-        }
-    }
-
-    /// Writes the first `count` bytes of `input` to the part and drains them; false (and paused) on an error.
-    private func append(_ input: EventBuffer, _ count: Int) -> Bool {
-        guard let error = part.append(input, count) else { return true }
-        failIO(error)
-        return false
+        hasher?.update(bytes)
+        perform(machine.bodyBytes(bytes.count))
+        return true
     }
 
     // MARK: Files
@@ -251,39 +194,63 @@ public final class Download: Transfer, ConnectionDelegate {
         perform(machine.pause("\(error)"))
     }
 
-    /// Hashes the part 1 MiB per loop turn, so that a large file does not stall the loop.
+    /// The digest of the part: the one computed as the bytes arrived when it covers them all, otherwise the
+    /// part read back 1 MiB per loop turn, so that a large file does not hold the loop.
     private func computeDigest(_ algorithm: DigestAlgorithm) {
-        let fd = open(partPath, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return failIO(SystemError("open \(partPath)", Errno.current)) }
-        var sha256 = SHA256Digest()
-        var md5 = MD5Digest()
-        var buffer = [UInt8](repeating: 0, count: 1 << 20)
-        var step: () -> Void = {}
-        step = { [weak self] in
-            guard let self else {
-                close(fd)
-                return
+        if let hasher, hasher.algorithm == algorithm, hasher.count == machine.bytesDone {
+            self.hasher = nil
+            return perform(machine.digestComputed(hasher.finish()))
+        }
+        hasher = nil
+        slices.hash(partPath, algorithm) { [weak self] result in
+            guard let self else { return }
+            switch result {
+            case .success(let digest): perform(machine.digestComputed(digest))
+            case .failure(let error): failIO(error)
             }
-            let count = read(fd, &buffer, buffer.count)
+        }
+    }
+}
+
+/// Reads a file back 1 MiB per loop turn into a digest (about 0.6 ms of SHA-256 per turn).
+final class DigestSlices {
+    private unowned let loop: EventLoop
+    private var work: EventTimer?
+    private var fd: CInt = -1
+
+    init(loop: EventLoop) { self.loop = loop }
+
+    func hash(_ path: String, _ algorithm: DigestAlgorithm, done: @escaping (Result<ContentDigest, SystemError>) -> Void) {
+        stop()
+        fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return done(.failure(SystemError("open \(path)", Errno.current))) }
+        let hasher = ContentHasher(algorithm)
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        work = EventTimer(loop: loop) { [weak self] in
+            guard let self else { return }
+            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
             if count < 0 {
-                close(fd)
-                digestWork = nil
-                return failIO(SystemError("read \(partPath)", Errno.current))
+                let error = SystemError("read \(path)", Errno.current)
+                stop()
+                return done(.failure(error))
             }
             if count > 0 {
-                switch algorithm {
-                case .sha256: sha256.update(buffer[0..<count])
-                case .md5: md5.update(buffer[0..<count])
-                }
-                digestWork?.arm(after: .zero)
+                buffer.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+                work?.arm(after: .zero)
                 return
             }
-            close(fd)
-            digestWork?.close()
-            digestWork = nil
-            perform(machine.digestComputed(algorithm == .sha256 ? .sha256(sha256.finish()) : .md5(md5.finish())))
+            stop()
+            done(.success(hasher.finish()))
         }
-        digestWork = EventTimer(loop: loop) { step() }
-        digestWork?.arm(after: .zero)
+        work?.arm(after: .zero)
     }
+
+    func stop() {
+        work?.close()
+        work = nil
+        if fd >= 0 { close(fd) }
+        fd = -1
+    }
+
+    deinit { stop() }
 }

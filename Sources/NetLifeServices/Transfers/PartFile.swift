@@ -1,4 +1,4 @@
-// The files of one download, whatever its protocol (Download for HTTP, FTPDownload for FTP): the partial
+// The files of one download, whatever its protocol (Download for HTTP and HTTPS, FTPDownload for FTP and FTPS): the partial
 // file `OUTPUT.part`, opened for appending on first need, and its record `OUTPUT.part.meta`, replaced
 // atomically after the part's bytes are on disk. The shells perform their machines' file actions here and
 // turn an error into a pause.
@@ -41,12 +41,10 @@ final class PartFile {
         return ftruncate(fd, off_t(length)) == 0 ? nil : SystemError("ftruncate", Errno.current)
     }
 
-    /// Writes the first `count` bytes of `input` to the end of the part and drains them from `input`.
-    func append(_ input: EventBuffer, _ count: Int) -> SystemError? {
+    /// Writes `bytes` to the end of the part.
+    func append(_ bytes: UnsafeRawBufferPointer) -> SystemError? {
         if let error = open() { return error }
-        if let error = writeAll(fd, input.peekBytes(limit: count), to: path) { return error }
-        input.drain(count)
-        return nil
+        return writeAll(fd, bytes, to: path)
     }
 
     /// The record, atomically: the part's bytes reach the disk first, then the record replaces the old one.

@@ -59,7 +59,7 @@ public struct HTTPClientRequest: Equatable, Sendable {
     public var method: String
     /// Where it goes.
     public var url: URLParts
-    /// The header fields in the order they are sent, Host first.
+    /// The header fields beyond those libcurl adds itself (Host or :authority, User-Agent).
     public var headers: [HTTPHeader]
 
     /// A request with these parts.
@@ -73,11 +73,6 @@ public struct HTTPClientRequest: Equatable, Sendable {
     public func value(of name: String) -> String? {
         let name = HTTPSyntax.lowercased(name)
         return headers.first { HTTPSyntax.lowercased($0.name) == name }?.value
-    }
-
-    /// The request as it goes on the wire: request line, fields, empty line, each ending in CRLF.
-    public var serialized: String {
-        "\(method) \(url.target) HTTP/1.1\r\n" + headers.map { "\($0.name): \($0.value)\r\n" }.joined() + "\r\n"
     }
 }
 
@@ -114,12 +109,12 @@ public struct ResumableDownload: Sendable {
 
     /// What the shell does, in the order given.
     public enum Action: Equatable, Sendable {
-        /// Connect to the request's URL (resolve a name host; IPv4 or IPv6), write `serialized`, read a
-        /// response head with `HTTPResponseParser` and call `responseHead`. A connection that cannot be made or
-        /// breaks: `connectionFailed`.
+        /// Send the request (libcurl: a new connection, HTTP/1.1 or HTTP/2 as ALPN settles, TLS for https) and
+        /// call `responseHead` with the final head. A connection that cannot be made or breaks:
+        /// `connectionFailed`.
         case sendRequest(HTTPClientRequest)
-        /// Read the body with this framing and append it to the part, calling `bodyBytes(n)` after each write
-        /// and `bodyEnded()` when the framing says it is complete (for `untilClose`, at the server's close).
+        /// Append the body to the part, calling `bodyBytes(n)` after each write and `bodyEnded()` when the
+        /// response is complete as its framing delimits it (libcurl decodes chunked and HTTP/2 framing).
         case appendBody(HTTPBodyFraming)
         /// Close the connection; read nothing more from it.
         case closeConnection
@@ -201,7 +196,7 @@ public struct ResumableDownload: Sendable {
         redirects = 0
         currentURL = url
         var actions: [Action] = [.report(.running)]
-        guard url.scheme == .http else { return actions + stop(.failed("\(url.scheme.rawValue) downloads are not supported yet")) }
+        guard url.scheme.isHTTP else { return actions + stop(.failed("\(url.scheme.rawValue) is not an HTTP URL")) }
         if let total = record.total, total > 0, bytesDone == total {
             if partNeedsTruncation { actions.append(.truncatePart(to: bytesDone)) }
             partNeedsTruncation = false
@@ -292,6 +287,15 @@ public struct ResumableDownload: Sendable {
         }
     }
 
+    /// The request ended for a reason a retry at once would not fix (a certificate that does not verify):
+    /// failed, part and record kept.
+    public mutating func requestFailed(_ reason: String) -> [Action] {
+        switch phase {
+        case .awaitingHead, .receivingBody: return stop(.failed(reason))
+        case .stopped, .verifying, .renaming: return []
+        }
+    }
+
     /// Stops a running transfer, keeping its part and record: the background task expired, the app is
     /// suspended or reclaimed, the daemon is stopping.
     public mutating func pause(_ reason: String) -> [Action] {
@@ -315,12 +319,10 @@ public struct ResumableDownload: Sendable {
     // MARK: Steps
 
     private mutating func send(_ method: String, rangeFrom: Int?) -> [Action] {
+        // libcurl adds Host (or :authority) and User-Agent.
         var headers = [
-            HTTPHeader(name: "Host", value: currentURL.authority),
-            HTTPHeader(name: "User-Agent", value: "netlifed"),
             // Without it a server may choose any content coding, and ranges would count compressed bytes.
             HTTPHeader(name: "Accept-Encoding", value: "identity"),
-            HTTPHeader(name: "Connection", value: "close"),
         ]
         if let rangeFrom, let validator = record.validator {
             headers.append(HTTPHeader(name: "Range", value: "bytes=\(rangeFrom)-"))
@@ -341,7 +343,7 @@ public struct ResumableDownload: Sendable {
         } catch {
             return stop(.failed("redirect to an invalid Location: \(error.message)"))
         }
-        guard target.scheme == .http else { return stop(.failed("redirect to \(target), but only http is supported")) }
+        guard target.scheme.isHTTP else { return stop(.failed("redirect to \(target), which is not an HTTP URL")) }
         redirects += 1
         currentURL = target
         return [.closeConnection] + send(method, rangeFrom: rangeFrom)

@@ -40,9 +40,8 @@ public struct UploadBody: Equatable, Sendable {
 public struct ResumableUpload: Sendable {
     /// What the shell does, in the order given.
     public enum Action: Equatable, Sendable {
-        /// Connect to the request's URL, write `serialized`, then the file's bytes `body` (when given) without
-        /// copying the file into memory; read response heads with `HTTPResponseParser` (informational ones
-        /// returned): `interimHead` for a 1xx, `responseHead` for the final one. A connection that cannot be
+        /// Send the request (libcurl), then the file's bytes `body` (when given; libcurl sets Content-Length):
+        /// `interimHead` for a 1xx head, `responseHead` for the final one. A connection that cannot be
         /// made or breaks first: `connectionFailed`. Before sending a body, check that the file is still the
         /// one started with (`fileChanged` if not).
         case sendRequest(HTTPClientRequest, body: UploadBody?)
@@ -105,7 +104,7 @@ public struct ResumableUpload: Sendable {
         conflicts = 0
         restarts = 0
         var actions: [Action] = [.report(.running)]
-        guard url.scheme == .http else { return actions + stop(.failed("\(url.scheme.rawValue) uploads are not supported")) }
+        guard url.scheme.isHTTP else { return actions + stop(.failed("\(url.scheme.rawValue) uploads are not supported (http and https)")) }
         guard let current else { return actions + stop(.failed("the file cannot be read")) }
         if let record, record.file != current {
             actions.append(.removeRecord)
@@ -127,6 +126,13 @@ public struct ResumableUpload: Sendable {
     public mutating func connectionFailed(_ reason: String) -> [Action] {
         guard state == .running, phase != .stopped else { return [] }
         return stop(.paused(reason))
+    }
+
+    /// The request ended for a reason a retry at once would not fix (a certificate that does not verify):
+    /// failed, the record kept.
+    public mutating func requestFailed(_ reason: String) -> [Action] {
+        guard state == .running, phase != .stopped else { return [] }
+        return stop(.failed(reason))
     }
 
     /// The file is not the one started with (found before sending its bytes): a new upload of it as it is
@@ -166,13 +172,9 @@ public struct ResumableUpload: Sendable {
 
     // MARK: Steps
 
-    private func headers(_ target: URLParts) -> [HTTPHeader] {
-        [
-            HTTPHeader(name: "Host", value: target.authority),
-            HTTPHeader(name: "User-Agent", value: "netlifed"),
-            HTTPHeader(name: "Connection", value: "close"),
-        ]
-    }
+    /// The fields every request carries beyond libcurl's own (Host or :authority, User-Agent, and the
+    /// Content-Length of the body it is given): none yet.
+    private func headers(_ target: URLParts) -> [HTTPHeader] { [] }
 
     private mutating func create() -> [Action] {
         guard restarts <= Self.maxRestarts else { return stop(.failed("the server lost the upload \(restarts) times")) }
@@ -182,7 +184,6 @@ public struct ResumableUpload: Sendable {
         let request = HTTPClientRequest(method: "POST", url: url, headers: headers(url) + [
             HTTPHeader(name: "Upload-Complete", value: "?0"),
             HTTPHeader(name: "Upload-Length", value: String(file?.size ?? 0)),
-            HTTPHeader(name: "Content-Length", value: "0"),
         ])
         return [.sendRequest(request, body: nil)]
     }
@@ -201,7 +202,6 @@ public struct ResumableUpload: Sendable {
             HTTPHeader(name: "Upload-Offset", value: String(offset)),
             HTTPHeader(name: "Upload-Complete", value: "?1"),
             HTTPHeader(name: "Upload-Length", value: String(size)),
-            HTTPHeader(name: "Content-Length", value: String(size - offset)),
         ])
         return [.sendRequest(request, body: UploadBody(offset: offset, count: size - offset))]
     }
@@ -223,7 +223,7 @@ public struct ResumableUpload: Sendable {
         } catch {
             return stop(.failed("the upload resource's Location is invalid: \(error.message)"))
         }
-        guard resource.scheme == .http else { return stop(.failed("the upload resource \(resource) is not http")) }
+        guard resource.scheme.isHTTP else { return stop(.failed("the upload resource \(resource) is not http or https")) }
         let record = UploadRecord(url: url, resource: resource, file: file)
         self.record = record
         return [.closeConnection, .writeRecord(record)] + append(from: 0)

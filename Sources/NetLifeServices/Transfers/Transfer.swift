@@ -1,6 +1,6 @@
 // What the daemon's transfer list (`transfers`, `netlifectl download` and `upload`) needs of one transfer,
-// whatever its protocol: HTTP downloads (Download), FTP downloads (FTPDownload), resumable HTTP uploads
-// (Upload). Each is a thin shell over a pure machine; this is only the face they show.
+// whatever its protocol: HTTP and HTTPS downloads (Download), FTP and FTPS downloads (FTPDownload),
+// resumable HTTP and HTTPS uploads (Upload), all on libcurl. Each is a thin shell over a pure machine; this is only the face they show.
 
 /// Where a transfer is, as `transfers` shows it.
 public enum TransferState: Equatable, Sendable {
@@ -26,6 +26,8 @@ public enum TransferDirection: String, Sendable {
 public protocol Transfer: AnyObject {
     /// The remote end.
     var url: URLParts { get }
+    /// How the server is checked over TLS.
+    var tls: TransferTLS { get }
     /// The local file: where a download goes, or what an upload sends.
     var output: String { get }
     var direction: TransferDirection { get }
@@ -43,4 +45,6 @@ public protocol Transfer: AnyObject {
     func start()
     /// Stops, keeping what can be resumed from.
     func pause(_ reason: String)
+    /// Resets the connections of the request running (RST), as a reclaim does; the transfer then pauses.
+    func resetConnections()
 }

@@ -1,17 +1,18 @@
-// One resumable HTTP upload on the event loop: the thin shell of ResumableUpload. It connects (HostConnector),
-// writes each request's head and then the file's bytes as a libevent file segment (sendfile: the file is
-// never read into memory), reads response heads with HTTPResponseParser (104 progress included), keeps the
-// record (write, fsync, rename) and checks before each body that the file is still the one being sent. Each
-// request is held to the transfer limits (TransferPace), counting the bytes the server takes and sends. The
-// decisions (create, HEAD for the offset, PATCH from it, what a 409 or a 404 means) are the machine's.
+// One resumable HTTP or HTTPS upload on the event loop: the thin shell of ResumableUpload. Each request runs
+// on libcurl (CurlRequest), the file's bytes read into libcurl's buffer with pread as it asks for them (no
+// more of the file in memory than that buffer); response heads (104 progress included) go to the machine;
+// the record is kept (write, fsync, rename) and the file checked before each body to be still the one being
+// sent. Each request is held to the transfer limits (TransferPace), counting the bytes the server takes and
+// answers. The decisions (create, HEAD for the offset, PATCH from it, what a 409 or a 404 means) are the
+// machine's.
 
 @preconcurrency import Glibc
 import NetLife
 import NetLifeEvent
 
-/// An upload of a local file to an `http://` URL whose server speaks the resumable-upload draft (netlifed's
+/// An upload of a local file to an `http://` or `https://` URL whose server speaks the resumable-upload draft (netlifed's
 /// http service with `upload-root`, or any other).
-public final class Upload: Transfer, ConnectionDelegate {
+public final class Upload: Transfer {
     public let url: URLParts
     /// The local file being sent.
     public let output: String
@@ -25,33 +26,33 @@ public final class Upload: Transfer, ConnectionDelegate {
     /// connection (paused).
     public let limits: TransferLimits
 
+    /// How the server is checked over TLS.
+    public let tls: TransferTLS
+
     private var machine: ResumableUpload
-    private unowned let loop: EventLoop
+    private let curl: CurlMulti
     private let logger: Logger
-    private var connector: HostConnector?
-    private var connection: Connection?
-    private var parser = HTTPResponseParser()
-    /// Whether the final head of the request sent is still awaited.
-    private var awaitingHead = false
+    private var request: CurlRequest?
+    /// The file being sent: its descriptor, the next offset to read and where the body ends.
+    private var sending: (fd: CInt, next: Int, end: Int)?
+    /// Whether the final head of the request arrived.
+    private var finished = false
     private let pace: TransferPaceTimer
-    /// The length of the request (head and body) as queued on the connection: what has left the output
-    /// since was taken by the server.
-    private var requestLength = 0
-    /// Bytes of responses received on this request's connection.
-    private var bytesReceived = 0
+    /// Bytes of the request handed to libcurl and heads received: what the limits are judged on.
+    private var bytesMoved = 0
 
     /// Reads the record an earlier run left at `recordPath`, ready to `start()`.
-    public init(file: String, url: URLParts, recordPath: String, loop: EventLoop, logger: Logger,
-                limits: TransferLimits = .defaults) {
+    public init(file: String, url: URLParts, recordPath: String, tls: TransferTLS = .verified, curl: CurlMulti, loop: EventLoop,
+                logger: Logger, limits: TransferLimits = .defaults) {
+        self.tls = tls
+        self.curl = curl
         self.limits = limits
         pace = TransferPaceTimer(loop: loop)
         self.url = url
         output = file
         self.recordPath = recordPath
-        self.loop = loop
         self.logger = logger.labeled("\(logger.label) upload \(file)")
         machine = ResumableUpload(url: url, existing: readSmallFile(recordPath).flatMap(UploadRecord.decode))
-        parser.returnsInformational = true
     }
 
     public var state: TransferState { machine.state }
@@ -70,6 +71,8 @@ public final class Upload: Transfer, ConnectionDelegate {
     public func pause(_ reason: String) {
         perform(machine.pause(reason))
     }
+
+    public func resetConnections() { request?.resetSockets() }
 
     /// The identity of the file at `path` (size, modification time, inode); nil when it is no readable
     /// regular file.
@@ -114,116 +117,86 @@ public final class Upload: Transfer, ConnectionDelegate {
         }
     }
 
-    // MARK: The connection
+    // MARK: The request
 
-    private func send(_ request: HTTPClientRequest, body: UploadBody?) {
+    private func send(_ spec: HTTPClientRequest, body: UploadBody?) {
         closeConnection()
-        logger.debug("\(request.method) \(request.url)\(request.value(of: "Upload-Offset").map { " from \($0)" } ?? "")")
-        parser.reset()
-        awaitingHead = true
-        requestLength = 0
-        bytesReceived = 0
-        pace.start(limits: limits, bytes: { [weak self] in self?.bytesMoved ?? 0 }) { [weak self] stall in
-            guard let self else { return }
-            closeConnection()
-            perform(machine.connectionFailed("\(stall)"))
-        }
-        connector = HostConnector(loop: loop, host: request.url.host.connectName, port: UInt16(clamping: request.url.port)) { [weak self] result in
-            guard let self else {
-                if case .success(let fd) = result { SocketCalls.close(fd) }
-                return
-            }
-            connector = nil
-            switch result {
-            case .success(let fd):
-                connected(fd, request, body)
-            case .failure(let error):
-                perform(machine.connectionFailed(error.message))
-            }
-        }
-    }
-
-    private func connected(_ fd: CInt, _ request: HTTPClientRequest, _ body: UploadBody?) {
-        let connection: Connection
-        do {
-            connection = try Connection(loop: loop, fd: fd)
-        } catch {
-            return perform(machine.connectionFailed("\(error)"))
-        }
-        connection.delegate = self
-        // Reading goes on while the file is sent: a 104, or an early 409, arrives meanwhile.
-        connection.outputHighWaterMark = .max
-        self.connection = connection
-        connection.output.append(request.serialized)
+        logger.debug("\(spec.method) \(spec.url)\(spec.value(of: "Upload-Offset").map { " from \($0)" } ?? "")")
+        bytesMoved = 0
+        var file: CInt = -1
         if let body, body.count > 0 {
             // Opened now and checked against the identity the upload started with: the bytes sent are that
-            // file's. The segment owns the descriptor from here on.
-            let file = open(output, O_RDONLY | O_CLOEXEC)
+            // file's.
+            file = open(output, O_RDONLY | O_CLOEXEC)
             var info = stat()
             guard file >= 0, fstat(file, &info) == 0, Self.identity(info) == machine.file else {
                 if file >= 0 { close(file) }
                 return perform(machine.fileChanged(Self.identity(of: output)))
             }
-            do {
-                try connection.output.appendFile(file, offset: body.offset, length: body.count)
-            } catch {
-                return perform(machine.connectionFailed("cannot send the file: \(error)"))
+        }
+        let method: CurlRequestSpec.Method = spec.method == "HEAD" ? .head : .send(spec.method, length: body?.count ?? 0)
+        let request: CurlRequest
+        switch CurlRequest.make(CurlRequestSpec(method: method, url: spec.url, headers: spec.headers, tls: tls), on: curl) {
+        case .success(let made): request = made
+        case .failure(let failure):
+            if file >= 0 { close(file) }
+            return perform(machine.connectionFailed(failure.message))
+        }
+        sending = file >= 0 ? (file, body?.offset ?? 0, (body?.offset ?? 0) + (body?.count ?? 0)) : nil
+        pace.start(limits: limits, bytes: { [weak self] in self?.bytesMoved ?? 0 }) { [weak self] stall in
+            guard let self else { return }
+            closeConnection()
+            perform(machine.connectionFailed("\(stall)"))
+        }
+        request.onSend = { [weak self, weak request] buffer in
+            guard let self, let request, request === self.request else { return nil }
+            guard let (fd, next, end) = sending else { return 0 }
+            let count = pread(fd, buffer.baseAddress, min(buffer.count, end - next), off_t(next))
+            guard count >= 0 else { return nil }
+            sending = (fd, next + count, end)
+            bytesMoved += count
+            return count
+        }
+        request.onInterim = { [weak self, weak request] head in
+            guard let self, let request, request === self.request else { return false }
+            bytesMoved += 1
+            perform(machine.interimHead(head))
+            return request === self.request
+        }
+        request.onHead = { [weak self, weak request] head in
+            guard let self, let request, request === self.request else { return false }
+            bytesMoved += 1
+            finished = true
+            perform(machine.responseHead(head))
+            return true
+        }
+        request.onEnd = { [weak self, weak request] result in
+            guard let self, let request, request === self.request else { return }
+            self.request = nil
+            closeFile()
+            pace.stop()
+            guard !finished else { return }
+            switch result {
+            case .success: perform(machine.connectionFailed("the server closed the connection before answering"))
+            case .failure(let failure) where failure.tls: perform(machine.requestFailed("TLS: \(failure.message)"))
+            case .failure(let failure): perform(machine.connectionFailed(failure.message))
             }
         }
-        requestLength = connection.output.count
-        connection.flush()
+        finished = false
+        self.request = request
+        request.start()
     }
 
-    /// What the limits are judged on: the bytes of the request the server has taken, and of its answers.
-    private var bytesMoved: Int {
-        bytesReceived + max(0, requestLength - (connection?.output.count ?? requestLength))
+    private func closeFile() {
+        if let (fd, _, _) = sending { close(fd) }
+        sending = nil
     }
 
     private func closeConnection() {
-        connector?.cancel()
-        connector = nil
-        awaitingHead = false
         pace.stop()
-        guard let connection else { return }
-        self.connection = nil
-        connection.delegate = nil
-        connection.close(.now)
-    }
-
-    public func connectionDidRead(_ connection: Connection) {
-        guard connection === self.connection, awaitingHead else { return connection.input.removeAll() }
-        // Every head is parsed from the start of the input and drained, or the input dropped: all is new.
-        bytesReceived += connection.input.count
-        // Each head is handled before the next is parsed: a final one may close the connection.
-        while awaitingHead, connection === self.connection, !connection.input.isEmpty {
-            let bytes = connection.input.peekBytes(limit: HTTPResponseParser.maxHeadBytes + 1)
-            do {
-                guard let (head, consumed) = try parser.consume(bytes) else {
-                    connection.input.removeAll()
-                    return
-                }
-                connection.input.drain(consumed)
-                if head.status < 200 {
-                    perform(machine.interimHead(head))
-                } else {
-                    awaitingHead = false
-                    perform(machine.responseHead(head))
-                }
-            } catch {
-                perform(machine.connectionFailed("bad response: \(error.message)"))
-            }
-        }
-    }
-
-    public func connectionDidReachEnd(_ connection: Connection) {
-        guard connection === self.connection, awaitingHead else { return }
-        perform(machine.connectionFailed("the server closed the connection before answering"))
-    }
-
-    public func connectionDidClose(_ connection: Connection, error: SystemError?) {
-        guard connection === self.connection else { return }
-        self.connection = nil
-        guard awaitingHead else { return }
-        perform(machine.connectionFailed(error.map { "\($0)" } ?? "the connection closed"))
+        closeFile()
+        guard let request else { return }
+        self.request = nil
+        request.cancel()
     }
 }

@@ -1,0 +1,152 @@
+// libcurl's multi-socket interface on netlifed's event loop, as curl's own hiperfifo.c example runs it on
+// libevent: libcurl says which sockets to watch (CURLMOPT_SOCKETFUNCTION) and when to call it back
+// (CURLMOPT_TIMERFUNCTION); an IOWatcher per socket and one EventTimer call `curl_multi_socket_action`, and
+// the transfers that finished are read with `curl_multi_info_read`. No thread of netlifed's blocks: name
+// resolution runs on libcurl's own resolver thread (the threaded resolver Debian's libcurl is built with).
+//
+// libcurl forbids adding or removing a handle from inside its callbacks (CURLM_RECURSIVE_API_CALL): a
+// request started or stopped there (a redirect, a restart, a pause from a write) waits until
+// `curl_multi_socket_action` returns.
+
+internal import CCurl
+import NetLife
+import NetLifeEvent
+
+/// One libcurl multi handle, driven by the loop. Loop-confined; `close()` before letting it go.
+public final class CurlMulti {
+    private unowned let loop: EventLoop
+    private let multi: UnsafeMutableRawPointer
+    private var watchers: [curl_socket_t: IOWatcher] = [:]
+    private var timer: EventTimer?
+    /// The requests on the multi handle, by their easy handle.
+    private var running: [UnsafeMutableRawPointer: CurlRequest] = [:]
+    /// Whether libcurl is inside `curl_multi_socket_action` (its callbacks may run).
+    private var inAction = false
+    /// Adds and removes asked for while `inAction`, done when it returns.
+    private var deferred: [() -> Void] = []
+    private let logger: Logger
+
+    /// libcurl's global state, set up once per process before the first handle.
+    private static let initialized: Bool = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
+
+    /// A multi handle on `loop`; nil when libcurl cannot make one (out of memory).
+    public init?(loop: EventLoop, logger: Logger) {
+        guard Self.initialized, let multi = curl_multi_init() else { return nil }
+        self.loop = loop
+        self.multi = multi
+        self.logger = logger
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        _ = nl_multi_pointer(multi, CURLMOPT_SOCKETDATA, context)
+        _ = nl_multi_socket_callback(multi, curlSocketCallback)
+        _ = nl_multi_pointer(multi, CURLMOPT_TIMERDATA, context)
+        _ = nl_multi_timer_callback(multi, curlTimerCallback)
+        timer = EventTimer(loop: loop) { [weak self] in self?.act(on: CURL_SOCKET_TIMEOUT, CInt(0)) }
+    }
+
+    /// How many requests are on the handle.
+    public var count: Int { running.count }
+
+    /// Starts `request`. From inside a callback, once libcurl returns.
+    func add(_ request: CurlRequest) {
+        if inAction { return deferred.append { [weak self] in self?.add(request) } }
+        guard !request.isFinished, running[request.easy] == nil else { return }
+        let code = curl_multi_add_handle(multi, request.easy)
+        guard code == CURLM_OK else {
+            return request.finish(.failure(CurlFailure(String(cString: curl_multi_strerror(code)))))
+        }
+        running[request.easy] = request
+    }
+
+    /// Stops `request` without telling it: its connections are closed (no request reuses one). From inside a
+    /// callback, once libcurl returns.
+    func remove(_ request: CurlRequest) {
+        if inAction { return deferred.append { [weak self] in self?.remove(request) } }
+        guard running.removeValue(forKey: request.easy) != nil else { return }
+        _ = curl_multi_remove_handle(multi, request.easy)
+    }
+
+    /// Stops every request and frees the handle.
+    public func close() {
+        for request in running.values { _ = curl_multi_remove_handle(multi, request.easy) }
+        running.removeAll()
+        for watcher in watchers.values { watcher.close() }
+        watchers.removeAll()
+        timer?.close()
+        timer = nil
+        curl_multi_cleanup(multi)
+    }
+
+    // MARK: libcurl's calls
+
+    /// libcurl wants `socket` watched for `what` (CURL_POLL_IN, OUT, INOUT) or no longer (CURL_POLL_REMOVE).
+    fileprivate func watch(_ socket: curl_socket_t, _ what: CInt) {
+        if what == CURL_POLL_REMOVE {
+            watchers.removeValue(forKey: socket)?.close()
+            return
+        }
+        let watcher: IOWatcher
+        if let existing = watchers[socket] {
+            watcher = existing
+        } else {
+            watcher = IOWatcher(loop: loop, descriptor: socket) { [weak self] events in
+                var flags: CInt = 0
+                if events.contains(.readable) { flags |= CURL_CSELECT_IN }
+                if events.contains(.writable) { flags |= CURL_CSELECT_OUT }
+                self?.act(on: socket, flags)
+            }
+            watchers[socket] = watcher
+        }
+        var events: IOWatcher.Events = []
+        if what == CURL_POLL_IN || what == CURL_POLL_INOUT { events.insert(.readable) }
+        if what == CURL_POLL_OUT || what == CURL_POLL_INOUT { events.insert(.writable) }
+        do {
+            try watcher.watch(events)
+        } catch {
+            logger.error("libcurl's socket \(socket) cannot be watched: \(error)")
+        }
+    }
+
+    /// libcurl wants to be called in `milliseconds` (0: at once, -1: no timer).
+    fileprivate func schedule(_ milliseconds: Int) {
+        guard let timer else { return }
+        if milliseconds < 0 { return timer.cancel() }
+        timer.arm(after: .milliseconds(milliseconds))
+    }
+
+    private func act(on socket: curl_socket_t, _ flags: CInt) {
+        var stillRunning: CInt = 0
+        inAction = true
+        _ = curl_multi_socket_action(multi, socket, flags, &stillRunning)
+        inAction = false
+        finishDone()
+        while !deferred.isEmpty {
+            let work = deferred
+            deferred.removeAll()
+            for step in work { step() }
+        }
+    }
+
+    /// Tells each request that ended how; it is off the handle before it hears.
+    private func finishDone() {
+        var left: CInt = 0
+        while let message = curl_multi_info_read(multi, &left) {
+            guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
+            let result = nl_message_result(message)
+            guard let request = running.removeValue(forKey: easy) else { continue }
+            _ = curl_multi_remove_handle(multi, easy)
+            request.finish(result == CURLE_OK ? .success(()) : .failure(request.message(for: result)))
+        }
+    }
+}
+
+private func curlSocketCallback(_ easy: UnsafeMutableRawPointer?, _ socket: curl_socket_t, _ what: CInt, _ context: UnsafeMutableRawPointer?, _ socketContext: UnsafeMutableRawPointer?) -> CInt {
+    guard let context else { return -1 }
+    Unmanaged<CurlMulti>.fromOpaque(context).takeUnretainedValue().watch(socket, what)
+    return 0
+}
+
+private func curlTimerCallback(_ multi: UnsafeMutableRawPointer?, _ milliseconds: Int, _ context: UnsafeMutableRawPointer?) -> CInt {
+    guard let context else { return -1 }
+    Unmanaged<CurlMulti>.fromOpaque(context).takeUnretainedValue().schedule(milliseconds)
+    return 0
+}
