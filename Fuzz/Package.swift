@@ -31,7 +31,6 @@ let package = Package(
         fuzzTarget("fuzz-line"),
         fuzzTarget("fuzz-http"),
         fuzzTarget("fuzz-download"),
-        fuzzTarget("fuzz-ftp"),
         fuzzTarget("fuzz-lifecycle"),
         fuzzTarget("fuzz-channel"),
     ],

@@ -12,160 +12,11 @@ private func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
 @Suite(.timeLimit(.minutes(5)))
 struct DownloadTests {}
 
-// MARK: - Response heads
-
-private let nginxPartial = "HTTP/1.1 206 Partial Content\r\nServer: nginx/1.22.1\r\nDate: Mon, 30 Nov 2026 10:00:00 GMT\r\n"
-    + "Content-Type: application/octet-stream\r\nContent-Length: 100\r\n"
-    + "Last-Modified: Sun, 29 Nov 2026 10:00:00 GMT\r\nConnection: close\r\nETag: \"6561-64\"\r\n"
-    + "Content-Range: bytes 900-999/1000\r\n\r\n"
-
-/// The head of `text` parsed in one call, or the error's message.
-private func parseHead(_ text: String) -> Result<(head: HTTPResponseHead, consumed: Int)?, HTTPResponseError> {
-    var parser = HTTPResponseParser()
-    return Result { () throws(HTTPResponseError) in try parser.consume(bytes(text)) }
-}
-
-private func headError(_ text: String) -> String? {
-    if case .failure(let error) = parseHead(text) { return error.message }
-    return nil
-}
+// MARK: - Response heads (libcurl reads them off the wire; these are the rules applied to their fields)
 
 extension DownloadTests {
     @Suite(.timeLimit(.minutes(5)))
     struct ResponseHeads {
-        @Test func parsesNginxsPartialContent() throws {
-            let parsed = try #require(try parseHead(nginxPartial + "body").get())
-            #expect(parsed.consumed == nginxPartial.utf8.count)
-            #expect(parsed.head.status == 206 && parsed.head.reason == "Partial Content" && parsed.head.minorVersion == 1)
-            #expect(parsed.head.headers.count == 8)
-            #expect(parsed.head.headers.allSatisfy { $0.name == HTTPSyntax.lowercased($0.name) })
-            #expect(parsed.head.value(of: "ETag") == "\"6561-64\"")
-            #expect(parsed.head.contentRange == ContentRange(first: 900, last: 999, total: 1000))
-            #expect(try parsed.head.bodyFraming(requestMethod: "GET") == .length(100))
-            #expect(try parsed.head.bodyFraming(requestMethod: "HEAD") == HTTPBodyFraming.none)
-        }
-
-        @Test func everySplitGivesTheSameHead() throws {
-            let input = bytes("HTTP/1.1 100 Continue\r\n\r\n" + nginxPartial + "0123456789")
-            let whole = try #require(try parseHead(String(decoding: input, as: UTF8.self)).get())
-            #expect(whole.consumed == input.count - 10)
-            for split in 0...input.count {
-                var parser = HTTPResponseParser()
-                var found = try parser.consume(input[..<split]).map { ($0.head, $0.consumed) }
-                if found == nil {
-                    found = try parser.consume(input[split...]).map { ($0.head, split + $0.consumed) }
-                }
-                #expect(found?.0 == whole.head && found?.1 == whole.consumed, "split at \(split)")
-            }
-            // One byte at each call, as a slow server sends them.
-            var parser = HTTPResponseParser()
-            var result: (head: HTTPResponseHead, consumed: Int)?
-            var offset = 0
-            while result == nil, offset < input.count {
-                result = try parser.consume(input[offset..<(offset + 1)])
-                offset += 1
-            }
-            #expect(result?.head == whole.head && result?.consumed == 1 && offset == whole.consumed)
-        }
-
-        @Test func skipsInformationalHeadsAndStartsOverAfterAHead() throws {
-            let text = "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>; rel=preload\r\n\r\n"
-                + "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\nHTTP/1.1 404 Not Found\r\n\r\n"
-            var parser = HTTPResponseParser()
-            let first = try #require(try parser.consume(bytes(text)))
-            #expect(first.head.status == 200 && first.head.headers == [HTTPHeader(name: "content-length", value: "0")])
-            let second = try #require(try parser.consume(bytes(text).dropFirst(first.consumed)))
-            #expect(second.head.status == 404 && second.head.reason == "Not Found" && second.head.headers.isEmpty)
-        }
-
-        @Test func acceptsWhatServersSend() throws {
-            let cases: [(String, (HTTPResponseHead) -> Bool)] = [
-                ("HTTP/1.0 200 OK\n\n", { $0.minorVersion == 0 && $0.status == 200 }),         // bare LF
-                ("HTTP/1.1 200\r\n\r\n", { $0.reason.isEmpty }),                               // no reason
-                ("HTTP/1.1 200 \r\n\r\n", { $0.reason.isEmpty }),
-                ("HTTP/1.1 404 Not  Found\t!\r\n\r\n", { $0.reason == "Not  Found\t!" }),
-                ("HTTP/1.1 599 X\r\n\r\n", { $0.status == 599 }),
-                ("HTTP/1.1 200 OK\r\nX-A:  a b \t\r\nEmpty:\r\n\r\n", { $0.value(of: "x-a") == "a b" && $0.value(of: "empty") == "" }),
-                ("HTTP/1.1 200 OK\r\nX-A: one\r\n  two \r\n\tthree\r\nX-B: b\r\n\r\n", { $0.value(of: "x-a") == "one two three" && $0.value(of: "x-b") == "b" }),
-                ("HTTP/1.1 200 OK\r\nX-A:\r\n two\r\n\r\n", { $0.value(of: "x-a") == "two" }),
-                ("HTTP/1.1 200 OK\r\nX-Utf8: caf\u{e9}\r\n\r\n", { $0.value(of: "x-utf8") == "caf\u{e9}" }),
-            ]
-            for (text, check) in cases {
-                let parsed = try #require(try parseHead(text).get(), "\(text.debugDescription)")
-                #expect(check(parsed.head), "\(text.debugDescription)")
-                #expect(parsed.consumed == text.utf8.count)
-            }
-        }
-
-        @Test func rejectsWhatIsNoResponse() {
-            let cases: [(String, String)] = [
-                ("HTTP/2 200 OK\r\n\r\n", "invalid status line"),
-                ("HTTP/2.0 200 OK\r\n\r\n", "unsupported HTTP version HTTP/2.0"),
-                ("HTTP/1.1 20 OK\r\n\r\n", "invalid status line"),
-                ("HTTP/1.1 2000 OK\r\n\r\n", "invalid status line"),
-                ("HTTP/1.1 099 X\r\n\r\n", "invalid status code 99"),
-                ("HTTP/1.1 600 X\r\n\r\n", "invalid status code 600"),
-                ("HTTP/1.1 -20 X\r\n\r\n", "invalid status line"),
-                ("ICY 200 OK\r\n\r\n", "invalid status line"),
-                ("\r\nHTTP/1.1 200 OK\r\n\r\n", "invalid status line"),
-                ("HTTP/1.1 101 Switching Protocols\r\n\r\n", "101 Switching Protocols"),
-                ("HTTP/1.1 200 O\u{1}K\r\n\r\n", "control character in the status line"),
-                ("HTTP/1.1 200 OK\r\nNo colon\r\n\r\n", "header line without a colon"),
-                ("HTTP/1.1 200 OK\r\nX-A : 1\r\n\r\n", "invalid header name"),
-                ("HTTP/1.1 200 OK\r\n: 1\r\n\r\n", "invalid header name"),
-                ("HTTP/1.1 200 OK\r\nX(A): 1\r\n\r\n", "invalid header name"),
-                ("HTTP/1.1 200 OK\r\nX-A: a\rb\r\n\r\n", "control character in the value of x-a"),
-                ("HTTP/1.1 200 OK\r\nX-A: a\u{0}b\r\n\r\n", "control character in the value of x-a"),
-                ("HTTP/1.1 200 OK\r\n folded\r\n\r\n", "a continuation line before any header field"),
-                ("HTTP/1.1 200 OK\r\nX-A: a\r\n b\u{7f}\r\n\r\n", "control character in the value of x-a"),
-            ]
-            for (text, message) in cases {
-                let error = headError(text)
-                #expect(error?.hasPrefix(message) == true, "\(text.debugDescription): \(error ?? "no error")")
-            }
-        }
-
-        @Test func limitsTheHeadToItsBytesAndFields() throws {
-            let start = "HTTP/1.1 200 OK\r\n"
-            func head(fillingTo size: Int) -> String {
-                let filler = size - start.utf8.count - "X: \r\n\r\n".utf8.count
-                return start + "X: " + String(repeating: "a", count: filler) + "\r\n\r\n"
-            }
-            let atLimit = head(fillingTo: HTTPResponseParser.maxHeadBytes)
-            #expect(atLimit.utf8.count == HTTPResponseParser.maxHeadBytes)
-            #expect(try parseHead(atLimit).get()?.consumed == atLimit.utf8.count)
-            #expect(headError(head(fillingTo: HTTPResponseParser.maxHeadBytes + 1)) == "response head over 16384 bytes")
-            // Informational heads count toward the limit: endless 100 Continue is an error, not a loop.
-            let continues = String(repeating: "HTTP/1.1 100 Continue\r\n\r\n", count: 1000)
-            #expect(headError(continues) == "response head over 16384 bytes")
-            // The parser holds no more than one line, and never more than the limit, whatever it is fed.
-            let fields = (0..<100).map { "X-\($0): v\r\n" }.joined()
-            #expect(try parseHead(start + fields + "\r\n").get()?.head.headers.count == 100)
-            #expect(headError(start + fields + "X-100: v\r\n\r\n") == "more than 100 header fields")
-            // Fields of a 1xx head do not count toward the final head's.
-            #expect(try parseHead("HTTP/1.1 103 Early Hints\r\n" + fields + "\r\n" + start + fields + "\r\n").get()?.head.headers.count == 100)
-        }
-
-        @Test func anErrorSticksUntilReset() throws {
-            var parser = HTTPResponseParser()
-            #expect(throws: HTTPResponseError.self) { try parser.consume(bytes("HTTP/9.9 200 OK\r\n")) }
-            #expect(throws: HTTPResponseError.self) { try parser.consume(bytes("\r\n")) }
-            parser.reset()
-            #expect(try parser.consume(bytes("HTTP/1.1 204 No Content\r\n\r\n"))?.head.status == 204)
-        }
-
-        @Test func worksLinearlyHoweverTheBytesAreSplit() throws {
-            let line = "X-Long: " + String(repeating: "v", count: 16000) + "\r\n"
-            let input = bytes("HTTP/1.1 200 OK\r\n" + line + "\r\n")
-            var parser = HTTPResponseParser()
-            var found: HTTPResponseHead?
-            for byte in input where found == nil { found = try parser.consume([byte])?.head }
-            #expect(found?.value(of: "x-long")?.utf8.count == 16000)
-            var whole = HTTPResponseParser()
-            _ = try whole.consume(input.dropLast())
-            #expect(whole.workDone <= 2 * input.count)
-        }
-
         @Test func framesTheBodyAsRFC9112Says() {
             func framing(_ status: Int, _ fields: [(String, String)], method: String = "GET", minor: Int = 1) -> Result<HTTPBodyFraming, HTTPResponseError> {
                 let head = HTTPResponseHead(status: status, minorVersion: minor, headers: fields.map { HTTPHeader(name: $0.0, value: $0.1) })
@@ -223,124 +74,7 @@ extension DownloadTests {
     }
 }
 
-// MARK: - Chunked bodies
-
-/// Decodes `pieces` one after another as the shell would: the body, the bytes taken, whether it ended.
-private func decodeChunked(_ pieces: [[UInt8]]) throws(HTTPResponseError) -> (body: [UInt8], taken: Int, finished: Bool) {
-    var decoder = ChunkedDecoder()
-    var body: [UInt8] = []
-    var taken = 0
-    for piece in pieces {
-        var rest = piece[...]
-        while !rest.isEmpty {
-            switch try decoder.decode(rest) {
-            case .data(let count):
-                body += rest.prefix(count)
-                rest = rest.dropFirst(count)
-                taken += count
-            case .framing(let count):
-                rest = rest.dropFirst(count)
-                taken += count
-            case .end(let count):
-                return (body, taken + count, true)
-            }
-        }
-    }
-    return (body, taken, decoder.isFinished)
-}
-
-private let chunkedSample = "5\r\nhello\r\n1;name=value; x = \"y\"\r\n \r\n10 \t;ext\r\n0123456789abcdef\r\n"
-    + "000\r\nDigest: x\r\nX-Trailer: yes\r\n\r\n"
-
-extension DownloadTests {
-    @Suite(.timeLimit(.minutes(5)))
-    struct Chunked {
-        @Test func decodesTheSampleAtEverySplit() throws {
-            let input = bytes(chunkedSample + "HTTP/1.1 next")
-            let expectedBody = bytes("hello 0123456789abcdef")
-            let whole = try decodeChunked([input])
-            #expect(whole.body == expectedBody && whole.finished && whole.taken == chunkedSample.utf8.count)
-            for split in 0...input.count {
-                let pieces = try decodeChunked([Array(input[..<split]), Array(input[split...])])
-                #expect(pieces.body == expectedBody && pieces.finished && pieces.taken == whole.taken, "split at \(split)")
-            }
-            let bytewise = try decodeChunked(input.map { [$0] })
-            #expect(bytewise.body == expectedBody && bytewise.finished && bytewise.taken == whole.taken)
-        }
-
-        @Test func acceptsBareLFAndNeedsMoreUntilTheEnd() throws {
-            let result = try decodeChunked([bytes("3\nabc\n0\n\n")])
-            #expect(result.body == bytes("abc") && result.finished)
-            let unfinished = try decodeChunked([bytes("3\r\nabc\r\n0\r\nX: y\r\n")])
-            #expect(unfinished.body == bytes("abc") && !unfinished.finished && unfinished.taken == 17)
-            var decoder = ChunkedDecoder()
-            #expect(try decoder.decode([UInt8]()) == .framing(0))
-            #expect(try decoder.decode(bytes("4\r\nab")) == .framing(3))
-            #expect(try decoder.decode(bytes("ab")) == .data(2))
-            #expect(try decoder.decode(bytes("cd\r\n0\r\n\r\nrest")) == .data(2))
-            #expect(try decoder.decode(bytes("\r\n0\r\n\r\nrest")) == .end(7))
-            #expect(decoder.isFinished)
-            #expect(try decoder.decode(bytes("rest")) == .end(0))
-        }
-
-        @Test func neverTrustsASizePastInt() throws {
-            // 2^63 - 1 fits: the decoder hands out data, counted, however long it is.
-            var decoder = ChunkedDecoder()
-            #expect(try decoder.decode(bytes("7fffffffffffffff\r\nab")) == .framing(18))
-            #expect(try decoder.decode(bytes("ab")) == .data(2))
-            for size in ["8000000000000000", "10000000000000000", "ffffffffffffffffffff", "0000000000000000000000001" + "0000000000000000"] {
-                var decoder = ChunkedDecoder()
-                #expect(throws: HTTPResponseError("chunk size past \(Int.max)")) { try decoder.decode(bytes(size + "\r\n")) }
-            }
-            // Leading zeros are no overflow.
-            #expect(try decodeChunked([bytes("0000000000000000000000003\r\nabc\r\n0\r\n\r\n")]).body == bytes("abc"))
-        }
-
-        @Test func rejectsMalformedFraming() {
-            let cases: [(String, String)] = [
-                ("\r\n", "invalid chunk size"),
-                ("x\r\n", "invalid chunk size"),
-                ("-1\r\n", "invalid chunk size"),
-                (" 5\r\n", "invalid chunk size"),
-                ("5 x\r\n", "invalid byte"),
-                ("5\rx", "CR without LF after a chunk size"),
-                ("3\r\nabcX", "chunk data not followed by a line end"),
-                ("3\r\nabc\r\r\n", "chunk data not followed by a line end"),
-                ("3;a\u{1}\r\n", "control character in a chunk extension"),
-                ("0\r\nX: a\rb", "CR without LF in the chunked trailer"),
-                ("0\r\nX: \u{0}\r\n", "control character in the chunked trailer"),
-            ]
-            for (text, message) in cases {
-                do {
-                    let result = try decodeChunked([bytes(text)])
-                    Issue.record("\(text.debugDescription) decoded \(result)")
-                } catch {
-                    #expect(error.message.hasPrefix(message), "\(text.debugDescription): \(error)")
-                }
-            }
-        }
-
-        @Test func limitsSizeLinesAndTrailers() throws {
-            let atLimit = "1;" + String(repeating: "e", count: ChunkedDecoder.maxSizeLineBytes - 4) + "\r\n"
-            #expect(atLimit.utf8.count == ChunkedDecoder.maxSizeLineBytes)
-            #expect(try decodeChunked([bytes(atLimit + "a\r\n0\r\n\r\n")]).body == bytes("a"))
-            #expect(throws: HTTPResponseError("chunk-size line over 4096 bytes")) {
-                try decodeChunked([bytes("1;" + String(repeating: "e", count: ChunkedDecoder.maxSizeLineBytes - 3) + "\r\n")])
-            }
-            // Each size line has its own limit.
-            let twoLong = atLimit + "a\r\n" + atLimit + "b\r\n0\r\n\r\n"
-            #expect(try decodeChunked([bytes(twoLong)]).body == bytes("ab"))
-            let trailer = "0\r\n" + String(repeating: "X: y\r\n", count: 3000) + "\r\n"
-            #expect(throws: HTTPResponseError("chunked trailer over 16384 bytes")) { try decodeChunked([bytes(trailer)]) }
-            // An error sticks.
-            var decoder = ChunkedDecoder()
-            #expect(throws: HTTPResponseError.self) { try decoder.decode(bytes("z")) }
-            #expect(throws: HTTPResponseError.self) { try decoder.decode(bytes("0\r\n\r\n")) }
-        }
-    }
-}
-
-// MARK: - URLs
+// MARK: - URLs (libcurl's URL API; what the transfers rely on)
 
 private func url(_ text: String) throws -> URLParts { try URLParts(parsing: text) }
 
@@ -356,134 +90,78 @@ private func urlError(_ text: String) -> String? {
 extension DownloadTests {
     @Suite(.timeLimit(.minutes(5)))
     struct URLs {
-        @Test func parsesTheTable() throws {
-            let cases: [(String, URLParts)] = [
-                ("http://example.org", URLParts(scheme: .http, host: .name("example.org"), port: 80, path: "/")),
-                ("HTTP://Example.ORG:8080/a/b?x=1&y=/?#frag", URLParts(scheme: .http, host: .name("example.org"), port: 8080, path: "/a/b", query: "x=1&y=/?")),
-                ("http://192.0.2.1/f", URLParts(scheme: .http, host: .ipv4([192, 0, 2, 1]), path: "/f")),
-                ("http://0.0.0.0/", URLParts(scheme: .http, host: .ipv4([0, 0, 0, 0]))),
-                ("http://[2001:DB8::1]:81/x", URLParts(scheme: .http, host: .ipv6([0x20, 0x01, 0x0d, 0xb8] + [UInt8](repeating: 0, count: 11) + [1]), port: 81, path: "/x")),
-                ("http://[::ffff:192.0.2.1]/", URLParts(scheme: .http, host: .ipv6([UInt8](repeating: 0, count: 10) + [0xff, 0xff, 192, 0, 2, 1]))),
-                ("http://[::]/", URLParts(scheme: .http, host: .ipv6([UInt8](repeating: 0, count: 16)))),
-                ("ftp://ftp.example.org/pub/f.tar", URLParts(scheme: .ftp, host: .name("ftp.example.org"), port: 21, path: "/pub/f.tar")),
-                ("http://h:/p", URLParts(scheme: .http, host: .name("h"), port: 80, path: "/p")),
-                ("http://h/a/./b/../c/", URLParts(scheme: .http, host: .name("h"), path: "/a/c/")),
-                ("http://h/../../x", URLParts(scheme: .http, host: .name("h"), path: "/x")),
-                ("http://h?q", URLParts(scheme: .http, host: .name("h"), path: "/", query: "q")),
-                ("http://h/?", URLParts(scheme: .http, host: .name("h"), path: "/", query: "")),
-                ("http://my_host.example.org./a%20b", URLParts(scheme: .http, host: .name("my_host.example.org."), path: "/a%20b")),
-                ("http://h/p;x=1,2:@!$&'()*+~", URLParts(scheme: .http, host: .name("h"), path: "/p;x=1,2:@!$&'()*+~")),
+        @Test func normalizesAsCurlDoes() throws {
+            let cases: [(String, String, URLParts.Scheme, String, Int, String)] = [
+                ("http://example.org", "http://example.org/", .http, "example.org", 80, "/"),
+                ("HTTP://Example.ORG:8080/a/b?x=1#frag", "http://example.org:8080/a/b?x=1", .http, "example.org", 8080, "/a/b"),
+                ("https://192.0.2.1/f", "https://192.0.2.1/f", .https, "192.0.2.1", 443, "/f"),
+                ("http://[2001:DB8::1]:81/x", "http://[2001:db8::1]:81/x", .http, "[2001:db8::1]", 81, "/x"),
+                ("ftp://ftp.example.org/pub/f.tar", "ftp://ftp.example.org/pub/f.tar", .ftp, "ftp.example.org", 21, "/pub/f.tar"),
+                ("ftps://h/f", "ftps://h/f", .ftps, "h", 990, "/f"),
+                ("http://h/a/./b/../c/", "http://h/a/c/", .http, "h", 80, "/a/c/"),
             ]
-            for (text, expected) in cases {
-                let parsed = try url(text)
-                #expect(parsed == expected, "\(text)")
-                // Written out, it parses to the same value.
-                #expect(try url(parsed.description) == parsed, "\(parsed)")
-            }
-            let parts = try url("http://Example.org:8080/a?b")
-            #expect(parts.target == "/a?b" && parts.authority == "example.org:8080")
-            #expect(parts.description == "http://example.org:8080/a?b")
-            #expect(try url("http://[::1]:80/").authority == "[::1]")
-        }
-
-        @Test func rejectsEverythingElse() {
-            let long = "http://h/" + String(repeating: "a", count: URLParts.maxLength)
-            let cases: [(String, String)] = [
-                ("https://h/", "unsupported scheme \"https\""),
-                ("file:///etc/passwd", "unsupported scheme \"file\""),
-                ("example.org/x", "no scheme"),
-                ("//h/x", "no scheme"),
-                ("http:/h", "no //host after http:"),
-                ("http://", "no host"),
-                ("http:///x", "no host"),
-                ("http://user:pw@h/", "user names and passwords"),
-                ("http://h:0/", "invalid port"),
-                ("http://h:65536/", "invalid port"),
-                ("http://h:8a/", "invalid port"),
-                ("http://h:-1/", "invalid port"),
-                ("http://h:1:2/", "invalid port"),
-                ("http://256.1.1.1/", "invalid IPv4 address"),
-                ("http://1.2.3/", "invalid IPv4 address"),
-                ("http://127.1/", "invalid IPv4 address"),
-                ("http://01.2.3.4/", "invalid IPv4 address"),
-                ("http://1.2.3.4.5/", "invalid IPv4 address"),
-                ("http://foo.123/", "invalid IPv4 address"),
-                ("http://[::1/", "an IPv6 address without ]"),
-                ("http://[::1]x/", "\"x\" after an IPv6 address"),
-                ("http://[fe80::1%25eth0]/", "invalid IPv6 address"),
-                ("http://[1:2:3:4:5:6:7:8:9]/", "invalid IPv6 address"),
-                ("http://[1:2:3:4:5:6:7]/", "invalid IPv6 address"),
-                ("http://[1::2::3]/", "invalid IPv6 address"),
-                ("http://[1:2:3:4::5:6:7:8]/", "invalid IPv6 address"),      // :: stands for at least one group
-                ("http://[12345::]/", "invalid IPv6 address"),
-                ("http://[v1.x]/", "invalid IPv6 address"),
-                ("http://[::1.2.3.4.5]/", "invalid IPv6 address"),
-                ("http://a..b/", "invalid host name"),
-                ("http://a!b/", "invalid host name"),
-                ("http://" + String(repeating: "a", count: 64) + ".org/", "invalid host name"),
-                ("http://h/a b", "a space"),
-                ("http://h/\u{e9}", "a non-ASCII byte"),
-                ("http://h/\u{7}", "a control character"),
-                ("http://h/a%zz", "invalid percent escape in the path"),
-                ("http://h/a%2", "invalid percent escape in the path"),
-                ("http://h/a\\b", "\"\\\" in the path"),
-                ("http://h/a\"b", "\"\"\" in the path"),
-                ("http://h/?a{b}", "\"{\" in the query"),
-                ("http://h/[x]", "\"[\" in the path"),
-                (long, "URL longer than 8192 bytes"),
-            ]
-            for (text, message) in cases {
-                let error = urlError(text)
-                #expect(error?.hasPrefix(message) == true, "\(text.prefix(80)): \(error ?? "no error")")
+            for (text, written, scheme, host, port, path) in cases {
+                let parts = try url(text)
+                #expect(parts.description == written && parts.text == written, "\(text): \(parts.description)")
+                #expect(parts.scheme == scheme && parts.host == host && parts.port == port && parts.path == path, "\(text): \(parts.host) \(parts.port) \(parts.path)")
+                #expect(try url(parts.description) == parts, "\(text) written out parses to itself")
             }
         }
 
-        @Test func writesIPv6AsRFC5952() throws {
-            let cases: [(String, String)] = [
-                ("::", "::"),
-                ("::1", "::1"),
-                ("1::", "1::"),
-                ("2001:db8:0:0:1:0:0:1", "2001:db8::1:0:0:1"),
-                ("1:0:0:2:0:0:0:3", "1:0:0:2::3"),
-                ("1:2:3:4:5:6:7:8", "1:2:3:4:5:6:7:8"),
-                ("1:0:3:4:5:6:7:8", "1:0:3:4:5:6:7:8"),
-                ("0001:00:0:0:0:0:0:000a", "1::a"),
-                ("::ffff:1.2.3.4", "::ffff:102:304"),
-            ]
-            for (text, expected) in cases {
-                #expect(try url("http://[\(text)]/").host.description == "[\(expected)]", "\(text)")
+        @Test func refusesWhatIsNoTransferURL() {
+            for text in ["", "example.org/f", "gopher://h/", "file:///etc/passwd", "http://", "http://h:99999/", "http://h/a b",
+                         "http://h/\u{7}", "http://h/" + String(repeating: "a", count: URLParts.maxLength)] {
+                #expect(urlError(text) != nil, "\(text.prefix(40))")
             }
+            #expect(urlError("gopher://h/")?.contains("unsupported scheme") == true)
         }
 
-        /// RFC 3986 section 5.4's examples, with this parser's normalizations: an empty path is `/`.
+        @Test func hidesThePasswordButKeepsItForTheRequest() throws {
+            let parts = try url("https://ann:secret@h.example/f")
+            #expect(parts.user == "ann" && parts.hasPassword)
+            #expect(parts.text == "https://ann:secret@h.example/f")
+            #expect(parts.description == "https://ann:***@h.example/f")
+            #expect(!parts.description.contains("secret"))
+            #expect(parts.withoutCredentials.text == "https://h.example/f")
+        }
+
+        /// Credentials go with a redirect on the same server only.
+        @Test func aRedirectToAnotherServerCarriesNoCredentials() throws {
+            let base = try url("https://ann:secret@a.example/dir/f")
+            #expect(try base.resolving("g").text == "https://ann:secret@a.example/dir/g")
+            #expect(try base.resolving("/g").text == "https://ann:secret@a.example/g")
+            #expect(try base.resolving("//b.example/g").hasCredentials == false)
+            #expect(try base.resolving("https://b.example/g").hasCredentials == false)
+            #expect(try base.resolving("http://a.example/g").hasCredentials == false)
+        }
+
+        /// RFC 3986 section 5.4's examples, with libcurl's normalizations: an empty path is `/`.
         @Test func resolvesReferencesAsRFC3986Does() throws {
             let base = try url("http://a/b/c/d;p?q")
             let cases: [(String, String)] = [
                 ("g", "http://a/b/c/g"), ("./g", "http://a/b/c/g"), ("g/", "http://a/b/c/g/"), ("/g", "http://a/g"),
-                ("//g", "http://g/"), ("?y", "http://a/b/c/d;p?y"), ("g?y", "http://a/b/c/g?y"), ("#s", "http://a/b/c/d;p?q"),
+                ("//g", "http://g/"), ("?y", "http://a/b/c/d;p?y"), ("g?y", "http://a/b/c/g?y"),
                 ("g#s", "http://a/b/c/g"), ("g?y#s", "http://a/b/c/g?y"), (";x", "http://a/b/c/;x"), ("g;x", "http://a/b/c/g;x"),
-                ("", "http://a/b/c/d;p?q"), (".", "http://a/b/c/"), ("./", "http://a/b/c/"), ("..", "http://a/b/"),
+                (".", "http://a/b/c/"), ("./", "http://a/b/c/"), ("..", "http://a/b/"),
                 ("../", "http://a/b/"), ("../g", "http://a/b/g"), ("../..", "http://a/"), ("../../", "http://a/"),
-                ("../../g", "http://a/g"), ("../../../g", "http://a/g"), ("../../../../g", "http://a/g"), ("/./g", "http://a/g"),
+                ("../../g", "http://a/g"), ("/./g", "http://a/g"),
                 ("/../g", "http://a/g"), ("g.", "http://a/b/c/g."), (".g", "http://a/b/c/.g"), ("g..", "http://a/b/c/g.."),
-                ("..g", "http://a/b/c/..g"), ("./../g", "http://a/b/g"), ("./g/.", "http://a/b/c/g/"), ("g/./h", "http://a/b/c/g/h"),
+                ("..g", "http://a/b/c/..g"), ("./../g", "http://a/b/g"), ("g/./h", "http://a/b/c/g/h"),
                 ("g/../h", "http://a/b/c/h"), ("g;x=1/./y", "http://a/b/c/g;x=1/y"), ("g;x=1/../y", "http://a/b/c/y"),
-                ("http://other:8080/x?y", "http://other:8080/x?y"), ("//[::1]:81", "http://[::1]:81/"),
+                ("http://other:8080/x?y", "http://other:8080/x?y"), ("https://a/", "https://a/"),
             ]
             for (reference, expected) in cases {
                 #expect(try base.resolving(reference).description == expected, "\(reference)")
             }
             #expect(throws: URLPartsError.self) { try base.resolving("g:h") }
-            #expect(throws: URLPartsError.self) { try base.resolving("https://a/") }
             #expect(throws: URLPartsError.self) { try base.resolving("a b") }
-            #expect(throws: URLPartsError.self) { try base.resolving("//user@h/") }
         }
     }
 }
 
 // MARK: - Records
 
-private let someURL = URLParts(scheme: .http, host: .name("example.org"), port: 8080, path: "/files/big%20one.iso", query: "v=1")
+private let someURL = try! URLParts(parsing: "http://example.org:8080/files/big%20one.iso?v=1")
 
 extension DownloadTests {
     @Suite(.timeLimit(.minutes(5)))
@@ -494,7 +172,7 @@ extension DownloadTests {
                 DownloadRecord(url: someURL, validator: .etag("\"1a2b-400\""), total: 1024, offset: 512, digest: .sha256(Array(0..<32))),
                 DownloadRecord(url: someURL, validator: .etag("\"back\\slash\""), total: nil, offset: 7, digest: .md5(Array(100..<116))),
                 DownloadRecord(url: someURL, validator: .lastModified("Sun, 06 Nov 1994 08:49:37 GMT"), total: 0, offset: 0),
-                DownloadRecord(url: URLParts(scheme: .http, host: .ipv6([UInt8](repeating: 0, count: 15) + [1])), total: Int.max, offset: Int.max),
+                DownloadRecord(url: try URLParts(parsing: "http://[::1]/"), total: Int.max, offset: Int.max),
             ]
             for record in records {
                 let text = record.encoded()
@@ -522,7 +200,7 @@ extension DownloadTests {
                 good.replacingFirst("offset=5", with: "offset=-5"), good.replacingFirst("offset=5", with: "offset=11"),
                 good.replacingFirst("offset=5", with: "offset=5x"), good.replacingFirst("offset=5", with: "offset="),
                 good.replacingFirst("total=10", with: "total=99999999999999999999"), good + "offset=5\n", good + "colour=blue\n",
-                good + "no equals sign\n", good.replacingFirst("url=http://", with: "url=https://"),
+                good + "no equals sign\n", good.replacingFirst("url=http://", with: "url=gopher://"),
                 good.replacingFirst("url=http://example.org:8080", with: "url=http://example.org:0"),
                 good.replacingFirst("etag=\"e\"", with: "etag=W/\"e\""), good.replacingFirst("etag=\"e\"", with: "etag=e"),
                 good.replacingFirst("etag=\"e\"", with: "etag=\"e\\q\""), good.replacingFirst("etag=\"e\"", with: "etag=\"e\\"),
@@ -630,13 +308,13 @@ private struct FakeServer {
 
     init(content: [UInt8]) { self.content = content }
 
-    mutating func respond(to request: HTTPClientRequest) -> [UInt8] {
+    /// The final head and the body as libcurl hands them over (1xx heads and framing are libcurl's).
+    mutating func respond(to request: HTTPClientRequest) -> (head: HTTPResponseHead, body: [UInt8]) {
         requests.append(request)
-        let prefix = informational ? "HTTP/1.1 100 Continue\r\n\r\n" : ""
-        if let location = redirects[request.url.target] {
-            return bytes(prefix + "HTTP/1.1 302 Found\r\nLocation: \(location)\r\nContent-Length: 0\r\n\r\n")
+        if let location = redirects[request.url.path + (request.url.query.map { "?" + $0 } ?? "")] {
+            return (head("302 Found", ["Location: \(location)", "Content-Length: 0"]), [])
         }
-        if let fixedStatus { return bytes(prefix + "HTTP/1.1 \(fixedStatus)\r\nContent-Length: 3\r\n\r\nerr") }
+        if let fixedStatus { return (head(fixedStatus, ["Content-Length: 3"]), bytes("err")) }
         var fields = extraFields
         if let etag { fields.append("ETag: \(etag)") }
         if let lastModified { fields.append("Last-Modified: \(lastModified)") }
@@ -670,17 +348,16 @@ private struct FakeServer {
             case .close: break
             }
         }
-        var response = bytes(prefix + "HTTP/1.1 \(status)\r\n" + fields.map { $0 + "\r\n" }.joined() + "\r\n")
-        if framing == .chunked && request.method != "HEAD" {
-            for start in stride(from: body.startIndex, to: body.endIndex, by: 5) {
-                let chunk = body[start..<min(start + 5, body.endIndex)]
-                response += bytes(String(chunk.count, radix: 16) + "\r\n") + chunk + bytes("\r\n")
-            }
-            response += bytes("0\r\n\r\n")
-        } else {
-            response += body
-        }
-        return response
+        return (head(status, fields), Array(body))
+    }
+
+    /// A head from a status (`206 Partial Content`) and `Name: value` fields.
+    private func head(_ status: String, _ fields: [String]) -> HTTPResponseHead {
+        let code = status.split(separator: " ", maxSplits: 1)
+        return HTTPResponseHead(status: Int(code[0]) ?? 0, reason: code.count > 1 ? String(code[1]) : "", headers: fields.map { field in
+            let parts = field.split(separator: ":", maxSplits: 1)
+            return HTTPHeader(name: HTTPSyntax.lowercased(String(parts[0])), value: String(parts[1].drop { $0 == " " }))
+        })
     }
 }
 
@@ -723,14 +400,8 @@ private struct FakeShell {
         switch action {
         case .sendRequest(let request):
             #expect(response == nil, "a request while a connection is open")
-            var input = server.respond(to: request)
-            var parser = HTTPResponseParser()
-            guard let (head, consumed) = try? parser.consume(input) else {
-                response = []
-                return download.connectionFailed("bad response head")
-            }
-            input.removeFirst(consumed)
-            response = input
+            let (head, body) = server.respond(to: request)
+            response = body
             return download.responseHead(head)
         case .appendBody(let framing):
             let input = response ?? []
@@ -741,10 +412,7 @@ private struct FakeShell {
             case .length(let count):
                 body = Array(input.prefix(count))
                 complete = body.count == count
-            case .chunked:
-                guard let decoded = try? decodeChunked([input]), decoded.finished else { return download.connectionFailed("bad chunk") }
-                body = decoded.body
-            case .untilClose: body = input
+            case .chunked, .untilClose: body = input
             }
             var offset = 0
             while offset < body.count {
@@ -794,16 +462,15 @@ private struct FakeShell {
     var record: DownloadRecord? { recordFile.flatMap(DownloadRecord.decode) }
 }
 
-private let fileURL = URLParts(scheme: .http, host: .name("example.org"), path: "/files/a.iso")
+private let fileURL = try! URLParts(parsing: "http://example.org/files/a.iso")
 
 /// The fields every request carries.
-private func baseHeaders(host: String = "example.org") -> [HTTPHeader] {
-    [HTTPHeader(name: "Host", value: host), HTTPHeader(name: "User-Agent", value: "netlifed"),
-     HTTPHeader(name: "Accept-Encoding", value: "identity"), HTTPHeader(name: "Connection", value: "close")]
+private func baseHeaders() -> [HTTPHeader] {
+    [HTTPHeader(name: "Accept-Encoding", value: "identity")]
 }
 
 private func get(_ url: URLParts = fileURL, from offset: Int? = nil, ifRange: String = "\"v1\"") -> Action {
-    var headers = baseHeaders(host: url.authority)
+    var headers = baseHeaders()
     if let offset {
         headers += [HTTPHeader(name: "Range", value: "bytes=\(offset)-"), HTTPHeader(name: "If-Range", value: ifRange)]
     }
@@ -843,9 +510,9 @@ extension DownloadTests {
                     .closeConnection, .renameIntoPlace, .removeRecord, .report(.done),
                 ], "\(framing)")
             }
+            // libcurl adds Host and User-Agent; identity keeps ranges counting the representation's bytes.
             guard case .sendRequest(let request) = get() else { return }
-            #expect(request.serialized == "GET /files/a.iso HTTP/1.1\r\nHost: example.org\r\nUser-Agent: netlifed\r\n"
-                + "Accept-Encoding: identity\r\nConnection: close\r\n\r\n")
+            #expect(request.method == "GET" && request.headers == [HTTPHeader(name: "Accept-Encoding", value: "identity")])
         }
 
         @Test func pausedDownloadsResumeWithRangeAndIfRange() {
@@ -1085,7 +752,7 @@ extension DownloadTests {
             #expect(shell.recordFile == nil)
         }
 
-        @Test func redirectsAreFollowedFiveTimesToHTTPOnly() {
+        @Test func redirectsAreFollowedFiveTimesToHTTPAndHTTPSOnly() {
             let data = content(300)
             var server = FakeServer(content: data)
             server.redirects = ["/files/a.iso": "../b/c", "/b/c": "/d?x=1", "/d?x=1": "//mirror.example.org:8080/e",
@@ -1098,7 +765,6 @@ extension DownloadTests {
                 "http://example.org/files/a.iso", "http://example.org/b/c", "http://example.org/d?x=1",
                 "http://mirror.example.org:8080/e", "http://mirror.example.org:8080/f", "http://mirror.example.org:8080/g",
             ])
-            #expect(server.requests.last?.value(of: "Host") == "mirror.example.org:8080")
             #expect(download.currentURL.description == "http://mirror.example.org:8080/g")
             // The record keeps the URL asked for; a resume follows the redirects again, with its Range.
             #expect(shell.record?.url == fileURL && shell.record?.offset == 100)
@@ -1116,9 +782,9 @@ extension DownloadTests {
             #expect(shell.performed.suffix(2) == [.closeConnection, .report(.failed("more than 5 redirects"))])
 
             let failures: [([(String, String)], String)] = [
-                ([("Location", "https://example.org/x")], "redirect to an invalid Location: unsupported scheme \"https\" (only http and ftp)"),
-                ([("Location", "ftp://example.org/x")], "redirect to ftp://example.org/x, but only http is supported"),
-                ([("Location", "/a b")], "redirect to an invalid Location: a space in \"/a b\""),
+                ([("Location", "gopher://example.org/x")], "redirect to an invalid Location: unsupported scheme \"gopher\" (http, https, ftp and ftps)"),
+                ([("Location", "ftp://example.org/x")], "redirect to ftp://example.org/x, which is not an HTTP URL"),
+                ([("Location", "/a b")], "redirect to an invalid Location: a space or a control character in \"/a b\""),
                 ([], "server answered 301 without a Location"),
             ]
             for (fields, reason) in failures {
@@ -1228,7 +894,7 @@ extension DownloadTests {
             #expect(download.state == .done && shell.output == data)
         }
 
-        @Test func aKilledDaemonResumesFromWhatTheRecordVouchesFor() {
+        @Test func aKilledDaemonResumesFromWhatTheRecordVouchesFor() throws {
             let data = content(1000)
             var server = FakeServer(content: data)
             var download = ResumableDownload(url: fileURL, existing: nil, partSize: 0, recordInterval: 100)
@@ -1251,7 +917,7 @@ extension DownloadTests {
             #expect(download.bytesDone == 300)
             #expect(download.start() == [.report(.running), get(from: 300)])
             // A record of another URL is not this download's: the part is cut and fetched again.
-            let other = DownloadRecord(url: URLParts(scheme: .http, host: .name("example.org"), path: "/other"), validator: .etag("\"v1\""), offset: 300)
+            let other = DownloadRecord(url: try URLParts(parsing: "http://example.org/other"), validator: .etag("\"v1\""), offset: 300)
             download = ResumableDownload(url: fileURL, existing: other, partSize: 300)
             #expect(download.bytesDone == 0)
             #expect(download.start() == [.report(.running), .truncatePart(to: 0), get()])
@@ -1320,7 +986,7 @@ extension DownloadTests {
             #expect(download.bytesDone == 200)
         }
 
-        @Test func eventsOutOfPlaceChangeNothing() {
+        @Test func eventsOutOfPlaceChangeNothing() throws {
             var download = ResumableDownload(url: fileURL, existing: nil, partSize: 0)
             #expect(download.pause("x") == [] && download.bodyBytes(5) == [] && download.bodyEnded() == [])
             #expect(download.connectionFailed("x") == [] && download.responseHead(response(200, [])) == [])
@@ -1335,8 +1001,8 @@ extension DownloadTests {
             #expect(download.renamed() == [.removeRecord, .report(.done)])
             #expect(download.renamed() == [] && download.start() == [] && download.pause("x") == [] && download.state == .done)
             // An ftp URL parses, but is not fetched yet.
-            download = ResumableDownload(url: URLParts(scheme: .ftp, host: .name("h"), path: "/f"), existing: nil, partSize: 0)
-            #expect(download.start() == [.report(.running), .report(.failed("ftp downloads are not supported yet"))])
+            download = ResumableDownload(url: try URLParts(parsing: "ftp://h/f"), existing: nil, partSize: 0)
+            #expect(download.start() == [.report(.running), .report(.failed("ftp is not an HTTP URL"))])
         }
     }
 }

@@ -271,7 +271,7 @@ extension UploadTests {
             let text = record.encoded()
             for (from, to) in [("netlife-upload 1", "netlife-upload 2"), ("size=12345", "size=-1"), ("size=12345", "size=1e3"),
                                ("mtime=1733011200.000000005", "mtime=1733011200.5"), ("inode=99", "inode=-99"), ("inode=99", "inode="),
-                               ("url=http", "url=https"), ("resource=http", "resource=ftp:x")] {
+                               ("url=http", "url=gopher"), ("resource=http", "resource=ftp:x")] {
                 #expect(UploadRecord.decode(text.replacing(from, with: to)) == nil, "\(to)")
             }
             #expect(UploadRecord.decode(text.replacing("inode=99\n", with: "")) == nil, "a missing key")
@@ -303,8 +303,10 @@ private struct CoreServer {
     /// of the final response, nil when the client never sees one.
     mutating func handle(_ request: HTTPClientRequest, content: [UInt8], cut: Int? = nil) -> HTTPResponseHead? {
         requests.append("\(request.method) \(request.value(of: "Upload-Offset") ?? "-")")
-        let head = HTTPRequestHead(method: request.method, target: request.url.target,
-                                   headers: request.headers.map { HTTPHeader(name: $0.name.lowercased(), value: $0.value) })
+        // libcurl adds Content-Length for the body it is given.
+        let head = HTTPRequestHead(method: request.method, target: request.url.path + (request.url.query.map { "?" + $0 } ?? ""),
+                                   headers: request.headers.map { HTTPHeader(name: $0.name.lowercased(), value: $0.value) }
+                                       + (request.method == "HEAD" ? [] : [HTTPHeader(name: "content-length", value: String(content.count))]))
         let length = head.contentLength ?? 0
         var resourceID: String?
         let decision: ResumableUploadServer.Decision
@@ -391,7 +393,6 @@ private struct ClientShell {
                 var content: [UInt8] = []
                 if let body {
                     #expect(body.offset >= 0 && body.offset + body.count <= file.count, "a body inside the file")
-                    #expect(request.value(of: "Content-Length") == String(body.count))
                     content = Array(file[body.offset..<(body.offset + body.count)])
                 }
                 let cut = request.method == "PATCH" ? cutNextPatchAt : nil
@@ -436,8 +437,7 @@ extension UploadTests {
             #expect(post.method == "POST" && post.url == targetURL)
             #expect(post.value(of: "Upload-Complete") == "?0")
             #expect(post.value(of: "Upload-Length") == "1000")
-            #expect(post.value(of: "Content-Length") == "0")
-            #expect(post.value(of: "Host") == "192.0.2.1:8080")
+            #expect(post.value(of: "Content-Length") == nil && post.value(of: "Host") == nil, "libcurl's own")
             let created = upload.responseHead(response(201, [("Location", "/.netlife-upload/" + id), ("Upload-Complete", "?0")]))
             let resource = try URLParts(parsing: "http://192.0.2.1:8080/.netlife-upload/" + id)
             let record = UploadRecord(url: targetURL, resource: resource, file: identity(1000))
@@ -451,7 +451,6 @@ extension UploadTests {
             #expect(patch.value(of: "Content-Type") == "application/partial-upload")
             #expect(patch.value(of: "Upload-Offset") == "0")
             #expect(patch.value(of: "Upload-Complete") == "?1")
-            #expect(patch.value(of: "Content-Length") == "1000")
             #expect(upload.interimHead(response(104, [("Upload-Offset", "600")])) == [.report(.running)])
             #expect(upload.bytesDone == 600)
             #expect(upload.interimHead(response(104, [("Upload-Offset", "5000")])).isEmpty, "past the file: ignored")
@@ -587,7 +586,7 @@ extension UploadTests {
                 return upload.state
             }
             #expect(creation(201) == .failed("the server created no upload resource (201 without a Location)"))
-            #expect(creation(201, [("Location", "ftp://x/y")]) == .failed("the upload resource ftp://x/y is not http"))
+            #expect(creation(201, [("Location", "ftp://x/y")]) == .failed("the upload resource ftp://x/y is not http or https"))
             #expect(creation(413) == .failed("server answered 413 creating the upload: the file is larger than the server takes"))
             #expect(creation(405) == .failed("server answered 405 creating the upload"))
             #expect(creation(500) == .paused("server answered 500 creating the upload"))
@@ -658,7 +657,9 @@ extension UploadTests {
             let server = try LoopServer(root: scratch.file("root"), uploads: scratch.file("up"))
             defer { server.close() }
             let url = try URLParts(parsing: "http://127.0.0.1:\(server.port)/dir/f.bin")
-            let upload = Upload(file: scratch.file("local.bin"), url: url, recordPath: scratch.file("record"), loop: server.loop, logger: logger)
+            let curl = try #require(CurlMulti(loop: server.loop, logger: logger))
+            defer { curl.close() }
+            let upload = Upload(file: scratch.file("local.bin"), url: url, recordPath: scratch.file("record"), curl: curl, loop: server.loop, logger: logger)
             #expect(upload.direction == .upload && upload.output == scratch.file("local.bin"))
             upload.start()
             #expect(server.run { upload.state != .running })
@@ -691,7 +692,9 @@ extension UploadTests {
             let file = try #require(Upload.identity(of: scratch.file("local.bin")))
             scratch.write("record", bytes: Array(UploadRecord(url: url, resource: resourceURL, file: file).encoded().utf8))
 
-            let upload = Upload(file: scratch.file("local.bin"), url: url, recordPath: scratch.file("record"), loop: server.loop, logger: logger)
+            let curl = try #require(CurlMulti(loop: server.loop, logger: logger))
+            defer { curl.close() }
+            let upload = Upload(file: scratch.file("local.bin"), url: url, recordPath: scratch.file("record"), curl: curl, loop: server.loop, logger: logger)
             #expect(upload.bytesDone == 0)
             upload.start()
             #expect(server.run { upload.state != .running })
@@ -707,8 +710,10 @@ extension UploadTests {
             defer { scratch.remove() }
             let loop = try EventLoop()
             defer { _ = loop.close() }
+            let curl = try #require(CurlMulti(loop: loop, logger: logger))
+            defer { curl.close() }
             let upload = Upload(file: scratch.file("missing"), url: try URLParts(parsing: "http://127.0.0.1:9/f"), recordPath: scratch.file("r"),
-                                loop: loop, logger: logger)
+                                curl: curl, loop: loop, logger: logger)
             var changes = 0
             upload.onChange = { _ in changes += 1 }
             upload.start()

@@ -33,6 +33,8 @@ public struct URLParts: Equatable, Sendable, CustomStringConvertible {
     public let port: Int
     /// The path, starting with `/`, without dot segments, percent-encoding as written.
     public let path: String
+    /// The query without its `?`; nil when there is none.
+    public let query: String?
     /// The user name of `user:password@`, if any.
     public let user: String?
     /// Whether the URL carries a password.
@@ -95,7 +97,10 @@ public struct URLParts: Equatable, Sendable, CustomStringConvertible {
         guard let scheme = Scheme(rawValue: schemeName) else {
             throw URLPartsError("unsupported scheme \"\(Self.shown(schemeName))\" (http, https, ftp and ftps)")
         }
-        guard let host = Self.part(handle, CURLUPART_HOST), !host.isEmpty else { throw URLPartsError("no host in \"\(Self.shown(text))\"") }
+        guard let written = Self.part(handle, CURLUPART_HOST), !written.isEmpty else { throw URLPartsError("no host in \"\(Self.shown(text))\"") }
+        // Host names and IPv6 hex digits are case-blind; libcurl keeps the case it was given.
+        let host = HTTPSyntax.lowercased(written)
+        if host != written { try Self.check(curl_url_set(handle, CURLUPART_HOST, host, 0), text) }
         guard let portText = Self.part(handle, CURLUPART_PORT, flags: UInt32(CURLU_DEFAULT_PORT)), let port = Int(portText), (1...65535).contains(port) else {
             throw URLPartsError("no valid port in \"\(Self.shown(text))\"")
         }
@@ -104,6 +109,7 @@ public struct URLParts: Equatable, Sendable, CustomStringConvertible {
         self.host = host
         self.port = port
         self.path = Self.part(handle, CURLUPART_PATH) ?? "/"
+        query = Self.part(handle, CURLUPART_QUERY)
         user = Self.part(handle, CURLUPART_USER)
         hasPassword = Self.part(handle, CURLUPART_PASSWORD) != nil
         self.text = whole
