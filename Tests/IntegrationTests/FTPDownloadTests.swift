@@ -80,7 +80,9 @@ private func resumeOnForeground(_ daemon: TestDaemon, _ server: FTPServer, _ nam
     #expect(waitUntil(timeout: 20) { daemon.ctl("transfers", "fetcher").stdout.contains("done") },
             "\(daemon.ctl("transfers").stdout)", sourceLocation: sourceLocation)
     #expect(sha256(output) == sha256(server.path(name)), "byte-exact, the server's file as it is now", sourceLocation: sourceLocation)
-    #expect(waitUntil(timeout: 5) { server.sent.count == 2 } && server.sent.last == expectedSent,
+    // A data connection that carried nothing (libcurl opens it before a REST the server then refuses) is
+    // no transfer.
+    #expect(waitUntil(timeout: 5) { server.sent.filter { $0 > 0 }.count == 2 } && server.sent.last == expectedSent,
             "sent \(server.sent), expected \(expectedSent) the second time", sourceLocation: sourceLocation)
 }
 
@@ -96,14 +98,16 @@ private func resumeOnForeground(_ daemon: TestDaemon, _ server: FTPServer, _ nam
         #expect(!FileManager.default.fileExists(atPath: output + ".part"))
         #expect(!FileManager.default.fileExists(atPath: output + ".part.meta"))
         #expect(waitUntil(timeout: 5) { server.commands.last == "QUIT" }, "\(server.commands)")
-        #expect(server.commands == ["USER anonymous", "PASS netlife@", "TYPE I", "SIZE file.bin", "MDTM file.bin", "EPSV",
-                                    "RETR file.bin", "QUIT"])
+        // libcurl: a probe (MDTM, SIZE; its REST 0 only asks whether REST works), then the retrieval.
+        #expect(["MDTM file.bin", "SIZE file.bin", "EPSV", "RETR file.bin"].allSatisfy(server.commands.contains), "\(server.commands)")
+        #expect(server.commands.filter { $0.hasPrefix("RETR") }.count == 1)
+        #expect(!server.commands.contains { $0.hasPrefix("REST") && $0 != "REST 0" }, "\(server.commands)")
         #expect(server.sent == [300_000])
 
         // A file the server does not have: failed, with the server's answer.
         let missing = daemon.ctl("download", "fetcher", server.url("missing.bin"), "--output", output + ".missing")
         #expect(missing.status == 5, "\(missing)")
-        #expect(missing.stdout.contains("failed (RETR: the server answered 550"), "\(missing.stdout)")
+        #expect(missing.stdout.contains("failed (") && missing.stdout.contains("does not exist"), "\(missing.stdout)")
         #expect(daemon.isRunning)
     }
 
@@ -131,7 +135,7 @@ private func resumeOnForeground(_ daemon: TestDaemon, _ server: FTPServer, _ nam
         try server.put("file.bin", second, modified: Date(timeIntervalSince1970: 1_700_003_600))
         // The new file, whole, nothing of the old.
         resumeOnForeground(daemon, server, "file.bin", into: output, expectedSent: second.count)
-        #expect(!server.commands.contains { $0.hasPrefix("REST") }, "\(server.commands)")
+        #expect(!server.commands.contains { $0.hasPrefix("REST") && $0 != "REST 0" }, "\(server.commands)")
     }
 
     @Test func aServerThatRefusesRESTGetsTheWholeFileAgain() throws {

@@ -101,6 +101,8 @@ public final class FTPDownload: Transfer {
         }
         request.onBody = { [weak self, weak request] bytes in
             guard let self, let request, request === self.request else { return false }
+            // libcurl writes a probe's facts as header-like lines (`Content-Length: N`): not the file's bytes.
+            if probe { return true }
             bytesReceived += bytes.count
             if let error = part.append(bytes) {
                 failIO(error)

@@ -127,10 +127,16 @@ final class CurlRequest {
         onEnd(result)
     }
 
-    /// What libcurl says of `code`: its error buffer when it wrote one, otherwise the code's text.
+    /// What libcurl says of `code`: its error buffer when it wrote one, otherwise the code's text, and the
+    /// system's error when there was one (`Connection refused`).
     func message(for code: CURLcode) -> CurlFailure {
         let detail = String(cString: errorText)
-        let text = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
+        var text = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
+        var osError = 0
+        if nl_info_long(easy, CURLINFO_OS_ERRNO, &osError) == CURLE_OK, osError != 0 {
+            let system = String(cString: strerror(CInt(truncatingIfNeeded: osError)))
+            if !text.contains(system) { text += " (\(system))" }
+        }
         return CurlFailure(text, code: code.rawValue, tls: Self.tlsCodes.contains(code.rawValue))
     }
 
