@@ -31,8 +31,6 @@ public final class EventLoop {
     private var restrictedBase: OpaquePointer?
     /// A timer on the restricted base that bounds each of its turns.
     private var restrictedTick: OpaquePointer?
-    /// The resolver, made on first use by `nameResolver()`.
-    var resolver: NameResolver?
     /// The scratch area and the control connections looked at between ordinary callbacks.
     let readContext: ReadContext
     /// Whether a restricted-mode run is in progress (they do not nest).
@@ -178,7 +176,6 @@ public final class EventLoop {
         owners.removeAll()
         freeSlots.removeAll()
         reapReleased()
-        resolver = nil
         stallWatchdog = nil
         isClosed = true
         freeBases()
