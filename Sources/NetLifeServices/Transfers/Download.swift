@@ -199,9 +199,11 @@ public final class Download: Transfer {
     private func computeDigest(_ algorithm: DigestAlgorithm) {
         if let hasher, hasher.algorithm == algorithm, hasher.count == machine.bytesDone {
             self.hasher = nil
+            logger.info("\(algorithm.rawValue) digest computed as the bytes arrived")
             return perform(machine.digestComputed(hasher.finish()))
         }
         hasher = nil
+        logger.info("\(algorithm.rawValue) digest of the resumed part read back in slices")
         slices.hash(partPath, algorithm) { [weak self] result in
             guard let self else { return }
             switch result {

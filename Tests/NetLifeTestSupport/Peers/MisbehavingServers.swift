@@ -26,6 +26,10 @@ public final class MisbehavingServer {
         /// same ETag and `Content-Length: CUT` (contradicting the first answer); a GET without Range afterwards
         /// gets the whole file.
         case lyingAfter416 = "lying-after-416"
+        /// Answers 200 with the whole file and its `Repr-Digest: sha-256=:...:` (RFC 9530).
+        case digest
+        /// As `digest`, with the digest of other bytes.
+        case wrongDigest = "wrong-digest"
     }
 
     /// What the FTP server does.
@@ -81,7 +85,7 @@ public final class MisbehavingServer {
     }
 
     private static let common = """
-        import os, socket, sys, threading, time
+        import base64, hashlib, os, socket, sys, threading, time
         mode, root, cut = sys.argv[1], sys.argv[2], int(sys.argv[3])
         data = open(os.path.join(root, "file.bin"), "rb").read()
         log = open(os.path.join(root, "requests.log"), "a", buffering=1)
@@ -142,6 +146,10 @@ public final class MisbehavingServer {
                     return
                 if mode == "empty-body":
                     return answer(conn, "200 OK", base + [("Content-Length", "0")])
+                if mode in ("digest", "wrong-digest"):
+                    hashed = data if mode == "digest" else data + b"x"
+                    announced = "sha-256=:%s:" % base64.b64encode(hashlib.sha256(hashed).digest()).decode()
+                    return answer(conn, "200 OK", base + [("Repr-Digest", announced), ("Content-Length", str(len(data)))], data)
                 if mode == "silent-after-head" or (method == "GET" and rng == "-" and first):
                     answer(conn, "200 OK", base + [("Content-Length", str(len(data)))], data[:cut])
                     return hold(conn)
