@@ -41,8 +41,8 @@ extension ControlCommand {
     ] + tlsArguments, localFlags: ["--no-wait"], summary: "Hand a resumable download (http, https, ftp, ftps) to an app (into the state directory's downloads/APP/ without --output); waits (with a progress bar on a terminal) until it finishes or pauses, unless --no-wait. TLS: the server's certificate is verified against the system's trust store, or --cacert FILE; --insecure verifies nothing; --ssl-reqd requires TLS (AUTH TLS) on ftp://.")
     public static let upload = ControlCommand("upload", [
         app, with(ControlArgument(.file, .positional("FILE"))) { $0.isPath = true }, ControlArgument(.url, .positional("URL")),
-    ] + tlsArguments, localFlags: ["--no-wait"], summary: "Hand a resumable upload (http, https) to an app; waits (with a progress bar on a terminal) until it finishes or pauses, unless --no-wait. TLS as for download.")
-    /// How a transfer checks its server over TLS, with curl's option names.
+    ] + tlsArguments.prefix(2), localFlags: ["--no-wait"], summary: "Hand a resumable upload (http, https) to an app; waits (with a progress bar on a terminal) until it finishes or pauses, unless --no-wait. TLS as for download.")
+    /// How a transfer checks its server over TLS, with curl's option names (`--ssl-reqd`, for ftp://, last).
     static let tlsArguments = [
         with(ControlArgument(.caFile, required: false, .option("--cacert", metavar: "FILE"))) { $0.isPath = true },
         ControlArgument(.insecure, required: false, .flag("--insecure")),
