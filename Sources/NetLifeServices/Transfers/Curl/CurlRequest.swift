@@ -111,12 +111,14 @@ final class CurlRequest {
         multi.remove(self)
     }
 
-    /// Resets its connections (RST, as a reclaim does): libcurl then sees them fail.
+    /// Resets its connections (RST, as a reclaim does): each socket's reading side is shut (libcurl reads
+    /// an end and gives up the request), and a linger of 0 makes libcurl's close send an RST rather than a
+    /// FIN.
     func resetSockets() {
         var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
         for socket in sockets {
             _ = setsockopt(socket, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
-            _ = shutdown(socket, CInt(SHUT_RDWR))
+            _ = shutdown(socket, CInt(SHUT_RD))
         }
     }
 
