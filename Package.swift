@@ -36,7 +36,7 @@ let package = Package(
         ),
         .systemLibrary(
             name: "COpenSSL",
-            pkgConfig: "libcrypto",
+            pkgConfig: "openssl",
             providers: [.apt(["libssl-dev"])]
         ),
         .target(name: "NetLifeEvent", dependencies: ["CLibevent"], swiftSettings: release),
