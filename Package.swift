@@ -36,7 +36,7 @@ let package = Package(
         ),
         .systemLibrary(
             name: "COpenSSL",
-            pkgConfig: "libcrypto",
+            pkgConfig: "openssl",
             providers: [.apt(["libssl-dev"])]
         ),
         // libcurl: downloads and uploads (http, https, ftp, ftps) on its multi-socket interface, driven by

@@ -288,7 +288,8 @@ def main():
         http = [http_case(name, recs) for name, recs in groups["http"].items()]
         summary["http"] = http
         out += ["HTTP: one 1 GiB file from the page cache over loopback, netlifed (sendfile) against nginx "
-                "(`sendfile on`); medians over rounds, ratio = netlifed / nginx per round, then the median:", "",
+                "(`sendfile on`); https: the same over TLS 1.3 (OpenSSL's SSL_write in both, the same certificate, "
+                "curl as the client); medians over rounds, ratio = netlifed / nginx per round, then the median:", "",
                 "| scenario | netlifed MB/s | nginx MB/s | ratio | server CPU s/GiB netlifed / nginx | ratio "
                 "| client CPU s/GiB netlifed / nginx | softirq s/GiB netlifed / nginx | rounds | target | meets |",
                 "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]

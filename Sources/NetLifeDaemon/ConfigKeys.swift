@@ -51,6 +51,10 @@ enum OtherDurationKeys {
 
 /// Key names that follow from the framework's vocabulary.
 enum ConfigKeys {
+    /// The `[listener APP.NAME]` keys that make a listener TLS. The http service takes them (its
+    /// `optionKeys`); on any other listener they are refused with that explanation rather than as unknown.
+    static let tlsListenerKeys: Set<String> = ["tls-certificate", "tls-key"]
+
     /// The `[app]` key of a callback's hook, for example `on-did-enter-background`.
     static func hook(for event: LifecycleEvent) -> String { "on-" + event.rawValue }
 

@@ -350,6 +350,9 @@ private struct ConfigReader {
                 error(entry.line, "\(entry.key) belongs to an outbound TCP [socket APP.NAME] section; a listener cannot be a VoIP socket")
             case _ where serviceKeys.contains(entry.key):
                 listener.serviceOptions.values[entry.key] = entry.value
+            case _ where ConfigKeys.tlsListenerKeys.contains(entry.key):
+                let server = isProgram ? "a process app's program, which does its own TLS" : "service \(serviceName ?? "?")"
+                error(entry.line, "\(entry.key): netlifed serves TLS for listeners of service = http only; this listener is served by \(server)")
             default:
                 unknownKey(entry, in: "listener", service: serviceName)
             }

@@ -61,6 +61,9 @@ extension DaemonRuntime {
             completion(Reply.error(.configError, "the config has errors; nothing was changed:\n" + error.description))
             return
         }
+        // The listeners' certificates are read again (a renewed one is served to new connections); the config
+        // check just read them, so a failure here is a file changed since, and the listener keeps its own.
+        for failure in TLSCertificate.reloadAll() { logger.error("reload: TLS certificate \(failure)") }
         let plan = ReloadPlan(from: supervisor.apps.map(\.configuration), to: newConfiguration.apps)
         let byName = Dictionary(newConfiguration.apps.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         var built: [String: App] = [:]

@@ -20,19 +20,49 @@ public struct Errno: RawRepresentable, Hashable, Sendable, CustomStringConvertib
     public static let connectionReset = Errno(rawValue: ECONNRESET)
 }
 
-/// A C call that failed: which function, and the errno it left.
+/// A C call that failed: which function, and the errno it left, or for a library that reports through an
+/// error queue of its own (OpenSSL), that library's error.
 public struct SystemError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The C function that failed, for example `bind`.
     public var function: String
-    /// The error number it reported.
+    /// The error number it reported (EPROTO for an OpenSSL error).
     public var errno: Errno
+    /// OpenSSL's error, when the failing call is OpenSSL's and its error queue said why.
+    public var openSSL: OpenSSLError?
 
     public init(_ function: String, _ errno: Errno) {
         self.function = function
         self.errno = errno
     }
 
-    public var description: String { "\(function): \(errno)" }
+    /// A failed OpenSSL call, with the first error of OpenSSL's queue.
+    public init(_ function: String, openSSL: OpenSSLError) {
+        self.function = function
+        self.errno = Errno(rawValue: EPROTO)
+        self.openSSL = openSSL
+    }
+
+    public var description: String {
+        if let openSSL { return "\(function): \(openSSL)" }
+        return "\(function): \(errno)"
+    }
+}
+
+/// An error from OpenSSL's error queue (`ERR_get_error`), as `ERR_error_string_n` writes it. Read by the
+/// module that links OpenSSL; carried here so that a failed handshake ends a connection through the same
+/// `SystemError` as a failed `read`.
+public struct OpenSSLError: Hashable, Sendable, CustomStringConvertible {
+    /// The packed error code (library and reason).
+    public var code: UInt
+    /// `error:0A00010B:SSL routines::wrong version number`.
+    public var text: String
+
+    public init(code: UInt, text: String) {
+        self.code = code
+        self.text = text
+    }
+
+    public var description: String { text }
 }
 
 /// Calls a system call that returns -1 and sets `errno` on failure; retries on EINTR.

@@ -97,12 +97,15 @@ public final class Connection {
         if let outputStorage { return outputStorage }
         let buffer = EventBuffer.allocate()
         // The output drains to the socket: file segments then go out with sendfile, not mapped and copied.
-        buffer.setDrainsToDescriptor()
+        // Through a transport, its bytes are read (and encrypted) instead: file segments are mapped.
+        if transportStorage == nil { buffer.setDrainsToDescriptor() }
         outputStorage = buffer
         return buffer
     }
     private var inputStorage: EventBuffer?
     private var outputStorage: EventBuffer?
+    /// What the connection reads and writes through instead of the socket (TLS), if anything.
+    private var transportStorage: ConnectionTransport?
     /// The bytes in `output`, without making it.
     private var outputCount: Int { outputStorage?.count ?? 0 }
     /// The receiver of this connection's events. Cleared when the connection closes.
@@ -172,6 +175,10 @@ public final class Connection {
     /// The peer's FIN has been reported (EV_CLOSED): a short read no longer means nothing is left, since no
     /// further report comes for the end of input.
     private var peerFinReported = false
+    /// A transport's read waits for the socket to be writable (a handshake message to send), or its write
+    /// for the socket to be readable: the other event drives it.
+    private var readWaitsForWrite = false
+    private var writeWaitsForRead = false
 
     /// Takes ownership of the connected descriptor `fd`, makes it non-blocking if it is not, and starts
     /// reading, its events served at `priority`. If the connection cannot be set up, `fd` is closed and the
@@ -206,6 +213,19 @@ public final class Connection {
         inputStorage?.free()
         outputStorage?.free()
     }
+
+    /// Reads and writes through `transport` (TLS) from now on, rather than the socket: `input` receives what
+    /// it decrypts, and what is queued in `output`, file segments included, is written through it in slices of
+    /// `transport.bytesPerSend`, at most `transport.bytesPerTurn` bytes per loop turn. Set it as soon as the
+    /// connection is accepted, before any byte is read or queued. On a closed connection it is closed at once.
+    public func use(_ transport: ConnectionTransport) {
+        guard currentState != .closed else { return transport.close(cleanly: false) }
+        transportStorage = transport
+        outputStorage?.clearDrainsToDescriptor()
+    }
+
+    /// Whether the connection reads and writes through a transport.
+    public var hasTransport: Bool { transportStorage != nil }
 
     // MARK: Reading
 
@@ -243,8 +263,11 @@ public final class Connection {
 
     private func updateReadInterest() {
         guard let readEvent else { return }
-        let wanted = currentState == .open && !endOfInputSeen && !readsPausedByOwner && !readsPausedByBackPressure
+        let wanted = (currentState == .open && !endOfInputSeen && !readsPausedByOwner && !readsPausedByBackPressure)
+            || (writeWaitsForRead && currentState != .closed)
         guard wanted != readInterest else { return }
+        // Bytes a transport took from the socket and has not handed over: the socket will not report them.
+        if wanted, currentState == .open, let transportStorage, transportStorage.hasBufferedInput { serveAtNextTurn(read: true) }
         // No array of the two events: this runs for each of 10,000 connections on suspend and resume.
         setInterest(wanted, readEvent)
         if let restricted = restrictedEvents { setInterest(wanted, restricted.read) }
@@ -265,8 +288,18 @@ public final class Connection {
     /// `events` are libevent's (EV_CLOSED: the peer's FIN has arrived).
     fileprivate func readable(events: Int16 = 0) {
         if priority == .normal { context.ordinaryCallbackRan() }
+        if writeWaitsForRead {
+            writeWaitsForRead = false
+            flush()
+            updateReadInterest()
+        }
         guard currentState == .open else { return }
         if events & Int16(EV_CLOSED) != 0 { peerFinReported = true }
+        if let transportStorage {
+            // The read event may be on for a write that waits for it, while reads are paused.
+            guard !endOfInputSeen, !readsPausedByOwner, !readsPausedByBackPressure else { return }
+            return read(through: transportStorage)
+        }
         // A chatty connection (its reads are small) with nothing buffered reads into the loop's scratch area,
         // where the delegate may consume the bytes at once; a bulk one reads into the input buffer's blocks.
         if readSizer.isSmallest, inputStorage?.isEmpty ?? true { return readSmall() }
@@ -316,6 +349,58 @@ public final class Connection {
         if moreToRead { serveAtNextTurn(read: true) }
         if let failure {
             fail(SystemError("read", failure))
+        } else if ended {
+            inputDidEnd()
+        }
+    }
+
+    /// The most reads through a transport, and the bytes after which it makes no more, per readable event
+    /// before the delegate is told: a TLS record holds at most 16 KiB, so a read returns at most that.
+    static let transportReadsPerCallback = 64
+    static let transportBytesPerCallback = 512 << 10
+    static let transportReadSize = 16 << 10
+
+    /// `readable` through a transport: reads until it wants the socket to become readable (it is empty),
+    /// or this turn's share is used up.
+    private func read(through transport: ConnectionTransport) {
+        let buffer = input
+        var received = 0
+        var ended = false
+        var failure: SystemError?
+        var moreToRead = true
+        reading: for _ in 0..<Self.transportReadsPerCallback {
+            guard received < Self.transportBytesPerCallback else { break }
+            switch buffer.receive(atMost: Self.transportReadSize, { transport.receive(into: $0) }) {
+            case .transferred(let got):
+                received += got
+                continue reading
+            case .wantsRead:
+                moreToRead = false
+            case .wantsWrite:
+                moreToRead = false
+                readWaitsForWrite = true
+                setWriteInterest(true)
+            case .ended:
+                ended = true
+                moreToRead = false
+            case .failed(let error):
+                failure = error
+                moreToRead = false
+            }
+            break reading
+        }
+        if received > 0 {
+            currentDelegate?.connectionDidRead(self)
+            guard currentState == .open else { return }
+            pauseReadingIfOutputIsHigh()
+            if ended {
+                ended = false
+                moreToRead = true
+            }
+        }
+        if moreToRead { serveAtNextTurn(read: true) }
+        if let failure {
+            fail(failure)
         } else if ended {
             inputDidEnd()
         }
@@ -413,7 +498,7 @@ public final class Connection {
     /// changing hands). On a closed connection the bytes are dropped.
     public func send(_ buffer: EventBuffer) {
         guard currentState != .closed else { return buffer.removeAll() }
-        guard outputCount == 0 else {
+        guard outputCount == 0, transportStorage == nil else {
             output.moveAll(from: buffer)
             return flush()
         }
@@ -428,7 +513,7 @@ public final class Connection {
     /// On a closed connection the bytes are dropped. The corresponding C function is `send`.
     public func send(_ bytes: UnsafeRawBufferPointer) {
         guard currentState != .closed, let base = bytes.baseAddress, !bytes.isEmpty else { return }
-        guard outputCount == 0 else {
+        guard outputCount == 0, transportStorage == nil else {
             output.append(bytes)
             return flush()
         }
@@ -446,6 +531,7 @@ public final class Connection {
     /// past that the connection flushes again at the next turn. False when the connection failed (and is
     /// closed).
     private func write(from buffer: EventBuffer) -> Bool {
+        if let transportStorage { return write(from: buffer, through: transportStorage) }
         var total = 0
         for _ in 0..<Self.writesPerFlush {
             guard total < Self.bytesPerFlush else { break }
@@ -466,11 +552,43 @@ public final class Connection {
         return true
     }
 
+    /// `write(from:)` through a transport: slices of the buffer's front until it is empty, the transport waits
+    /// for the socket, or this turn's share is sent. A slice refused (the socket full) is offered again, the
+    /// same bytes, when the socket is writable.
+    private func write(from buffer: EventBuffer, through transport: ConnectionTransport) -> Bool {
+        var total = 0
+        let slice = transport.bytesPerSend
+        while !buffer.isEmpty {
+            guard total < transport.bytesPerTurn else {
+                serveAtNextTurn(flush: true)
+                return true
+            }
+            switch buffer.withContiguousFront(maxBytes: slice, { transport.send($0) }) {
+            case .transferred(let sent):
+                buffer.drain(sent)
+                total += sent
+            case .wantsWrite:
+                return true
+            case .wantsRead:
+                writeWaitsForRead = true
+                updateReadInterest()
+                return true
+            case .ended:
+                fail(SystemError("SSL_write", Errno(rawValue: EPIPE)))
+                return false
+            case .failed(let error):
+                fail(error)
+                return false
+            }
+        }
+        return true
+    }
+
     /// After a write: `unsent` bytes wait in `output`.
     @inline(__always)
     private func outputWritten(unsent: Int) {
         if unsent == 0 {
-            setWriteInterest(false)
+            setWriteInterest(readWaitsForWrite)
             if readsPausedByBackPressure {
                 readsPausedByBackPressure = false
                 updateReadInterest()
@@ -634,6 +752,9 @@ public final class Connection {
         flushAtNextTurn = false
         readInterest = false
         writeInterest = false
+        // A transport says goodbye (TLS close_notify) before the FIN, and releases its state.
+        transportStorage?.close(cleanly: error == nil && how != .reset)
+        transportStorage = nil
         switch how {
         case .reset:
             var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
@@ -668,6 +789,10 @@ public final class Connection {
     }
 
     fileprivate func writable() {
+        if readWaitsForWrite {
+            readWaitsForWrite = false
+            if currentState == .open, readInterest { readable() }
+        }
         flush()
     }
 }

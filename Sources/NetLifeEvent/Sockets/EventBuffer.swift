@@ -22,6 +22,12 @@ public struct EventBuffer {
         evbuffer_set_flags(pointer, UInt64(EVBUFFER_FLAG_DRAINS_TO_FD))
     }
 
+    /// Undoes `setDrainsToDescriptor()`: the buffer's bytes go through a transport (TLS), which reads them,
+    /// so file segments are mapped when they are added. The corresponding C function is `evbuffer_clear_flags`.
+    func clearDrainsToDescriptor() {
+        evbuffer_clear_flags(pointer, UInt64(EVBUFFER_FLAG_DRAINS_TO_FD))
+    }
+
     /// Frees a buffer made with `allocate()`.
     public func free() { evbuffer_free(pointer) }
 
@@ -94,6 +100,32 @@ public struct EventBuffer {
     /// The corresponding C functions are `evbuffer_reserve_space`, `readv` and `evbuffer_commit_space`.
     func read(from fd: CInt, atMost size: Int) -> Int {
         netlife_evbuffer_read(pointer, fd, size)
+    }
+
+    /// Lets `body` fill at most `size` bytes of space reserved at the end of the buffer, and keeps the bytes
+    /// it says it transferred: a transport decrypts straight into the buffer's own blocks.
+    /// The corresponding C functions are `evbuffer_reserve_space` and `evbuffer_commit_space`.
+    func receive(atMost size: Int, _ body: (UnsafeMutableRawBufferPointer) -> TransportResult) -> TransportResult {
+        var space = iovec()
+        guard evbuffer_reserve_space(pointer, size, &space, 1) == 1, let base = space.iov_base else {
+            return .failed(SystemError("evbuffer_reserve_space", Errno(rawValue: ENOMEM)))
+        }
+        let result = body(UnsafeMutableRawBufferPointer(start: base, count: min(space.iov_len, size)))
+        if case .transferred(let count) = result {
+            space.iov_len = count
+            libeventMustSucceed("evbuffer_commit_space") { evbuffer_commit_space(pointer, &space, 1) }
+        }
+        return result
+    }
+
+    /// Calls `body` with the buffer's first contiguous bytes, at most `maxBytes` of them (none when the buffer
+    /// is empty). A mapped file segment is one block. The corresponding C function is `evbuffer_peek`.
+    func withContiguousFront<Result>(maxBytes: Int, _ body: (UnsafeRawBufferPointer) -> Result) -> Result {
+        var front = iovec()
+        guard evbuffer_peek(pointer, -1, nil, &front, 1) >= 1, let base = front.iov_base else {
+            return body(UnsafeRawBufferPointer(start: nil, count: 0))
+        }
+        return body(UnsafeRawBufferPointer(start: base, count: min(front.iov_len, maxBytes)))
     }
 
     /// Moves every byte of `source` to the end of this buffer without copying (the blocks change hands).

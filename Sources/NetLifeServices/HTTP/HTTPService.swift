@@ -21,7 +21,7 @@ public final class HTTPService: Service, ConnectionDelegate {
     /// The descriptor that registers the service as `service = http`.
     public static let descriptor = ServiceDescriptor(name: "http", optionKeys: [
         "root", "max-ranges", "request-timeout", "upload-root", "max-upload-size", "max-uploads", "upload-expiry",
-        "access-log",
+        "access-log", "tls-certificate", "tls-key",
     ]) { options throws(ServiceOptionError) in
         guard let root = options["root"] else {
             throw ServiceOptionError(key: nil, "service http needs root = DIRECTORY")
@@ -46,7 +46,7 @@ public final class HTTPService: Service, ConnectionDelegate {
         }
         let accessLog = try options["access-log"].flatMap { text throws(ServiceOptionError) in try AccessLogDestination.parse(text) }
         return HTTPService(root: resolved, maxRanges: maxRanges, requestTimeout: timeout, uploads: try uploadOptions(options),
-                           accessLog: accessLog)
+                           accessLog: accessLog, tls: try TLSCertificate.parse(options))
     }
 
     /// The upload options: nil without `upload-root`; the others need it.
@@ -123,6 +123,8 @@ public final class HTTPService: Service, ConnectionDelegate {
     /// Where each response is logged (`access-log`); nil for nowhere.
     let accessLog: AccessLogDestination?
     private var accessLogFile: AccessLogFile?
+    /// With `tls-certificate` and `tls-key`: every connection is TLS, made with this certificate.
+    let tls: TLSCertificate?
 
     /// What the service remembers of one connection.
     private final class ConnectionState {
@@ -172,8 +174,10 @@ public final class HTTPService: Service, ConnectionDelegate {
     static let maxDiscardedBody = 1 << 20
 
     public init(root: String, maxRanges: Int = 1, requestTimeout: Duration = .seconds(10),
-                uploads: (root: String, limits: UploadLimits)? = nil, accessLog: AccessLogDestination? = nil) {
+                uploads: (root: String, limits: UploadLimits)? = nil, accessLog: AccessLogDestination? = nil,
+                tls: TLSCertificate? = nil) {
         self.accessLog = accessLog
+        self.tls = tls
         self.root = root.count > 1 && root.hasSuffix("/") ? String(root.dropLast()) : root
         self.maxRanges = maxRanges
         self.requestTimeout = requestTimeout
@@ -184,10 +188,21 @@ public final class HTTPService: Service, ConnectionDelegate {
     public func didAttach(to app: App) {
         self.app = app
         if case .file(let path) = accessLog { accessLogFile = AccessLogFile.shared(path, logger: app.serviceLogger) }
+        if let tls { TLSCertificate.attach(tls) }
         scheduleSweep()
     }
 
     public func serve(_ connection: Connection) {
+        if let tls {
+            // The handshake is the first read's work; it must be done, and the request head read, within
+            // `requestTimeout` (the timer armed below).
+            do {
+                connection.use(try TLSTransport(context: tls.context, fd: connection.fd))
+            } catch {
+                app?.serviceLogger.warning("cannot start TLS on a connection: \(error)")
+                return connection.close(.now)
+            }
+        }
         let state = ConnectionState()
         states[ObjectIdentifier(connection)] = state
         connection.delegate = self
