@@ -188,6 +188,7 @@ final class DaemonRuntime {
         systemdPinger = nil
         mdnsPublisher?.close()
         mdnsPublisher = nil
+        transfers.close()
         guard !loop.isClosed else { return }
         let leftovers = loop.close()
         if !leftovers.isEmpty {

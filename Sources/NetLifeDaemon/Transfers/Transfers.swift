@@ -150,6 +150,13 @@ final class Transfers {
         }
     }
 
+    /// Pauses what still runs and frees libcurl's handle (the daemon is ending).
+    func close() {
+        for entry in entries where entry.transfer.state == .running { entry.transfer.pause("netlifed is stopping") }
+        curl?.close()
+        curl = nil
+    }
+
     /// The one libcurl multi handle of the daemon's transfers, made on first use.
     private func curlMulti() -> CurlMulti? {
         if let curl { return curl }

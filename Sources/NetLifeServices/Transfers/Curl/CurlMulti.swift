@@ -48,6 +48,7 @@ public final class CurlMulti {
 
     /// Starts `request`. From inside a callback, once libcurl returns.
     func add(_ request: CurlRequest) {
+        if isClosed { return request.finish(.failure(CurlFailure("netlifed is stopping"))) }
         if inAction { return deferred.append { [weak self] in self?.add(request) } }
         guard !request.isFinished, running[request.easy] == nil else { return }
         let code = curl_multi_add_handle(multi, request.easy)
@@ -65,8 +66,12 @@ public final class CurlMulti {
         _ = curl_multi_remove_handle(multi, request.easy)
     }
 
-    /// Stops every request and frees the handle.
+    private var isClosed = false
+
+    /// Stops every request and frees the handle. Calling it again does nothing.
     public func close() {
+        guard !isClosed else { return }
+        isClosed = true
         for request in running.values { _ = curl_multi_remove_handle(multi, request.easy) }
         running.removeAll()
         for watcher in watchers.values { watcher.close() }
