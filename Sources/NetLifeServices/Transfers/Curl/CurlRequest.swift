@@ -57,7 +57,8 @@ struct CurlRequestSpec {
 /// callbacks: they may ask the multi to stop it (`cancel()`), never call libcurl themselves.
 final class CurlRequest {
     let easy: UnsafeMutableRawPointer
-    private unowned let multi: CurlMulti
+    /// Held strongly: the multi lets go of a request once it is off the handle, so no cycle outlives it.
+    private let multi: CurlMulti
     private var fields: UnsafeMutablePointer<curl_slist>?
     private let errorText = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
     /// The sockets libcurl opened through us and has not closed.
