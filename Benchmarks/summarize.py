@@ -6,7 +6,9 @@ For each echo case the reference is the faster of the C server's two modes there
 case's main figure); every ratio is netlifed / reference, taken per round (the two runs of a round ran one
 right after the other) and then the median over the rounds. Latencies of the control-plane cases are pooled
 over all rounds. SPEC section 11's targets are shown next to the figures they concern. The http case compares
-netlifed with nginx serving the same file (issue 11's target: at least 0.9x nginx's MB/s).
+netlifed with nginx serving the same file (issue 11's target: at least 0.9x nginx's MB/s); the https-download
+cases compare netlifed as a client with the curl command line fetching the same file over TLS (issue 26's
+targets: at least 0.95x curl's MB/s, and `status` p99 under 5 ms while the download runs).
 """
 
 import argparse
@@ -143,6 +145,31 @@ def http_case(name, records):
         "rounds": len(rounds),
         "downloads_per_round": netlifed[rounds[0]]["downloads"] if rounds else None,
         "bytes_per_download": netlifed[rounds[0]]["bytes"] // netlifed[rounds[0]]["downloads"] if rounds else None,
+    }
+
+
+def download_case(name, records):
+    """netlifed against curl as clients of the same https URL: medians per client, ratios per round, the
+    `status` round trips pooled over the rounds."""
+    runs = by_server_and_round(records)
+    netlifed, curl = runs.get("netlifed", {}), runs.get("curl", {})
+    rounds = sorted(set(netlifed) & set(curl))
+    keys = ["mb_per_s", "best_mb_per_s", "client_cpu_s_per_gib", "server_cpu_s_per_gib"]
+
+    def medians(results):
+        return {key: median(results[r].get(key) for r in sorted(results)) for key in keys}
+
+    statuses = [netlifed[r] for r in sorted(netlifed) if "status_us" in netlifed[r]]
+    return {
+        "name": name,
+        "netlifed": medians(netlifed),
+        "curl": medians(curl),
+        "ratio": {key: median(ratio(netlifed[r].get(key), curl[r].get(key)) for r in rounds) for key in keys},
+        "rounds": len(rounds),
+        "curl_rounds": len(curl),
+        "protocols": sorted({p for side in (netlifed, curl) for result in side.values() for p in result.get("protocols", [])}),
+        "status_us": pooled(statuses, "status_us") if statuses else None,
+        "netlifectl_cpu_s_per_gib": median(netlifed[r].get("netlifectl_cpu_s_per_gib") for r in sorted(netlifed)),
     }
 
 
@@ -303,6 +330,32 @@ def main():
                        f"| {case['rounds']} | >= 0.9 | {meets(q['mb_per_s'], '>= 0.9')} |")
         out.append("")
 
+    if "https-download" in groups:
+        downloads = [download_case(name, recs) for name, recs in groups["https-download"].items()]
+        summary["https_download"] = downloads
+        out += ["HTTPS download: one 1 GiB file over TLS from nginx on loopback, netlifed (`netlifectl download "
+                "--cacert`) against the curl command line as the client; medians over rounds, ratio = netlifed / curl "
+                "per round, then the median; `status` round trips while netlifed downloads, pooled:", "",
+                "| scenario | protocol | netlifed MB/s | curl MB/s | ratio | client CPU s/GiB netlifed / curl | ratio "
+                "| nginx CPU s/GiB netlifed / curl | status p99 µs (samples) | rounds | target | meets |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for case in downloads:
+            n, c, q, status = case["netlifed"], case["curl"], case["ratio"], case["status_us"]
+            status_text = f"{fmt(status['p99'])} ({status['samples']})" if status else "-"
+            meets_all = ""
+            if case["rounds"]:
+                meets_all = meets(q["mb_per_s"], ">= 0.95") + " / " + meets(status["p99"] if status else None, "<= 5000")
+            out.append(f"| {case['name']} | {', '.join(case['protocols'])} | {fmt(n['mb_per_s'])} | {fmt(c['mb_per_s'])} "
+                       f"| {fmt(q['mb_per_s'], 3)} | {fmt(n['client_cpu_s_per_gib'], 3)} / {fmt(c['client_cpu_s_per_gib'], 3)} "
+                       f"| {fmt(q['client_cpu_s_per_gib'], 3)} "
+                       f"| {fmt(n['server_cpu_s_per_gib'], 3)} / {fmt(c['server_cpu_s_per_gib'], 3)} | {status_text} "
+                       f"| {case['rounds']} | >= 0.95 / p99 <= 5000 µs | {meets_all} |")
+        out.append("")
+
+    for record in groups.get("failed", {}).values():
+        out.append(f"{record[0]['case']}: {record[0]['server']} failed: {record[0]['result']['reason']}")
+        summary.setdefault("failed", {})[record[0]["case"]] = record[0]["result"]["reason"]
+
     for record in groups.get("skipped", {}).values():
         out.append(f"{record[0]['case']}: skipped: {record[0]['result']['reason']}")
         summary.setdefault("skipped", {})[record[0]["case"]] = record[0]["result"]["reason"]
@@ -323,7 +376,7 @@ def main():
 def brief(result):
     """The main figures of one run, for the progress lines."""
     keys = ("messages_per_s", "mb_per_s", "p99_us", "server_cpu_s", "server_cpu_s_per_gib", "client_cpu_s",
-            "steal_s", "softirq_s_per_gib", "bytes_per_connection", "errors")
+            "client_cpu_s_per_gib", "steal_s", "softirq_s_per_gib", "bytes_per_connection", "errors", "protocols")
     parts = [f"{key}={result[key]}" for key in keys if key in result]
     for key, value in result.items():
         if isinstance(value, dict) and "p50" in value:

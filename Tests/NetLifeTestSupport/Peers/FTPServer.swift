@@ -3,7 +3,9 @@
 // on 127.0.0.1 port 0 (it prints the port the kernel chose: no port is guessed), anonymous and read-only on
 // a temporary directory, its data connections throttled (pyftpdlib's ThrottledDTPHandler) so that the
 // lifecycle can interrupt a transfer. It logs each command it receives (`CMD REST 4096`) and the bytes each
-// data connection sent when it closes (`SENT 123456`), for the test to read.
+// data connection sent when it closes (`SENT 123456`), for the test to read. With `PeerCertificates` it speaks
+// explicit TLS (RFC 4217, pyftpdlib's TLS_FTPHandler with python3-openssl) and requires it: `AUTH TLS` before
+// USER, `PROT P` before a data connection; anything else is answered 550.
 
 import Foundation
 import Testing
@@ -16,7 +18,8 @@ public final class FTPServer {
     /// The control port it listens on.
     public let port: UInt16
 
-    /// The server's program: arguments ROOT LOG RATE REST, REST `refuse` to answer 502 to REST.
+    /// The server's program: arguments ROOT LOG RATE REST [CERTIFICATE KEY], REST `refuse` to answer 502 to
+    /// REST; with a certificate and key, TLS is required on the control and the data connections.
     private static let script = """
         import logging, sys
         from pyftpdlib.authorizers import DummyAuthorizer
@@ -24,19 +27,37 @@ public final class FTPServer {
         from pyftpdlib.servers import FTPServer
 
         root, log_path, rate, rest = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+        tls = len(sys.argv) > 6
         log = open(log_path, "a", buffering=1)
         logging.basicConfig(level=logging.ERROR)
+        DataBase, ControlBase = ThrottledDTPHandler, FTPHandler
+        if tls:
+            from pyftpdlib.handlers import TLS_DTPHandler, TLS_FTPHandler
+            class DataBase(TLS_DTPHandler, ThrottledDTPHandler):
+                pass
+            ControlBase = TLS_FTPHandler
 
-        class Data(ThrottledDTPHandler):
+        class Data(DataBase):
             read_limit = rate
             write_limit = rate
+            logged = False
+
+            def readable(self):
+                # A TLS client starts its handshake as soon as the data connection is up, before RETR; pyftpdlib
+                # 1.5.7 takes a readable data connection that is not receiving for one the client closed, and
+                # closes it. While the handshake is pending, reading is what it needs.
+                if getattr(self, "_ssl_accepting", False):
+                    return True
+                return super().readable()
 
             def close(self):
-                if not self._closed and not self.receive:
+                # Once: closing a TLS connection first sends close_notify, then closes (close runs twice).
+                if not self.logged and not self._closed and not self.receive:
+                    self.logged = True
                     log.write("SENT %d\\n" % self.tot_bytes_sent)
                 super().close()
 
-        class Control(FTPHandler):
+        class Control(ControlBase):
             dtp_handler = Data
 
             def pre_process_command(self, line, cmd, arg):
@@ -49,6 +70,10 @@ public final class FTPServer {
                 else:
                     super().ftp_REST(line)
 
+        if tls:
+            Control.certfile, Control.keyfile = sys.argv[5], sys.argv[6]
+            Control.tls_control_required = Control.tls_data_required = True
+
         authorizer = DummyAuthorizer()
         authorizer.add_anonymous(root)
         Control.authorizer = authorizer
@@ -57,13 +82,15 @@ public final class FTPServer {
         server.serve_forever()
         """
 
-    /// Starts the server on `directory/root`, sending at most `rate` bytes per second on each data connection.
-    public init(rate: Int, refusesREST: Bool = false) throws {
+    /// Starts the server on `directory/root`, sending at most `rate` bytes per second on each data connection;
+    /// requiring explicit TLS with the server certificate of `certificates` if given.
+    public init(rate: Int, refusesREST: Bool = false, certificates: PeerCertificates? = nil) throws {
         try FileManager.default.createDirectory(atPath: directory.file("root"), withIntermediateDirectories: true)
         directory.write("server.py", Self.script)
         directory.write("server.log", "")
         let process = try BackgroundProcess(["/usr/bin/python3", directory.file("server.py"), directory.file("root"),
-                                             directory.file("server.log"), String(rate), refusesREST ? "refuse" : "accept"])
+                                             directory.file("server.log"), String(rate), refusesREST ? "refuse" : "accept"]
+                                            + (certificates.map { [$0.certificatePath, $0.keyPath] } ?? []))
         self.process = process
         let port = process.waitForPort()
         self.port = port
