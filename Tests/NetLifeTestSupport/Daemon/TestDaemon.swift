@@ -94,6 +94,12 @@ public final class TestDaemon {
         var environment = sanitizerEnvironment(base: ProcessInfo.processInfo.environment)
         environment["NOTIFY_SOCKET"] = notify.path
         environment["SWIFT_BACKTRACE"] = "enable=no"
+        // libcurl reads proxies from netlifed's environment: a test's transfers go where the test says, not
+        // through a proxy the machine running the tests happens to set.
+        for name in ["http_proxy", "https_proxy", "ftp_proxy", "all_proxy", "no_proxy"] {
+            environment[name] = nil
+            environment[name.uppercased()] = nil
+        }
         for (key, value) in extra { environment[key] = value }
         let arguments = [executable ?? product("netlifed"), "--config", configPath, "--control", controlPath, "--log-level", "debug"]
         process.executableURL = URL(fileURLWithPath: launcher.first ?? arguments[0])
