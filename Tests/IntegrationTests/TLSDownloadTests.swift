@@ -88,6 +88,37 @@ private func resumeUntilDone(_ daemon: TestDaemon, sourceLocation: SourceLocatio
 
 extension TLSDownloadTests {
     @Suite(.timeLimit(.minutes(2))) struct HTTPS {
+        /// The TLS choices are kept in the journal with the transfer: a daemon killed with SIGKILL and started
+        /// again resumes the download against the same `--cacert` (without it the server would not verify),
+        /// and `transfers` never shows the URL's password.
+        @Test func aDaemonKilledMidDownloadResumesWithTheSameCACertificate() throws {
+            let content = patternBytes(3_000_000, seed: 35)
+            let site = try TLSSite(rate: 1_000_000, content: content)
+            defer { site.stop() }
+            let out = TemporaryDirectory()
+            let state = TemporaryDirectory()
+            defer { out.remove(); state.remove() }
+            let config = "[daemon]\nstate-directory = \(state.path)\n[app fetcher]\nauto-suspend = never\n"
+            let output = out.file("file.bin")
+            let url = site.nginx.url("file.bin", credentials: "ann:secret")
+            let first = try TestDaemon(config: config, expectedEnd: .anything)
+            defer { first.stop() }
+            let started = first.ctl("download", "fetcher", url, "--output", output, "--cacert", site.certificates.caPath, "--no-wait")
+            try #require(started.status == 0, "\(started)")
+            #expect(!started.stdout.contains("secret") && first.ctl("transfers").stdout.contains("ann:***@"), "\(first.ctl("transfers").stdout)")
+            #expect(waitUntil(timeout: 10) { fileSize(output + ".part") > 1_200_000 })
+            #expect(state.read("transfers.json").contains(site.certificates.caPath), "the journal keeps --cacert")
+            first.signal(SIGKILL)
+            #expect(first.waitForExit())
+            let second = try TestDaemon(config: config)
+            defer { second.stop() }
+            #expect(waitUntil(timeout: 20) { second.ctl("transfers", "fetcher").stdout.contains("done") },
+                    "\(second.ctl("transfers").stdout)\n\(second.log)")
+            #expect(sha256(output) == sha256(site.file), "byte-exact")
+            let ranged = site.nginx.requests.filter { $0.range != nil }
+            #expect(ranged.count == 1 && ranged.first?.status == 206, "resumed with one range request: \(site.nginx.accessLog)")
+        }
+
         @Test func aDownloadOverHTTP2PausedByTheLifecycleResumesWithRangeAndIfRange() throws {
             let content = patternBytes(4_000_000, seed: 31)
             let site = try TLSSite(rate: 1_000_000, content: content)
