@@ -9,13 +9,13 @@ import Testing
 import NetLifeTestSupport
 
 /// A config of one app `files` with a TLS listener `main` serving `root` (and `extra` lines on it).
-private func tlsApp(root: String, _ certificates: TestCertificates, extra: String = "", daemon: String = "") -> String {
+private func tlsApp(root: String, _ certificates: PeerCertificates, extra: String = "", daemon: String = "") -> String {
     httpApp(root: root, listenerLines: "tls-certificate = \(certificates.certificatePath)\ntls-key = \(certificates.keyPath)\n\(extra)")
         .replacingOccurrences(of: "[daemon]", with: "[daemon]\n\(daemon)")
 }
 
 /// curl over TLS, trusting only the test CA.
-private func curl(_ certificates: TestCertificates, _ arguments: [String], timeout: TimeInterval = 60) -> ProcessResult {
+private func curl(_ certificates: PeerCertificates, _ arguments: [String], timeout: TimeInterval = 60) -> ProcessResult {
     run(["/usr/bin/curl", "-sS", "--cacert", certificates.caPath] + arguments, timeout: timeout)
 }
 
@@ -24,7 +24,7 @@ private func curl(_ certificates: TestCertificates, _ arguments: [String], timeo
         let files = TemporaryDirectory()
         let work = TemporaryDirectory()
         defer { files.remove(); work.remove() }
-        let certificates = try TestCertificates(directory: work.path)
+        let certificates = try PeerCertificates(directory: work.path)
         let content = patternBytes(5_000_000, seed: 3)
         _ = FileManager.default.createFile(atPath: files.file("f.bin"), contents: Data(content))
         let original = sha256(files.file("f.bin"))
@@ -75,7 +75,7 @@ private func curl(_ certificates: TestCertificates, _ arguments: [String], timeo
         let incoming = TemporaryDirectory()
         let work = TemporaryDirectory()
         defer { files.remove(); incoming.remove(); work.remove() }
-        let certificates = try TestCertificates(directory: work.path)
+        let certificates = try PeerCertificates(directory: work.path)
         let content = patternBytes(3_000_000, seed: 5)
         _ = FileManager.default.createFile(atPath: work.file("a.bin"), contents: Data(content[..<1_000_000]))
         _ = FileManager.default.createFile(atPath: work.file("b.bin"), contents: Data(content[1_000_000...]))
@@ -104,7 +104,7 @@ private func curl(_ certificates: TestCertificates, _ arguments: [String], timeo
         let files = TemporaryDirectory()
         let work = TemporaryDirectory()
         defer { files.remove(); work.remove() }
-        let certificates = try TestCertificates(directory: work.path)
+        let certificates = try PeerCertificates(directory: work.path)
         files.write("a.txt", "shared\n")
         let config = tlsApp(root: files.path, certificates) + """
             [listener files.plain]
@@ -130,21 +130,21 @@ private func curl(_ certificates: TestCertificates, _ arguments: [String], timeo
         let files = TemporaryDirectory()
         let work = TemporaryDirectory()
         defer { files.remove(); work.remove() }
-        let certificates = try TestCertificates(directory: work.path)
+        let certificates = try PeerCertificates(directory: work.path)
         files.write("a.txt", "x\n")
         let daemon = try TestDaemon(config: tlsApp(root: files.path, certificates))
         defer { daemon.stop() }
         let port = daemon.port(of: "files")
         let before = certificates.fingerprint
         #expect(before.contains("Fingerprint="), "\(before)")
-        #expect(TestCertificates.servedFingerprint(port: port) == before)
+        #expect(PeerCertificates.servedFingerprint(port: port) == before)
         try certificates.renew()
         let renewed = certificates.fingerprint
         #expect(renewed != before)
-        #expect(TestCertificates.servedFingerprint(port: port) == before, "the files alone change nothing until reload")
+        #expect(PeerCertificates.servedFingerprint(port: port) == before, "the files alone change nothing until reload")
         let reload = daemon.ctl("reload")
         #expect(reload.status == 0, "\(reload)")
-        #expect(TestCertificates.servedFingerprint(port: port) == renewed, "after reload the renewed certificate is served")
+        #expect(PeerCertificates.servedFingerprint(port: port) == renewed, "after reload the renewed certificate is served")
         #expect(curl(certificates, ["https://127.0.0.1:\(port)/a.txt"]).stdout == "x\n")
 
         // A certificate broken before a reload: the reload is refused with the file and line, the old one stays.
@@ -152,14 +152,14 @@ private func curl(_ certificates: TestCertificates, _ arguments: [String], timeo
         let refused = daemon.ctl("reload")
         #expect(refused.status != 0, "\(refused)")
         #expect((refused.stdout + refused.stderr).contains("netlifed.conf:") && (refused.stdout + refused.stderr).contains(certificates.certificatePath), "\(refused)")
-        #expect(TestCertificates.servedFingerprint(port: port) == renewed)
+        #expect(PeerCertificates.servedFingerprint(port: port) == renewed)
     }
 
     @Test func backgroundClosesTheTLSListenerAndForegroundReopensIt() throws {
         let files = TemporaryDirectory()
         let work = TemporaryDirectory()
         defer { files.remove(); work.remove() }
-        let certificates = try TestCertificates(directory: work.path)
+        let certificates = try PeerCertificates(directory: work.path)
         files.write("a.txt", "x\n")
         let daemon = try TestDaemon(config: tlsApp(root: files.path, certificates))
         defer { daemon.stop() }
@@ -175,7 +175,7 @@ private func curl(_ certificates: TestCertificates, _ arguments: [String], timeo
         let files = TemporaryDirectory()
         let work = TemporaryDirectory()
         defer { files.remove(); work.remove() }
-        let certificates = try TestCertificates(directory: work.path)
+        let certificates = try PeerCertificates(directory: work.path)
         files.write("a.txt", "x\n")
         let daemon = try TestDaemon(config: tlsApp(root: files.path, certificates, extra: "request-timeout = 1s\n"))
         defer { daemon.stop() }
@@ -207,7 +207,7 @@ private func curl(_ certificates: TestCertificates, _ arguments: [String], timeo
     @Test func badCertificateKeysAreConfigErrorsNamingTheFileAndLine() throws {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
-        let certificates = try TestCertificates(directory: directory.path)
+        let certificates = try PeerCertificates(directory: directory.path)
         let missing = directory.file("missing.key")
         func check(_ name: String, _ lines: String, service: String = "service = http\nroot = \(directory.path)") -> ProcessResult {
             directory.write(name, "[app files]\n[listener files.main]\naddress = 127.0.0.1:0\n\(service)\n\(lines)\n")
@@ -252,7 +252,7 @@ private func curl(_ certificates: TestCertificates, _ arguments: [String], timeo
         let files = TemporaryDirectory()
         let work = TemporaryDirectory()
         defer { files.remove(); work.remove() }
-        let certificates = try TestCertificates(directory: work.path)
+        let certificates = try PeerCertificates(directory: work.path)
         let size = 1 << 30
         let fd = open(files.file("big.bin"), O_WRONLY | O_CREAT, 0o644)
         #expect(fd >= 0 && ftruncate(fd, off_t(size)) == 0)

@@ -3,7 +3,8 @@
 // in a directory the caller owns: a test CA, a server certificate it signs (EC P-256, subjectAltName
 // IP:127.0.0.1 and DNS:localhost plus whatever the caller adds), and a second CA that signed nothing, for a
 // client told to trust the wrong CA. A peer that picks its address later (nginx on a random 127.a.b.c)
-// asks for a certificate of its own with `issue`, signed by the same CA.
+// asks for a certificate of its own with `issue`, signed by the same CA; `renew` replaces the server's (a
+// reload test), and the fingerprints say which certificate a file holds and which one a server presents.
 
 import Foundation
 
@@ -68,6 +69,31 @@ public final class PeerCertificates {
                      "-nodes", "-keyout", key, "-out", request, "-subj", "/CN=localhost"])
         try openssl(["x509", "-req", "-in", request, "-CA", caPath, "-CAkey", caKeyPath, "-CAcreateserial", "-days", "7",
                      "-extfile", extensions, "-extensions", "leaf", "-out", certificate])
+    }
+
+    /// Signs a new server key and certificate (a new serial, so a new fingerprint) in place of the old: a
+    /// renewed certificate for a reload test.
+    public func renew(ipAddresses: [String] = [], dnsNames: [String] = []) throws {
+        try issue(certificate: certificatePath, key: keyPath, ipAddresses: ipAddresses, dnsNames: dnsNames)
+    }
+
+    /// The SHA-256 fingerprint of the server certificate file, as `openssl x509 -fingerprint` prints it.
+    public var fingerprint: String { Self.fingerprint(ofFile: certificatePath) }
+
+    /// The SHA-256 fingerprint of the certificate a TLS server on 127.0.0.1:`port` presents (openssl
+    /// s_client), or "" when none was read.
+    public static func servedFingerprint(port: UInt16) -> String {
+        let scratch = TemporaryDirectory()
+        defer { scratch.remove() }
+        _ = run(["/bin/sh", "-c", "/usr/bin/openssl s_client -connect 127.0.0.1:\(port) -servername localhost </dev/null >\(scratch.file("served"))"],
+                timeout: 10)
+        return fingerprint(ofFile: scratch.file("served"))
+    }
+
+    /// The fingerprint of the first PEM certificate in the file at `path` ("" when there is none).
+    public static func fingerprint(ofFile path: String) -> String {
+        run(["/usr/bin/openssl", "x509", "-in", path, "-noout", "-fingerprint", "-sha256"], timeout: 10)
+            .stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     private func makeCA(certificate: String, key: String, name: String) throws {
