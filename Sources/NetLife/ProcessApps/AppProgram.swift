@@ -55,7 +55,7 @@ public protocol AppProgram: AnyObject {
     /// Told when the program ends without being asked to (`stop()` and `kill()` report nothing); set by the App.
     var onExit: ((ChildExitStatus) -> Void)? { get set }
     /// Told what the current run says on its NOTIFY_SOCKET, and when its watchdog (`watchdog`) runs out; set by
-    /// the App. Nothing is told after `stop()` or `kill()`.
+    /// the App. After `stop()` only STOPPING=1 is told (until the run exits); nothing after `kill()`.
     var onNotify: ((ProgramNotifyState.Action) -> Void)? { get set }
     /// The app's background tasks as the program's requests reach them (begin, end, which are its own);
     /// set by the App. A task's expiration is told to the program (`taskExpiring`).

@@ -31,6 +31,8 @@ final class NotifySocketSession {
     private let isSender: (Int32) -> Bool
     private let onAction: (ProgramNotifyState.Action) -> Void
     private let logger: Logger
+    /// Whether the run was asked to end: only its STOPPING=1 is told, and its watchdog is off.
+    private var isEnding = false
     private var dropped = 0
     private var lastDropLog: MonotonicTime?
 
@@ -68,6 +70,23 @@ final class NotifySocketSession {
     func thawed() {
         state.thawed(now: .now())
         watchdogTimer?.arm(at: state.deadline)
+    }
+
+    /// The run is asked to end (or has ended): its watchdog stops, and of what it says only STOPPING=1 is told
+    /// (a READY=1 of an ending run must not complete the next run's launch).
+    func end() {
+        isEnding = true
+        state.froze()
+        watchdogTimer?.close()
+        watchdogTimer = nil
+    }
+
+    /// Reads what the run sent before its main process exited (one turn's share), then closes: a STOPPING=1
+    /// sent just before the exit is not lost to the order in which the loop sees the two.
+    func drainAndClose() {
+        end()
+        readable()
+        close()
     }
 
     /// Stops reading and frees the socket and the timer; nothing is told afterwards. Idempotent.
@@ -115,6 +134,7 @@ final class NotifySocketSession {
         watchdogTimer?.arm(at: state.deadline)
         for action in actions {
             guard watcher != nil else { return }
+            if isEnding, action != .notify(.stopping) { continue }
             onAction(action)
         }
     }

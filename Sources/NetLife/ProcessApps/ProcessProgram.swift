@@ -40,6 +40,8 @@ public final class ProcessProgram: AppProgram {
     private var answered: (() -> Void)?
     /// The current run's NOTIFY_SOCKET.
     private var notifySession: NotifySocketSession?
+    /// The NOTIFY_SOCKETs of runs asked to end, until their main process exits (their STOPPING=1 is told).
+    private var endingNotifySessions: [ObjectIdentifier: NotifySocketSession] = [:]
 
     /// A program for app `app`, run as `configuration` says with `environment` (the hooks'), on `loop`.
     public init(app: String, configuration: ProgramConfiguration, environment: [String: String], loop: EventLoop, logger: Logger) {
@@ -280,6 +282,8 @@ public final class ProcessProgram: AppProgram {
         answered = nil
         if let run = current { retire(run) }
         for run in endingRuns { run.kill() }
+        for session in endingNotifySessions.values { session.close() }
+        endingNotifySessions.removeAll()
     }
 
     /// The current run becomes an ending one: the app's protocol with it ends.
@@ -287,13 +291,22 @@ public final class ProcessProgram: AppProgram {
         current = nil
         channelSession?.close()
         channelSession = nil
-        notifySession?.close()
+        if let session = notifySession {
+            session.end()
+            endingNotifySessions[ObjectIdentifier(run)] = session
+        }
         notifySession = nil
         if !run.isGone { endingRuns.append(run) }
     }
 
     private func exited(_ run: ProgramRun, _ status: ChildExitStatus) {
         let unexpected = run === current
+        if unexpected {
+            notifySession?.drainAndClose()
+            notifySession = nil
+        } else {
+            endingNotifySessions.removeValue(forKey: ObjectIdentifier(run))?.drainAndClose()
+        }
         logger.notice("run \(run.number) (pid \(run.child?.pid ?? 0)) ended: \(status)\(unexpected ? "" : (run.isEnding ? " (asked to end)" : ""))")
         guard unexpected else { return }
         answered = nil
@@ -302,6 +315,7 @@ public final class ProcessProgram: AppProgram {
     }
 
     private func gone(_ run: ProgramRun) {
+        endingNotifySessions.removeValue(forKey: ObjectIdentifier(run))?.close()
         endingRuns.removeAll { $0 === run }
         guard endingRuns.isEmpty, let done = afterRunsEnd else { return }
         afterRunsEnd = nil
@@ -343,5 +357,6 @@ public final class ProcessProgram: AppProgram {
         for run in endingRuns { run.close() }
         channelSession?.close()
         notifySession?.close()
+        for session in endingNotifySessions.values { session.close() }
     }
 }

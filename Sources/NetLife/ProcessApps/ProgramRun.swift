@@ -105,7 +105,8 @@ final class ProgramRun {
     /// main process's process group. The corresponding C function is `getpgid`.
     func hasMember(pid: Int32) -> Bool {
         guard pid > 0, let main = child?.pid else { return false }
-        if pid == main { return isRunning }
+        // Its main process may have exited a moment ago: what it sent before is still its own.
+        if pid == main { return true }
         if let cgroup { return cgroup.hasMember(pid: pid) }
         return getpgid(pid) == main
     }
