@@ -33,6 +33,7 @@ let package = Package(
         fuzzTarget("fuzz-download"),
         fuzzTarget("fuzz-lifecycle"),
         fuzzTarget("fuzz-channel"),
+        fuzzTarget("fuzz-notify"),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -23,6 +23,7 @@
 #include <fcntl.h>
 #include <errno.h>
 #include <malloc.h>
+#include <string.h>
 
 #include <event2/event.h>
 #include <event2/buffer.h>
@@ -95,6 +96,41 @@ struct netlife_peer_credentials { pid_t pid; uid_t uid; gid_t gid; };
 static inline int netlife_get_peer_credentials(int fd, struct netlife_peer_credentials *out) {
     socklen_t len = sizeof(*out);
     return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, out, &len);
+}
+
+// SCM_CREDENTIALS is declared only under _GNU_SOURCE, which the Swift Glibc module is not built with; its
+// value is part of Linux's ABI.
+#define NETLIFE_SCM_CREDENTIALS 0x02
+
+// One datagram from a socket with SO_PASSCRED, without blocking: its bytes (at most `size`) and the sender's
+// credentials as the kernel wrote them (pid 0 when none came). Descriptors a sender passed (SCM_RIGHTS) are
+// closed at once: nothing here keeps them. `*truncated` is set when the datagram or its control data did not
+// fit. Returns the bytes read, or -1 with errno set (EAGAIN: nothing waits). CMSG_* are macros, which Swift
+// cannot use.
+static inline ssize_t netlife_recv_with_credentials(int fd, void *buf, size_t size,
+                                                    struct netlife_peer_credentials *sender, int *truncated) {
+    union { struct cmsghdr align; char space[CMSG_SPACE(sizeof(struct netlife_peer_credentials)) + CMSG_SPACE(sizeof(int) * 16)]; } control;
+    struct iovec iov = { .iov_base = buf, .iov_len = size };
+    struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = &control, .msg_controllen = sizeof(control) };
+    sender->pid = 0; sender->uid = (uid_t)-1; sender->gid = (gid_t)-1;
+    *truncated = 0;
+    ssize_t n = recvmsg(fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC | MSG_TRUNC);
+    if (n < 0) return -1;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET) continue;
+        if (c->cmsg_type == NETLIFE_SCM_CREDENTIALS && c->cmsg_len >= CMSG_LEN(sizeof(*sender))) {
+            memcpy(sender, CMSG_DATA(c), sizeof(*sender));
+        } else if (c->cmsg_type == SCM_RIGHTS) {
+            size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            for (size_t i = 0; i < count; i++) {
+                int passed;
+                memcpy(&passed, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+                close(passed);
+            }
+        }
+    }
+    if ((size_t)n > size || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) *truncated = 1;
+    return n;
 }
 
 // connect(fd, AF_UNSPEC) dissolves a TCP association: the kernel sends RST, the fd stays valid, and the

@@ -10,7 +10,8 @@ extension App {
                               autoSuspend: configuration.autoSuspend, reclaimOnSuspend: configuration.reclaimOnSuspend,
                               relaunchInBackground: configuration.launch == .background,
                               silentProgram: program.map { !$0.speaksProtocol } ?? false,
-                              continuousMode: backgroundMode == .continuous)
+                              continuousMode: backgroundMode == .continuous,
+                              awaitsReady: configuration.program?.ready == .notify)
     }
 
     func settingsChanged() {

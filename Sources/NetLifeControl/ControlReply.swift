@@ -231,8 +231,13 @@ public struct ProgramInfo: Equatable, Sendable, JSONRecord {
     /// multithreaded ones); without a pids controller, the processes in the subtree's `cgroup.procs`; 1 in
     /// a process group. While a launch waits for an earlier run to end, that run's.
     public var members: Int
+    /// Whether it said READY=1 on its NOTIFY_SOCKET (this run).
+    public var ready = false
+    /// Its last STATUS= line on its NOTIFY_SOCKET (this run; at most 256 bytes, no control characters), or null.
+    public var statusText: String?
 
-    public init(pid: Int?, cgroup: String?, containment: String, frozen: Bool, memory: Int?, speaksProtocol: Bool, members: Int) {
+    public init(pid: Int?, cgroup: String?, containment: String, frozen: Bool, memory: Int?, speaksProtocol: Bool, members: Int,
+                ready: Bool = false, statusText: String? = nil) {
         self.pid = pid
         self.cgroup = cgroup
         self.containment = containment
@@ -240,12 +245,15 @@ public struct ProgramInfo: Equatable, Sendable, JSONRecord {
         self.memory = memory
         self.speaksProtocol = speaksProtocol
         self.members = members
+        self.ready = ready
+        self.statusText = statusText
     }
 
     public static let schema = JSONSchema<ProgramInfo>("a program", blank: ProgramInfo(pid: nil, cgroup: nil, containment: "process-group", frozen: false,
                                                                                    memory: nil, speaksProtocol: false, members: 0), [
         .count("pid", \.pid), .string("cgroup", \.cgroup), .string("containment", \.containment, default: "process-group"),
         .bool("frozen", \.frozen), .count("memory", \.memory), .bool("protocol", \.speaksProtocol), .count("members", \.members, default: 0),
+        .bool("ready", \.ready), .string("statusText", \.statusText),
     ])
 }
 

@@ -29,6 +29,8 @@ public struct WatchEvent: Equatable, Sendable {
         case woken
         /// Socket reclaim: `sockets` (made defunct), `id` (accepted connections reset).
         case reclaimed
+        /// A process app's program said `message` (`READY=1`, `RELOADING=1` or `STOPPING=1`) on its NOTIFY_SOCKET.
+        case notify
         /// The config was reloaded: `added`, `removed`, `restarted`, `updated`.
         case reload
         /// The last line of a watch the daemon ends (`error`: why, e.g. the watcher did not read).
@@ -55,6 +57,7 @@ public struct WatchEvent: Equatable, Sendable {
     public var socket: String?
     public var sockets: [String] = []
     public var error: String?
+    public var message: String?
     public var added: [String] = []
     public var removed: [String] = []
     public var restarted: [String] = []
@@ -68,7 +71,7 @@ public struct WatchEvent: Equatable, Sendable {
 
     enum Key: String {
         case event, at, app, from, to, command, stages, id, name, stage, budget, elapsed, reason, by, listener,
-             address, socket, sockets, error, added, removed, restarted, updated
+             address, socket, sockets, error, message, added, removed, restarted, updated
     }
 
     public var json: JSON {
@@ -92,6 +95,7 @@ public struct WatchEvent: Equatable, Sendable {
         members.setIfPresent(.socket, socket.map(JSON.string))
         if kind == .reclaimed { members.set(.sockets, .array(sockets.map(JSON.string))) }
         members.setIfPresent(.error, error.map(JSON.string))
+        members.setIfPresent(.message, message.map(JSON.string))
         if kind == .reload {
             for (key, names) in [(Key.added, added), (.removed, removed), (.restarted, restarted), (.updated, updated)] {
                 members.set(key, .array(names.map(JSON.string)))
@@ -123,6 +127,7 @@ public struct WatchEvent: Equatable, Sendable {
         socket = try fields.optionalString(.socket)
         sockets = try fields.strings(.sockets)
         error = try fields.optionalString(.error)
+        message = try fields.optionalString(.message)
         added = try fields.strings(.added)
         removed = try fields.strings(.removed)
         restarted = try fields.strings(.restarted)
@@ -165,6 +170,8 @@ public struct WatchEvent: Equatable, Sendable {
         case .reclaimed:
             let names = sockets.isEmpty ? "no data socket" : "socket\(sockets.count == 1 ? "" : "s") \(sockets.joined(separator: ", "))"
             return "\(subject)reclaimed: \(names) defunct, \(id ?? 0) accepted connection\(id == 1 ? "" : "s") reset"
+        case .notify:
+            return "\(subject)the program says \(message ?? "?")"
         case .reload:
             let parts = [("added", added), ("removed", removed), ("restarted", restarted), ("updated", updated)]
                 .filter { !$0.1.isEmpty }.map { "\($0.0) \($0.1.joined(separator: ", "))" }

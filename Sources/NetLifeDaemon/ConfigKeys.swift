@@ -41,6 +41,8 @@ enum OtherDurationKeys {
     static let autoSuspend = DurationKey(key: "auto-suspend", range: .zero ... .seconds(86_400))
     static let loopStall = DurationKey(key: "loop-stall", range: .milliseconds(100) ... .seconds(600))
     static let keepaliveMinimum = DurationKey(key: "keepalive-min", range: .seconds(1) ... .seconds(86_400))
+    /// A process app's WATCHDOG_USEC: under 100 ms a program pings more than it works; `no` turns it off.
+    static let programWatchdog = DurationKey(key: "watchdog", range: .milliseconds(100) ... .seconds(86_400))
     /// A transfer always has an idle limit: without one a silent server holds it (and its app's background
     /// task) for ever.
     static let transferIdleTimeout = DurationKey(key: "transfer-idle-timeout", range: .milliseconds(100) ... .seconds(86_400))

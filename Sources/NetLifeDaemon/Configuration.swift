@@ -227,7 +227,7 @@ private struct ConfigReader {
                 error(entry.line, "\(entry.key) belongs to an outbound TCP [socket APP.NAME] section, not to [app]")
             case "exec":
                 if let command = hook(entry) { app.program = ProgramConfiguration(arguments: command.arguments) }
-            case "working-directory", "environment", "restart", "user":
+            case _ where Self.programKeys.contains(entry.key):
                 break
             default:
                 unknownKey(entry, in: "app")
@@ -246,10 +246,13 @@ private struct ConfigReader {
         configuration.apps.append(app)
     }
 
+    /// The keys of a process app's program besides `exec` (they need it).
+    static let programKeys: Set<String> = ["working-directory", "environment", "restart", "user", "ready", "watchdog"]
+
     /// The keys of a process app's program (they need `exec`).
     mutating func readProgramKeys(_ entries: [INIEntry], into app: inout AppConfiguration) {
         for entry in entries {
-            guard ["working-directory", "environment", "restart", "user"].contains(entry.key) else { continue }
+            guard Self.programKeys.contains(entry.key) else { continue }
             guard app.program != nil else {
                 error(entry.line, "\(entry.key) needs exec = PROGRAM in the same [app] section")
                 continue
@@ -274,6 +277,12 @@ private struct ConfigReader {
             case "restart":
                 if let mode = RestartMode(rawValue: entry.value) { app.program?.restart = mode }
                 else { error(entry.line, "restart must be no, on-failure or always, got '\(entry.value)'") }
+            case "ready":
+                if let mode = ReadinessMode(rawValue: entry.value) { app.program?.ready = mode }
+                else { error(entry.line, "ready must be start or notify, got '\(entry.value)'") }
+            case "watchdog":
+                if entry.value == "no" { app.program?.watchdog = nil }
+                else if let value = duration(entry, OtherDurationKeys.programWatchdog) { app.program?.watchdog = value }
             case "user":
                 // Resolved now: a name missing from the user database is an error of the config, not a
                 // program that fails at every launch.

@@ -48,7 +48,7 @@ enum Reply {
         info.program = status.program.map { program in
             ProgramInfo(pid: program.pid.map(Int.init), cgroup: program.cgroup, containment: program.containment,
                         frozen: program.frozen, memory: program.memoryBytes, speaksProtocol: program.speaksProtocol,
-                        members: program.members)
+                        members: program.members, ready: program.ready, statusText: program.statusText)
         }
         return info
     }

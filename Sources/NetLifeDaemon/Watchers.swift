@@ -143,6 +143,9 @@ final class Watchers {
             line.kind = .reclaimed
             line.sockets = sockets
             line.id = UInt64(connections)
+        case .programNotified(let notification):
+            line.kind = .notify
+            line.message = notification.rawValue
         }
         return line
     }

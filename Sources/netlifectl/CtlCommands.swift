@@ -89,7 +89,9 @@ func renderStatus(_ reply: JSON) throws(ControlError) -> String {
             if program.members > 1 { line += ", \(program.members) processes" }
             if let memory = program.memory { line += ", \(memory / 1024) KiB" }
             if program.speaksProtocol { line += ", speaks the lifecycle protocol" }
+            if program.ready { line += ", ready" }
             lines.append(line)
+            if let text = program.statusText { lines.append("  program status: \(text)") }
         }
         for listener in app.listeners {
             var line = "  listener \(listener.name) \(listener.addressText) (\(listener.service)): \(listener.open ? "open" : "closed")"

@@ -16,7 +16,8 @@ import Testing
                           sockets: [socket], tasks: [TaskInfo(id: 3, name: nil, age: 1.25)],
                           lastTermination: TerminationInfo(reason: "watchdog", at: 12.5, stage: "x", budget: 5, elapsed: 6),
                           lastStages: [StageTiming(name: "x", milliseconds: 1.5)])
-        app.program = ProgramInfo(pid: nil, cgroup: "/c", containment: "cgroup-v2", frozen: true, memory: 5, speaksProtocol: true, members: 2)
+        app.program = ProgramInfo(pid: nil, cgroup: "/c", containment: "cgroup-v2", frozen: true, memory: 5, speaksProtocol: true, members: 2,
+                                  ready: true, statusText: "up")
         return app
     }
 
@@ -27,6 +28,7 @@ import Testing
         #expect(line.hasSuffix(#""degraded":true,"degradedReasons":["r"]}"#))
         #expect(line.contains(#""error":null,"protocol":"imap","connects":2,"lastLine":"x","idle":false}"#))
         #expect(try StatusReply(json: JSON.parse(line)) == reply)
+        #expect(line.contains(#""protocol":true,"members":2,"ready":true,"statusText":"up"}"#))
     }
 
     @Test func absentOptionalsAreNullOrLeftOutAsTheProtocolSays() throws {

@@ -196,6 +196,18 @@ private func errors(_ text: String) -> [String] {
         #expect(errors("[app web]\nuser = nobody\n") == ["test.conf:2: user needs exec = PROGRAM in the same [app] section"])
     }
 
+    @Test func readyAndWatchdogOfAProgramAreReadAndChecked() throws {
+        let plain = try parse("[app web]\nexec = prog\n").apps[0].program
+        #expect(plain?.ready == .start && plain?.watchdog == nil)
+        let set = try parse("[app web]\nexec = prog\nready = notify\nwatchdog = 250ms\n").apps[0].program
+        #expect(set?.ready == .notify && set?.watchdog == .milliseconds(250))
+        #expect(try parse("[app web]\nexec = prog\nwatchdog = no\n").apps[0].program?.watchdog == nil)
+        #expect(errors("[app web]\nexec = prog\nready = yes\n") == ["test.conf:3: ready must be start or notify, got 'yes'"])
+        #expect(errors("[app web]\nexec = prog\nwatchdog = 10ms\n").first?.hasPrefix("test.conf:3: watchdog") == true)
+        #expect(errors("[app web]\nready = notify\nwatchdog = 1s\n") == ["test.conf:2: ready needs exec = PROGRAM in the same [app] section",
+                                                                      "test.conf:3: watchdog needs exec = PROGRAM in the same [app] section"])
+    }
+
     @Test func transferLimitsHaveDefaultsAndRanges() throws {
         #expect(try parse("[daemon]\n").transferLimits == TransferLimits(idleTimeout: .seconds(60), lowSpeedLimit: 100, lowSpeedTime: .seconds(60)))
         let set = try parse("[daemon]\ntransfer-idle-timeout = 250ms\ntransfer-low-speed-limit = 0\ntransfer-low-speed-time = 2m\n")

@@ -355,3 +355,20 @@ struct CgroupLeftoversTests {
         #expect(!CgroupLeftovers.isAlive(Int32.max), "no such process")
     }
 }
+
+@Suite struct CgroupMembershipTests {
+    @Test func aProcessIsAMemberWhenItsCgroupPathNamesTheAppsCgroup() {
+        let name = "netlife-web-r1-d10-0000abcd"
+        let v2 = Array("0::/system.slice/netlifed.service/apps/\(name)/worker\n".utf8)
+        #expect(ProcessCgroup.isMember(procCgroup: v2, kind: .v2, cgroupName: name))
+        #expect(!ProcessCgroup.isMember(procCgroup: v2, kind: .v2, cgroupName: "netlife-web-r2-d10-0000abcd"))
+        #expect(!ProcessCgroup.isMember(procCgroup: v2, kind: .v1Freezer, cgroupName: name))
+        // A longer name that begins with the app's is another cgroup.
+        let other = Array("0::/apps/\(name)x\n".utf8)
+        #expect(!ProcessCgroup.isMember(procCgroup: other, kind: .v2, cgroupName: name))
+        let hybrid = Array("12:freezer:/\(name)\n11:memory:/\n0::/user.slice\n".utf8)
+        #expect(ProcessCgroup.isMember(procCgroup: hybrid, kind: .v1Freezer, cgroupName: name))
+        #expect(!ProcessCgroup.isMember(procCgroup: hybrid, kind: .v2, cgroupName: name))
+        #expect(!ProcessCgroup.isMember(procCgroup: v2, kind: .v2, cgroupName: ""))
+    }
+}

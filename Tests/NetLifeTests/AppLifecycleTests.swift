@@ -429,3 +429,64 @@ private let expected: [String: String] = [
         #expect(d.command(.suspend) == [.suspend, .enter(from: .background, to: .suspended), .reclaim, .complete(2, .completed(.suspended, []))])
     }
 }
+
+/// `ready = notify`: a program's start is over only when it says READY=1, within the launch budget.
+@Suite struct ProgramReadinessLifecycleTests {
+    private static func settings() -> AppLifecycle.Settings {
+        var settings = AppLifecycle.Settings(traits: LifecycleTraits(hasProgram: true), awaitsReady: true)
+        settings.budgets.launch = .seconds(2)
+        return settings
+    }
+
+    @Test func aLaunchWaitsForReadyAfterTheProgramStarted() {
+        var d = Driver(Self.settings())
+        #expect(d.command(.launch(background: false)).compactMap(brief) == ["not-running>inactive", "start-program"])
+        #expect(d.send(.stepDone).compactMap(brief).isEmpty)
+        #expect(d.machine.waitingFor == .programReady)
+        // Only READY=1 ends the wait: a step-done does not.
+        #expect(d.send(.stepDone).compactMap(brief).isEmpty)
+        #expect(d.machine.waitingFor == .programReady)
+        d.clock += 1_500
+        #expect(d.send(.programReady).compactMap(brief) == ["program:did-finish-launching"])
+        d.send(.stepDone)
+        #expect(d.send(.stepDone).compactMap(brief) == ["=active"])
+        #expect(d.machine.lastStages.first?.duration == .milliseconds(1_500))
+    }
+
+    @Test func noReadyWithinTheLaunchBudgetIsAWatchdogKillThatSaysSo() {
+        var d = Driver(Self.settings())
+        d.command(.launch(background: false))
+        d.send(.stepDone)
+        #expect(d.wait(1_999).isEmpty)
+        #expect(d.wait(2).compactMap(brief) == ["watchdog", "teardown", "inactive>not-running", "stopped:watchdog", "=killed"])
+        guard case .watchdog(let timeout) = d.machine.lastTermination?.reason else {
+            Issue.record("no watchdog record: \(String(describing: d.machine.lastTermination))")
+            return
+        }
+        #expect(timeout.stage == .programReady)
+        #expect(timeout.budget == .seconds(2))
+        #expect(timeout.elapsed == .milliseconds(2_001))
+    }
+
+    @Test func anExitBeforeReadySaysSo() {
+        var d = Driver(Self.settings())
+        d.command(.launch(background: true))
+        d.send(.stepDone)
+        d.send(.programExited(.exited(3), reason: nil))
+        #expect(d.machine.lastTermination?.reason == .programExited("exit status 3 before READY=1"))
+        #expect(d.machine.state == .notRunning)
+    }
+
+    @Test func readyOutsideTheWaitChangesNothing() {
+        for phase in phases {
+            var d = phase.make()
+            let before = d.summary
+            #expect(d.send(.programReady).compactMap(brief).isEmpty, "\(phase.name)")
+            #expect(d.summary == before, "\(phase.name)")
+        }
+        // Without `ready = notify` the start is over once the program runs.
+        var d = Driver(AppLifecycle.Settings(traits: LifecycleTraits(hasProgram: true)))
+        d.command(.launch(background: false))
+        #expect(d.send(.stepDone).compactMap(brief) == ["program:did-finish-launching"])
+    }
+}

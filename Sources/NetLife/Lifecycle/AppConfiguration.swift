@@ -97,7 +97,16 @@ public struct ProgramUser: Sendable, Equatable {
     }
 }
 
-/// A process app's program (SPEC section 12): `exec`, `working-directory`, `environment`, `restart`, `user`.
+/// `ready` of a process app: when its program counts as started.
+public enum ReadinessMode: String, Sendable, CaseIterable {
+    /// As soon as it has been started (systemd's Type=simple). The default.
+    case start
+    /// When it sends READY=1 on its NOTIFY_SOCKET (systemd's Type=notify), within the launch budget.
+    case notify
+}
+
+/// A process app's program (SPEC section 12): `exec`, `working-directory`, `environment`, `restart`, `user`,
+/// `ready`, `watchdog`.
 public struct ProgramConfiguration: Sendable, Equatable {
     /// The program and its arguments, split as hook commands are.
     public var arguments: [String]
@@ -109,6 +118,10 @@ public struct ProgramConfiguration: Sendable, Equatable {
     public var restart: RestartMode = .no
     /// The user it runs as; nil: netlifed's.
     public var user: ProgramUser? = nil
+    /// When its launch's start-program step is over.
+    public var ready: ReadinessMode = .start
+    /// `watchdog`: the program must send WATCHDOG=1 at least this often (WATCHDOG_USEC); nil: no watchdog.
+    public var watchdog: Duration? = nil
 
     public init(arguments: [String]) { self.arguments = arguments }
 }

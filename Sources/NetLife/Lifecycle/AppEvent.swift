@@ -34,4 +34,6 @@ public enum AppEvent: Equatable, Sendable {
     case woken(WakeReason)
     /// Socket reclaim made these data sockets defunct and reset this many accepted connections.
     case reclaimed(sockets: [String], connections: Int)
+    /// A process app's program said READY=1, RELOADING=1 or STOPPING=1 on its NOTIFY_SOCKET.
+    case programNotified(ProgramNotification)
 }

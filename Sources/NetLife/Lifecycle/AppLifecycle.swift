@@ -57,10 +57,12 @@ public struct AppLifecycle: Sendable {
         public var silentProgram: Bool
         /// `background-mode = continuous` keeps a background app from suspending.
         public var continuousMode: Bool
+        /// `ready = notify`: a started program is not launched until it sends READY=1 (within the launch budget).
+        public var awaitsReady: Bool
 
         public init(traits: LifecycleTraits = LifecycleTraits(), budgets: Budgets = Budgets(), autoSuspend: Duration? = nil,
                     reclaimOnSuspend: Bool = false, relaunchInBackground: Bool = false, silentProgram: Bool = false,
-                    continuousMode: Bool = false) {
+                    continuousMode: Bool = false, awaitsReady: Bool = false) {
             self.traits = traits
             self.budgets = budgets
             self.autoSuspend = autoSuspend
@@ -68,6 +70,7 @@ public struct AppLifecycle: Sendable {
             self.relaunchInBackground = relaunchInBackground
             self.silentProgram = silentProgram
             self.continuousMode = continuousMode
+            self.awaitsReady = awaitsReady
         }
     }
 
@@ -107,9 +110,11 @@ public struct AppLifecycle: Sendable {
         public var waitingFor: Wait?
     }
 
-    /// A step that may take time; the machine waits for `.stepDone`.
+    /// A step that may take time; the machine waits for `.stepDone` (for `.programReady`, `.programReady`).
     public enum Wait: Equatable, Sendable {
         case hook, program, startProgram
+        /// The program started; with `ready = notify` the launch waits for its READY=1.
+        case programReady
     }
 
     /// What happens to the app.
@@ -118,6 +123,8 @@ public struct AppLifecycle: Sendable {
         case command(LifecycleCommand, cause: TerminationCause, ticket: CommandTicket?)
         /// The step the machine waits for has completed (for `.startProgram`: the program runs).
         case stepDone
+        /// The program sent READY=1 (it completes the start of a program with `ready = notify`).
+        case programReady
         /// The shell's timer fired: a deadline may have passed.
         case clock
         /// The background tasks changed: how many are open, and whether an expiration handler runs.
@@ -262,8 +269,20 @@ public struct AppLifecycle: Sendable {
             }
             queue.append(Queued(command: command, cause: cause, ticket: ticket))
         case .stepDone:
-            guard case .transition(var transition) = phase, let wait = transition.waitingFor else { return }
-            if wait == .startProgram { restartPolicy.launched(now: now) }
+            guard case .transition(var transition) = phase, let wait = transition.waitingFor, wait != .programReady else { return }
+            if wait == .startProgram {
+                restartPolicy.launched(now: now)
+                if settings.awaitsReady {
+                    transition.waitingFor = .programReady
+                    phase = .transition(transition)
+                    send(.log(.info, "waiting for the program's READY=1 (ready = notify)"))
+                    return
+                }
+            }
+            transition.waitingFor = nil
+            phase = .transition(transition)
+        case .programReady:
+            guard case .transition(var transition) = phase, transition.waitingFor == .programReady else { return }
             transition.waitingFor = nil
             phase = .transition(transition)
         case .clock:
@@ -441,7 +460,8 @@ public struct AppLifecycle: Sendable {
 
     private mutating func programExited(_ status: ChildExitStatus, reason: String?, now: MonotonicTime) {
         guard state != .notRunning, retirement == nil else { return }
-        let what = reason ?? status.description
+        let beforeReady = waitingFor == .programReady ? " before READY=1" : ""
+        let what = (reason ?? status.description) + beforeReady
         send(.log(.warning, "the program ended: \(what)"))
         let decision = restartPolicy.exited(status, expected: false, now: now)
         var text = what
@@ -508,7 +528,9 @@ public struct AppLifecycle: Sendable {
             phase = .resting(suspendPending: pending, autoSuspendAt: nil)
             if suspendBlocker == nil { suspend(now: now) }
         case .transition(var transition):
-            if case .kill(let timeout) = transition.pipeline.budgetExpired(now: now) {
+            if case .kill(var timeout) = transition.pipeline.budgetExpired(now: now) {
+                // The launch ran out waiting for READY=1: the program's silence is what the record names.
+                if transition.waitingFor == .programReady { timeout.stage = .programReady }
                 phase = .transition(transition)
                 kill(timeout)
             }

@@ -10,6 +10,7 @@ extension App {
 
     func attachProgram() {
         program?.onExit = { [weak self] status in self?.send(.programExited(status, reason: nil)) }
+        program?.onNotify = { [weak self] action in self?.programNotified(action) }
         program?.tasks = ProgramTasks(
             begin: { [weak self] name in self?.beginProgramTask(name: name) ?? 0 },
             end: { [weak self] id in self?.endProgramTask(id) },
@@ -57,6 +58,24 @@ extension App {
         }
         if !program.deliver(event, budget: budget, listeners: hint, answered: { [weak self] in self?.send(.stepDone) }) {
             send(.stepDone)
+        }
+    }
+
+    /// What the program said on its NOTIFY_SOCKET: READY=1 completes a start that waits for it; a watchdog
+    /// that ran out kills the app as every watchdog does.
+    private func programNotified(_ action: ProgramNotifyState.Action) {
+        switch action {
+        case .notify(let notification):
+            logger.info("the program says \(notification.rawValue)")
+            emit(.programNotified(notification))
+            if notification == .ready { send(.programReady) }
+        case .watchdogKill(let timeout):
+            if case .programWatchdog(triggered: true) = timeout.stage {
+                logger.warning("the program sent WATCHDOG=trigger")
+            } else {
+                logger.warning("the program sent no WATCHDOG=1 for \(format(timeout.elapsed)) (watchdog = \(format(timeout.budget)))")
+            }
+            send(.watchdog(timeout))
         }
     }
 

@@ -22,11 +22,17 @@ public struct ProgramStatus: Equatable, Sendable {
     public var memoryBytes: Int?
     /// Whether it said hello on NETLIFE_EVENTS.
     public var speaksProtocol: Bool
+    /// Whether it said READY=1 on its NOTIFY_SOCKET (this run).
+    public var ready = false
+    /// Its last STATUS= line on its NOTIFY_SOCKET (this run), bounded and printable.
+    public var statusText: String? = nil
     /// The tasks in its cgroup subtree (pids controller), else the processes there, else 1 (process group).
     public var members: Int
 
     public init(pid: Int32?, cgroup: String?, containment: String, frozen: Bool, memoryBytes: Int?,
-                speaksProtocol: Bool, members: Int) {
+                speaksProtocol: Bool, members: Int, ready: Bool = false, statusText: String? = nil) {
+        self.ready = ready
+        self.statusText = statusText
         self.pid = pid
         self.cgroup = cgroup
         self.containment = containment
@@ -48,6 +54,9 @@ public enum ListenerHint: String, Sendable {
 public protocol AppProgram: AnyObject {
     /// Told when the program ends without being asked to (`stop()` and `kill()` report nothing); set by the App.
     var onExit: ((ChildExitStatus) -> Void)? { get set }
+    /// Told what the current run says on its NOTIFY_SOCKET, and when its watchdog (`watchdog`) runs out; set by
+    /// the App. After `stop()` only STOPPING=1 is told (until the run exits); nothing after `kill()`.
+    var onNotify: ((ProgramNotifyState.Action) -> Void)? { get set }
     /// The app's background tasks as the program's requests reach them (begin, end, which are its own);
     /// set by the App. A task's expiration is told to the program (`taskExpiring`).
     var tasks: ProgramTasks { get set }

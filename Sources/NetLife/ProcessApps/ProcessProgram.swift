@@ -3,7 +3,9 @@
 // descriptors 3.. (socket activation) and its end of a socketpair after them (NETLIFE_EVENTS), inside a
 // cgroup of its own (ProcessCgroup: v2, else the v1 freezer, else only a process group with SIGSTOP, with a
 // warning), freezes and thaws it, ends it (SIGTERM, then the whole cgroup killed) and resets its TCP
-// connections through pidfd_getfd (ProcessSockets). The lifecycle protocol's rules are
+// connections through pidfd_getfd (ProcessSockets). Each run gets a NOTIFY_SOCKET of its own
+// (NotifySocketSession: systemd's READY=1, STATUS=, WATCHDOG=1), told to the App through `onNotify`; the
+// watchdog's deadline is ProgramNotifyState's. The lifecycle protocol's rules are
 // LifecycleChannelState's; this class carries its lines. It decides no deadline: an unanswered stage is the
 // App's TransitionPipeline's to kill, and the program's tasks live in the App's BackgroundTaskRegistry
 // (through `tasks`). Each start is a ProgramRun of its own: the current run is the one the
@@ -16,6 +18,7 @@ import NetLifeEvent
 /// A process app's program on the loop: what the daemon hands an App whose configuration has a program.
 public final class ProcessProgram: AppProgram {
     public var onExit: ((ChildExitStatus) -> Void)?
+    public var onNotify: ((ProgramNotifyState.Action) -> Void)?
     public var tasks = ProgramTasks.none
 
     private let app: String
@@ -35,6 +38,10 @@ public final class ProcessProgram: AppProgram {
     private var channelSession: LifecycleChannelSession?
     /// Called when the stage awaited is answered.
     private var answered: (() -> Void)?
+    /// The current run's NOTIFY_SOCKET.
+    private var notifySession: NotifySocketSession?
+    /// The NOTIFY_SOCKETs of runs asked to end, until their main process exits (their STOPPING=1 is told).
+    private var endingNotifySessions: [ObjectIdentifier: NotifySocketSession] = [:]
 
     /// A program for app `app`, run as `configuration` says with `environment` (the hooks'), on `loop`.
     public init(app: String, configuration: ProgramConfiguration, environment: [String: String], loop: EventLoop, logger: Logger) {
@@ -81,9 +88,23 @@ public final class ProcessProgram: AppProgram {
         for (key, value) in configuration.environment { environment[key] = value }
         environment["NETLIFE_APP"] = app
         environment["NETLIFE_EVENTS"] = String(ChildLaunchOptions.firstDescriptor + CInt(listeners.count))
-        let options = ChildLaunchOptions(descriptors: listeners.map(\.fd) + [pair[1]], listenerNames: listeners.map(\.name),
+        // The notify socket is netlifed's, whatever the configured environment says: it is how the program
+        // says READY=1 and pings its watchdog.
+        let notify: NotifySocketSession
+        do {
+            notify = try makeNotifySession(for: run)
+        } catch {
+            Glibc.close(pair[0])
+            run.abandon()
+            throw error
+        }
+        environment["NOTIFY_SOCKET"] = notify.address
+        environment["WATCHDOG_USEC"] = configuration.watchdog.map { String(Self.microseconds($0)) }
+        environment["WATCHDOG_PID"] = nil
+        var options = ChildLaunchOptions(descriptors: listeners.map(\.fd) + [pair[1]], listenerNames: listeners.map(\.name),
                                          workingDirectory: configuration.workingDirectory, joinCgroups: run.joinDirectories,
                                          user: configuration.user.map { ChildUser(uid: $0.uid, gid: $0.gid) })
+        options.watchdogPID = configuration.watchdog != nil
         let logger = self.logger
         run.onExit = { [weak self] run, status in self?.exited(run, status) }
         run.onGone = { [weak self] run in self?.gone(run) }
@@ -96,9 +117,11 @@ public final class ProcessProgram: AppProgram {
             }
         } catch {
             Glibc.close(pair[0])
+            notify.close()
             throw error
         }
         current = run
+        notifySession = notify
         do {
             let session = try LifecycleChannelSession(loop: loop, fd: pair[0]) { [weak self] bytes in self?.received(bytes) }
                 closed: { [weak self] in self?.perform(self?.channel.peerClosed() ?? []) }
@@ -164,6 +187,20 @@ public final class ProcessProgram: AppProgram {
         return ProgramRun(number: number, cgroup: cgroup, accounting: accounting, loop: loop, logger: logger)
     }
 
+    /// A NOTIFY_SOCKET for `run`: an abstract name made of netlifed's pid, the app, the run and 32 random
+    /// bits (no other run's, no other netlifed's), which takes datagrams only from the run's processes.
+    private func makeNotifySession(for run: ProgramRun) throws(SystemError) -> NotifySocketSession {
+        let unique = String(ProcessCgroup.name(forApp: app, run: run.number).prefix(90))
+        return try NotifySocketSession(loop: loop, name: "netlifed-notify/" + unique, watchdog: configuration.watchdog, logger: logger,
+                                       isSender: { [weak run] pid in run?.hasMember(pid: pid) ?? false },
+                                       onAction: { [weak self] action in self?.onNotify?(action) })
+    }
+
+    /// WATCHDOG_USEC's value.
+    static func microseconds(_ duration: Duration) -> Int64 {
+        duration.components.seconds * 1_000_000 + duration.components.attoseconds / 1_000_000_000_000
+    }
+
     private func resetChannel() {
         channel = LifecycleChannelState()
         channelSession?.close()
@@ -222,9 +259,15 @@ public final class ProcessProgram: AppProgram {
 
     // MARK: Freezing, ending
 
-    public func freeze() { current?.freeze() }
+    public func freeze() {
+        current?.freeze()
+        notifySession?.froze()
+    }
 
-    public func thaw() { current?.thaw() }
+    public func thaw() {
+        current?.thaw()
+        notifySession?.thawed()
+    }
 
     public func stop(grace: Duration) {
         afterRunsEnd = nil
@@ -239,6 +282,8 @@ public final class ProcessProgram: AppProgram {
         answered = nil
         if let run = current { retire(run) }
         for run in endingRuns { run.kill() }
+        for session in endingNotifySessions.values { session.close() }
+        endingNotifySessions.removeAll()
     }
 
     /// The current run becomes an ending one: the app's protocol with it ends.
@@ -246,11 +291,22 @@ public final class ProcessProgram: AppProgram {
         current = nil
         channelSession?.close()
         channelSession = nil
+        if let session = notifySession {
+            session.end()
+            endingNotifySessions[ObjectIdentifier(run)] = session
+        }
+        notifySession = nil
         if !run.isGone { endingRuns.append(run) }
     }
 
     private func exited(_ run: ProgramRun, _ status: ChildExitStatus) {
         let unexpected = run === current
+        if unexpected {
+            notifySession?.drainAndClose()
+            notifySession = nil
+        } else {
+            endingNotifySessions.removeValue(forKey: ObjectIdentifier(run))?.drainAndClose()
+        }
         logger.notice("run \(run.number) (pid \(run.child?.pid ?? 0)) ended: \(status)\(unexpected ? "" : (run.isEnding ? " (asked to end)" : ""))")
         guard unexpected else { return }
         answered = nil
@@ -259,6 +315,7 @@ public final class ProcessProgram: AppProgram {
     }
 
     private func gone(_ run: ProgramRun) {
+        endingNotifySessions.removeValue(forKey: ObjectIdentifier(run))?.close()
         endingRuns.removeAll { $0 === run }
         guard endingRuns.isEmpty, let done = afterRunsEnd else { return }
         afterRunsEnd = nil
@@ -291,12 +348,15 @@ public final class ProcessProgram: AppProgram {
         }
         return ProgramStatus(pid: current?.pid, cgroup: run.cgroup?.directory, containment: run.containment,
                              frozen: run.isFrozen, memoryBytes: run.memoryBytes, speaksProtocol: current != nil && speaksProtocol,
-                             members: run.memberCount)
+                             members: run.memberCount, ready: notifySession?.state.isReady ?? false,
+                             statusText: notifySession?.state.statusText)
     }
 
     deinit {
         current?.close()
         for run in endingRuns { run.close() }
         channelSession?.close()
+        notifySession?.close()
+        for session in endingNotifySessions.values { session.close() }
     }
 }

@@ -101,6 +101,16 @@ final class ProgramRun {
         accounting.first { $0.controller == controller }
     }
 
+    /// Whether process `pid` is one of the run's: in its cgroup (or below it), or, without a cgroup, in its
+    /// main process's process group. The corresponding C function is `getpgid`.
+    func hasMember(pid: Int32) -> Bool {
+        guard pid > 0, let main = child?.pid else { return false }
+        // Its main process may have exited a moment ago: what it sent before is still its own.
+        if pid == main { return true }
+        if let cgroup { return cgroup.hasMember(pid: pid) }
+        return getpgid(pid) == main
+    }
+
     /// The cgroup directories a new main process joins before it execs.
     var joinDirectories: [String] { (cgroup.map { [$0.directory] } ?? []) + accounting.map(\.directory) }
 

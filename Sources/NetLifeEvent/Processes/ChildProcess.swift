@@ -85,6 +85,9 @@ public struct ChildLaunchOptions: Equatable, Sendable {
     /// The user the program runs as, set by setpriv(1) as the script's last step; nil keeps the daemon's.
     /// Changing it needs root (CAP_SETUID and CAP_SETGID).
     public var user: ChildUser?
+    /// systemd's watchdog: the child gets WATCHDOG_PID (its own pid, which only the script knows) beside the
+    /// WATCHDOG_USEC its environment carries, so that sd_watchdog_enabled() in it says yes.
+    public var watchdogPID = false
 
     public init(descriptors: [CInt] = [], listenerNames: [String]? = nil, workingDirectory: String? = nil,
                 joinCgroups: [String] = [], user: ChildUser? = nil) {
@@ -106,7 +109,7 @@ public struct ChildLaunchOptions: Equatable, Sendable {
     public static let maxDescriptors = 1024
 
     /// Whether the child is started through the /bin/sh script (see the file's header).
-    var needsScript: Bool { listenerNames != nil || workingDirectory != nil || !joinCgroups.isEmpty || user != nil }
+    var needsScript: Bool { listenerNames != nil || workingDirectory != nil || !joinCgroups.isEmpty || user != nil || watchdogPID }
 
     /// Why these options cannot be used, or nil: too many descriptors, more names than descriptors, a
     /// name systemd would refuse (empty, longer than 255 bytes, with `:` or a control character), or a uid or
@@ -150,6 +153,7 @@ public struct ChildLaunchOptions: Equatable, Sendable {
         }
         if !parameters.isEmpty { script.append("shift \(parameters.count)") }
         if listenerNames != nil { script.append("LISTEN_PID=$$; export LISTEN_PID") }
+        if watchdogPID { script.append("WATCHDOG_PID=$$; export WATCHDOG_PID") }
         if user != nil {
             script.append("command -v setpriv > /dev/null || { echo \"netlife-exec: setpriv (util-linux) is not in PATH: "
                 + "cannot run the program as uid $netlife_uid\" >&2; exit \(Self.userExitStatus); }")
