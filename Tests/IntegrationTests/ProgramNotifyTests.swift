@@ -197,13 +197,11 @@ struct ProgramNotifyTests {
 
 @Suite(.timeLimit(.minutes(2)))
 struct RedisReadinessTests {
-    @Test func redisSupervisedBySystemdGatesItsLaunchOnItsOwnReady() throws {
+    /// A redis.conf in `directory` for a redis on a random 127.a.b.c with redis's port (so that no port is
+    /// guessed and parallel tests never collide), supervised by systemd's protocol; returns the address.
+    private func redisConfig(in directory: TemporaryDirectory) throws -> String {
         // A missing redis fails the test (scripts/install-deps installs it): a skip would count as a pass.
         try #require(FileManager.default.isExecutableFile(atPath: "/usr/bin/redis-server"), "redis-server is missing: run scripts/install-deps")
-        let directory = TemporaryDirectory()
-        defer { directory.remove() }
-        // redis binds its own socket: a random 127.a.b.c with redis's port, as the nginx and dovecot peers do,
-        // so that no port is guessed and parallel tests never collide.
         let host = "127.\(UInt8.random(in: 1...254)).\(UInt8.random(in: 0...255)).\(UInt8.random(in: 2...254))"
         directory.write("redis.conf", """
             bind \(host)
@@ -216,6 +214,13 @@ struct RedisReadinessTests {
             logfile ""
 
             """)
+        return host
+    }
+
+    @Test func redisSupervisedBySystemdGatesItsLaunchOnItsOwnReady() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let host = try redisConfig(in: directory)
         let daemon = try TestDaemon(config: """
             [app redis]
             exec = /usr/bin/redis-server \(directory.file("redis.conf"))
@@ -240,6 +245,35 @@ struct RedisReadinessTests {
         #expect(daemon.ctl("terminate", "redis").status == 0)
         #expect(waitUntil(timeout: 6) { processIsGone(pid) }, "redis is left running")
         print("redis-server: launch with ready = notify returned after \(format(ms: launchMs))")
+    }
+
+    /// redis speaks READY=1 and STATUS= but never pings a watchdog: with `watchdog =` set, netlifed holds it to
+    /// it as systemd's WatchdogSec= would, and a redis that does not ping is killed as a watchdog kill.
+    @Test func aRedisThatDoesNotPingIsKilledByTheWatchdog() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        _ = try redisConfig(in: directory)
+        let daemon = try TestDaemon(config: """
+            [app redis]
+            exec = /usr/bin/redis-server \(directory.file("redis.conf"))
+            launch = no
+            ready = notify
+            watchdog = 1s
+            launch-budget = 10s
+
+            """)
+        defer { daemon.stop() }
+        let started = Date()
+        #expect(daemon.ctl("launch", "redis").status == 0, "\(daemon.log)")
+        let pid = try #require(daemon.programPid("redis"))
+        defer { if !processIsGone(pid) { kill(pid, SIGKILL) } }
+        #expect(waitUntil(timeout: 6) { daemon.state("redis") == "not-running" }, "\(daemon.log)")
+        let killedMs = milliseconds(since: started)
+        let record = try #require(daemon.lastTermination("redis"))
+        #expect(record["reason"] as? String == "watchdog" && record["stage"] as? String == "program-watchdog", "\(record)")
+        #expect(killedMs >= 1000, "killed \(killedMs) ms after the launch: before its watchdog ran out")
+        #expect(waitUntil(timeout: 6) { processIsGone(pid) }, "redis is left running")
+        print("redis-server with watchdog = 1s and no pings: killed \(format(ms: killedMs)) after the launch")
     }
 }
 
