@@ -25,6 +25,8 @@ typedef curl_socket_t (*nl_open_socket_callback)(void *context, curlsocktype pur
 typedef int (*nl_close_socket_callback)(void *context, curl_socket_t socket);
 typedef int (*nl_socket_callback)(CURL *easy, curl_socket_t socket, int what, void *context, void *socketContext);
 typedef int (*nl_timer_callback)(CURLM *multi, long milliseconds, void *context);
+typedef int (*nl_progress_callback)(void *context, curl_off_t downloadTotal, curl_off_t downloaded,
+                                    curl_off_t uploadTotal, curl_off_t uploaded);
 
 static inline CURLcode nl_easy_data_callback(CURL *easy, CURLoption option, nl_data_callback callback) {
     return curl_easy_setopt(easy, option, callback);
@@ -34,6 +36,10 @@ static inline CURLcode nl_easy_open_socket_callback(CURL *easy, nl_open_socket_c
 }
 static inline CURLcode nl_easy_close_socket_callback(CURL *easy, nl_close_socket_callback callback) {
     return curl_easy_setopt(easy, CURLOPT_CLOSESOCKETFUNCTION, callback);
+}
+
+static inline CURLcode nl_easy_progress_callback(CURL *easy, nl_progress_callback callback) {
+    return curl_easy_setopt(easy, CURLOPT_XFERINFOFUNCTION, callback);
 }
 
 static inline CURLMcode nl_multi_long(CURLM *multi, CURLMoption option, long value) {

@@ -97,7 +97,9 @@ private func resumeOnForeground(_ daemon: TestDaemon, _ server: FTPServer, _ nam
         #expect(sha256(output) == sha256(server.path("file.bin")), "byte-exact")
         #expect(!FileManager.default.fileExists(atPath: output + ".part"))
         #expect(!FileManager.default.fileExists(atPath: output + ".part.meta"))
-        #expect(waitUntil(timeout: 5) { server.commands.last == "QUIT" }, "\(server.commands)")
+        // netlifed ends each request itself (the probe at SIZE, the retrieval once the file is whole), so no
+        // QUIT is sent whose answer libcurl would wait for with the loop held.
+        #expect(!server.commands.contains("QUIT"), "\(server.commands)")
         // libcurl: a probe (MDTM, SIZE; its REST 0 only asks whether REST works), then the retrieval.
         #expect(["MDTM file.bin", "SIZE file.bin", "EPSV", "RETR file.bin"].allSatisfy(server.commands.contains), "\(server.commands)")
         #expect(server.commands.filter { $0.hasPrefix("RETR") }.count == 1)

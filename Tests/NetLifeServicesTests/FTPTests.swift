@@ -66,6 +66,14 @@ struct FTPTests {
         #expect(download.total == 321)
     }
 
+    @Test func anEmptyFileIsCompleteWithoutRETR() {
+        var download = ResumableFTPDownload(url: ftpURL, existing: nil, partSize: 0)
+        _ = download.start()
+        let record = DownloadRecord(url: ftpURL, validator: validator, total: 0)
+        #expect(download.probed(size: 0, modified: modified) == [.closeConnection, .truncatePart(to: 0), .writeRecord(record), .renameIntoPlace])
+        #expect(download.renamed() == [.removeRecord, .report(.done)])
+    }
+
     @Test func aCompletePartIsRenamedWithoutRETR() {
         var (download, _) = resumed(at: 1000)
         #expect(download.probed(size: 1000, modified: modified) == [.renameIntoPlace])

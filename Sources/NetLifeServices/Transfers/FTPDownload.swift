@@ -1,7 +1,10 @@
 // One resumable FTP or FTPS download on the event loop: the thin shell of ResumableFTPDownload. Each step
 // runs on libcurl (passive mode, SIZE and MDTM for the probe, REST and RETR for the retrieval; FTPS implicit
 // with `ftps://`, explicit AUTH TLS with `--ssl-reqd`); the files are the HTTP downloader's (PartFile), each
-// request is held to the transfer limits.
+// request is held to the transfer limits. libcurl waits, blocking, for a server's answers at the end of an
+// FTP transfer (the 226 after the data, the answer to QUIT): so netlifed ends each request itself, the probe
+// once the size is known and the retrieval once the whole file is on disk, and libcurl then closes the
+// control connection without waiting. (Only a server that tells no SIZE is left to libcurl's end.)
 
 import NetLife
 import NetLifeEvent
@@ -99,6 +102,16 @@ public final class FTPDownload: Transfer {
             closeConnection()
             perform(machine.connectionFailed("\(stall)"))
         }
+        // The probe ends once the size is known (MDTM comes before SIZE): ended by netlifed, libcurl closes
+        // the control connection without a QUIT whose answer it would wait for, holding the loop.
+        var facts: (size: Int?, modified: Int64?)?
+        request.onProgress = { [weak request] in
+            guard let request else { return false }
+            let known = request.fileFacts()
+            guard known.size != nil else { return true }
+            facts = known
+            return false
+        }
         request.onBody = { [weak self, weak request] bytes in
             guard let self, let request, request === self.request else { return false }
             // libcurl writes a probe's facts as header-like lines (`Content-Length: N`): not the file's bytes.
@@ -109,7 +122,15 @@ public final class FTPDownload: Transfer {
                 return false
             }
             perform(machine.bodyBytes(bytes.count))
-            return request === self.request
+            guard request === self.request else { return false }
+            // The whole file is here: the retrieval ends now rather than at libcurl's end, which waits for the
+            // server's 226 (and a QUIT's answer) holding the loop, however long a server takes.
+            if let total = machine.total, machine.bytesDone == total {
+                closeConnection()
+                perform(machine.retrieved())
+                return false
+            }
+            return true
         }
         request.onEnd = { [weak self, weak request] result in
             guard let self, let request, request === self.request else { return }
@@ -119,6 +140,8 @@ public final class FTPDownload: Transfer {
             case .success where probe:
                 let (size, modified) = request.fileFacts()
                 perform(machine.probed(size: size, modified: modified))
+            case .failure(let failure) where probe && failure.code == CURLE_ABORTED_BY_CALLBACK.rawValue && facts != nil:
+                perform(machine.probed(size: facts?.size, modified: facts?.modified))
             case .success:
                 perform(machine.retrieved())
             case .failure(let failure) where failure.code == CURLE_FTP_COULDNT_USE_REST.rawValue:

@@ -98,3 +98,58 @@ extension DownloadRecord {
         return (record, partSize > record.offset)
     }
 }
+
+/// What a download's part holds and what its record vouches for: the bookkeeping the HTTP and FTP machines
+/// share (each keeps one). The record is written every `recordInterval` bytes appended, and never vouches
+/// for more bytes than the part holds.
+struct PartLedger: Sendable {
+    /// What the next written record says (its offset is set when it is written).
+    var record: DownloadRecord
+    /// The bytes in the part, once the shell has performed the actions given.
+    private(set) var bytesDone: Int
+    /// Whether the part on disk holds bytes past the record's offset, to be cut before anything is appended.
+    var needsCut: Bool
+    private var recordedOffset: Int
+    private let recordInterval: Int
+
+    /// As `DownloadRecord.resumePoint`: what an earlier run left.
+    init(url: URLParts, existing: DownloadRecord?, partSize: Int, recordInterval: Int) {
+        self.recordInterval = max(1, recordInterval)
+        (record, needsCut) = DownloadRecord.resumePoint(existing: existing, url: url, partSize: partSize)
+        bytesDone = record.offset
+        recordedOffset = record.offset
+    }
+
+    /// What `append` found.
+    enum Appended: Equatable {
+        /// Kept; a record is due when `recordInterval` bytes were appended since the last one.
+        case kept(recordDue: Bool)
+        /// Past `end`: the part counts `end` bytes, and the shell must cut the rest off.
+        case pastEnd
+    }
+
+    /// `count` more bytes were appended to the part, which may not grow past `end` (when known).
+    mutating func append(_ count: Int, end: Int?) -> Appended {
+        let (sum, overflow) = bytesDone.addingReportingOverflow(count)
+        if let end, overflow || sum > end {
+            bytesDone = end
+            return .pastEnd
+        }
+        bytesDone = overflow ? .max : sum
+        return .kept(recordDue: bytesDone - recordedOffset >= recordInterval)
+    }
+
+    /// The record to write now: it vouches for the bytes in the part.
+    mutating func written() -> DownloadRecord {
+        record.offset = bytesDone
+        recordedOffset = bytesDone
+        return record
+    }
+
+    /// Nothing of the part is kept (the shell cuts it to 0); `fresh` is the record from now on.
+    mutating func startOver(_ fresh: DownloadRecord) {
+        record = fresh
+        bytesDone = 0
+    }
+}
+

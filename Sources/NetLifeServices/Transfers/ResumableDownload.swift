@@ -157,12 +157,10 @@ public struct ResumableDownload: Sendable {
     /// Where the download is.
     public private(set) var state: State = .idle
     /// The bytes in the part: after the shell performs the returned actions, the part's size.
-    public private(set) var bytesDone: Int
+    public var bytesDone: Int { ledger.bytesDone }
     /// What the next `writeRecord` will say (its offset is updated when it is written).
-    public private(set) var record: DownloadRecord
-    private let recordInterval: Int
-    private var recordedOffset: Int
-    private var partNeedsTruncation: Bool
+    public var record: DownloadRecord { ledger.record }
+    private var ledger: PartLedger
     private var phase = Phase.stopped
     private var redirects = 0
 
@@ -175,10 +173,7 @@ public struct ResumableDownload: Sendable {
     public init(url: URLParts, existing: DownloadRecord?, partSize: Int, recordInterval: Int = defaultRecordInterval) {
         self.url = url
         currentURL = url
-        self.recordInterval = max(1, recordInterval)
-        (record, partNeedsTruncation) = DownloadRecord.resumePoint(existing: existing, url: url, partSize: partSize)
-        bytesDone = record.offset
-        recordedOffset = record.offset
+        ledger = PartLedger(url: url, existing: existing, partSize: partSize, recordInterval: recordInterval)
     }
 
     /// The total length when known.
@@ -198,17 +193,17 @@ public struct ResumableDownload: Sendable {
         var actions: [Action] = [.report(.running)]
         guard url.scheme.isHTTP else { return actions + stop(.failed("\(url.scheme.rawValue) is not an HTTP URL")) }
         if let total = record.total, total > 0, bytesDone == total {
-            if partNeedsTruncation { actions.append(.truncatePart(to: bytesDone)) }
-            partNeedsTruncation = false
+            if ledger.needsCut { actions.append(.truncatePart(to: bytesDone)) }
+            ledger.needsCut = false
             return actions + finish()
         }
         if bytesDone > 0 && record.validator != nil {
-            if partNeedsTruncation { actions.append(.truncatePart(to: bytesDone)) }
-            partNeedsTruncation = false
+            if ledger.needsCut { actions.append(.truncatePart(to: bytesDone)) }
+            ledger.needsCut = false
             return actions + send("GET", rangeFrom: bytesDone)
         }
-        if bytesDone > 0 || partNeedsTruncation { actions.append(.truncatePart(to: 0)) }
-        partNeedsTruncation = false
+        if bytesDone > 0 || ledger.needsCut { actions.append(.truncatePart(to: 0)) }
+        ledger.needsCut = false
         forgetPart()
         return actions + send("GET", rangeFrom: nil)
     }
@@ -243,16 +238,15 @@ public struct ResumableDownload: Sendable {
     /// `recordInterval` bytes have been appended since the last one.
     public mutating func bodyBytes(_ count: Int) -> [Action] {
         guard count >= 0, state == .running, case .receivingBody(let end, _) = phase else { return [] }
-        let (sum, overflow) = bytesDone.addingReportingOverflow(count)
-        if let end, overflow || sum > end {
+        switch ledger.append(count, end: end) {
+        case .kept(let recordDue):
+            return recordDue ? [writeRecord()] : []
+        case .pastEnd:
             // The shell wrote past what the server announced: cut those bytes off again.
-            bytesDone = end
             phase = .stopped
-            return [.closeConnection, .truncatePart(to: end), writeRecord()]
-                + stop(.failed("server sent more than the \(end) bytes it announced"))
+            return [.closeConnection, .truncatePart(to: bytesDone), writeRecord()]
+                + stop(.failed("server sent more than the \(bytesDone) bytes it announced"))
         }
-        bytesDone = overflow ? .max : sum
-        return bytesDone - recordedOffset >= recordInterval ? [writeRecord()] : []
     }
 
     /// The body is complete as its framing delimits it.
@@ -271,7 +265,7 @@ public struct ResumableDownload: Sendable {
             return actions + send("GET", rangeFrom: bytesDone)
         }
         if whole {
-            record.total = bytesDone
+            ledger.record.total = bytesDone
             return actions + finish()
         }
         // A 206 without a total: ask for what follows; a 416 and a HEAD will tell whether that was all.
@@ -350,9 +344,8 @@ public struct ResumableDownload: Sendable {
     }
 
     private mutating func wholeBody(_ head: HTTPResponseHead, framing: HTTPBodyFraming) -> [Action] {
-        record = DownloadRecord(url: url, validator: Self.resumableValidator(head), total: framing.length,
-                                offset: 0, digest: Self.announcedDigest(head))
-        bytesDone = 0
+        ledger.startOver(DownloadRecord(url: url, validator: Self.resumableValidator(head), total: framing.length,
+                                        offset: 0, digest: Self.announcedDigest(head)))
         phase = .receivingBody(end: framing.length, whole: true)
         return [.truncatePart(to: 0), writeRecord(), .appendBody(framing)]
     }
@@ -367,7 +360,7 @@ public struct ResumableDownload: Sendable {
         }
         var actions: [Action] = []
         if record.total == nil, let total = range.total {
-            record.total = total
+            ledger.record.total = total
             actions.append(writeRecord())
         }
         phase = .receivingBody(end: range.last + 1, whole: false)
@@ -382,9 +375,9 @@ public struct ResumableDownload: Sendable {
               bytesDone > 0, head.contentLength == bytesDone, record.total.map({ $0 == bytesDone }) ?? true else {
             return restart()
         }
-        record.total = bytesDone
+        ledger.record.total = bytesDone
         // A HEAD's Repr-Digest describes the representation a 200 would carry: the one on disk.
-        if let digest = Self.announcedDigest(head) { record.digest = digest }
+        if let digest = Self.announcedDigest(head) { ledger.record.digest = digest }
         return [.closeConnection] + finish()
     }
 
@@ -435,14 +428,11 @@ public struct ResumableDownload: Sendable {
     }
 
     private mutating func forgetPart() {
-        record = DownloadRecord(url: url)
-        bytesDone = 0
+        ledger.startOver(DownloadRecord(url: url))
     }
 
     private mutating func writeRecord() -> Action {
-        record.offset = bytesDone
-        recordedOffset = bytesDone
-        return .writeRecord(record)
+        .writeRecord(ledger.written())
     }
 
     // MARK: Reading heads

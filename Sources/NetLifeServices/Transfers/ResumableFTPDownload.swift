@@ -14,7 +14,8 @@
 ///   size or time, a server that tells neither) starts over from 0: the part is cut and a new record
 ///   written before the first byte.
 /// - A server that refuses `REST` gets the whole file asked for again, from 0.
-/// - The retrieval must end at the size when there is one; shorter is a pause, longer a failure.
+/// - The retrieval must end at the size when there is one; shorter is a pause, longer a failure. An empty
+///   file is complete without a retrieval.
 /// - A connection that cannot be made or breaks pauses; a TLS failure (the certificate) or a refusal that a
 ///   retry does not fix (the file does not exist) fails.
 public struct ResumableFTPDownload: Sendable {
@@ -44,20 +45,15 @@ public struct ResumableFTPDownload: Sendable {
 
     public let url: URLParts
     public private(set) var state: State = .idle
-    public private(set) var bytesDone: Int
-    public private(set) var record: DownloadRecord
-    private let recordInterval: Int
-    private var recordedOffset: Int
-    private var partNeedsTruncation: Bool
+    public var bytesDone: Int { ledger.bytesDone }
+    public var record: DownloadRecord { ledger.record }
+    private var ledger: PartLedger
     private var phase = Phase.stopped
 
     /// As `ResumableDownload.init`: the record and the part's size an earlier run left.
     public init(url: URLParts, existing: DownloadRecord?, partSize: Int, recordInterval: Int = ResumableDownload.defaultRecordInterval) {
         self.url = url
-        self.recordInterval = max(1, recordInterval)
-        (record, partNeedsTruncation) = DownloadRecord.resumePoint(existing: existing, url: url, partSize: partSize)
-        bytesDone = record.offset
-        recordedOffset = record.offset
+        ledger = PartLedger(url: url, existing: existing, partSize: partSize, recordInterval: recordInterval)
     }
 
     public var total: Int? { record.total }
@@ -72,8 +68,8 @@ public struct ResumableFTPDownload: Sendable {
         state = .running
         var actions: [Action] = [.report(.running)]
         guard url.scheme.isFTP else { return actions + stop(.failed("\(url.scheme.rawValue) is not an FTP URL")) }
-        if partNeedsTruncation { actions.append(.truncatePart(to: bytesDone)) }
-        partNeedsTruncation = false
+        if ledger.needsCut { actions.append(.truncatePart(to: bytesDone)) }
+        ledger.needsCut = false
         phase = .probing
         return actions + [.probe]
     }
@@ -87,20 +83,22 @@ public struct ResumableFTPDownload: Sendable {
             if bytesDone == size { return complete() }
             if bytesDone < size { return retrieve(from: bytesDone) }
         }
+        // An empty file needs no RETR: its whole is known.
+        if size == 0 { return startOver(validator: validator, size: 0, retrieving: false) + complete() }
         return startOver(validator: validator, size: size)
     }
 
     /// The shell appended `count` bytes to the part.
     public mutating func bodyBytes(_ count: Int) -> [Action] {
         guard count >= 0, state == .running, case .retrieving = phase else { return [] }
-        let (sum, overflow) = bytesDone.addingReportingOverflow(count)
-        if let total = record.total, overflow || sum > total {
-            bytesDone = total
+        switch ledger.append(count, end: record.total) {
+        case .kept(let recordDue):
+            return recordDue ? [writeRecord()] : []
+        case .pastEnd:
             phase = .stopped
-            return [.closeConnection, .truncatePart(to: total), writeRecord()] + stop(.failed("server sent more than the \(total) bytes of the file"))
+            return [.closeConnection, .truncatePart(to: bytesDone), writeRecord()]
+                + stop(.failed("server sent more than the \(bytesDone) bytes of the file"))
         }
-        bytesDone = overflow ? .max : sum
-        return bytesDone - recordedOffset >= recordInterval ? [writeRecord()] : []
     }
 
     /// The retrieval ended as the server says it completed.
@@ -109,7 +107,7 @@ public struct ResumableFTPDownload: Sendable {
         if let total = record.total, bytesDone < total {
             return stop(.paused("the transfer ended after \(bytesDone) of \(total) bytes"))
         }
-        record.total = bytesDone
+        ledger.record.total = bytesDone
         return complete()
     }
 
@@ -152,10 +150,9 @@ public struct ResumableFTPDownload: Sendable {
         return [.retrieve(from: offset)]
     }
 
-    private mutating func startOver(validator: DownloadValidator?, size: Int?) -> [Action] {
-        record = DownloadRecord(url: url, validator: validator, total: size)
-        bytesDone = 0
-        return [.closeConnection, .truncatePart(to: 0), writeRecord()] + retrieve(from: 0)
+    private mutating func startOver(validator: DownloadValidator?, size: Int?, retrieving: Bool = true) -> [Action] {
+        ledger.startOver(DownloadRecord(url: url, validator: validator, total: size))
+        return [.closeConnection, .truncatePart(to: 0), writeRecord()] + (retrieving ? retrieve(from: 0) : [])
     }
 
     private mutating func complete() -> [Action] {
@@ -173,8 +170,6 @@ public struct ResumableFTPDownload: Sendable {
     }
 
     private mutating func writeRecord() -> Action {
-        record.offset = bytesDone
-        recordedOffset = bytesDone
-        return .writeRecord(record)
+        .writeRecord(ledger.written())
     }
 }

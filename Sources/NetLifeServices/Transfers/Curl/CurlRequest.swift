@@ -48,7 +48,8 @@ struct CurlRequestSpec {
     var headers: [HTTPHeader] = []
     /// FTP: the offset to resume from (REST); nil from the start.
     var resumeFrom: Int?
-    /// FTP: only the size and the modification time (SIZE, MDTM), no data.
+    /// FTP: only the size and the modification time (SIZE, MDTM), no data. The probe ends as soon as the
+    /// size is known (`onProgress`), before libcurl's own end would send QUIT and wait for its answer.
     var probeOnly = false
     var tls: TransferTLS
 }
@@ -78,6 +79,8 @@ final class CurlRequest {
     var onBody: (UnsafeRawBufferPointer) -> Bool = { _ in true }
     /// Fill the buffer with upload bytes; the count written (0 at the end), nil to stop the request.
     var onSend: (UnsafeMutableRawBufferPointer) -> Int? = { _ in 0 }
+    /// libcurl's progress (on a probe): returns false to end the request now.
+    var onProgress: () -> Bool = { true }
     /// The end: success, or libcurl's reason. Not called after `cancel()`.
     var onEnd: (Result<Void, CurlFailure>) -> Void = { _ in }
 
@@ -200,7 +203,12 @@ final class CurlRequest {
         }
         switch spec.method {
         case .get:
-            if spec.probeOnly { codes.append(nl_easy_long(easy, CURLOPT_NOBODY, 1)) }
+            if spec.probeOnly {
+                codes.append(nl_easy_long(easy, CURLOPT_NOBODY, 1))
+                codes.append(nl_easy_long(easy, CURLOPT_NOPROGRESS, 0))
+                codes.append(nl_easy_progress_callback(easy, curlProgress))
+                codes.append(nl_easy_pointer(easy, CURLOPT_XFERINFODATA, context))
+            }
         case .head:
             codes.append(nl_easy_long(easy, CURLOPT_NOBODY, 1))
         case .send(let method, let length):
@@ -251,6 +259,10 @@ final class CurlRequest {
         let parts = line.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
         guard parts.count == 3 else { return "" }
         return String(parts[2].filter { $0 != "\r" && $0 != "\n" })
+    }
+
+    fileprivate func progress() -> Bool {
+        !cancelled && onProgress()
     }
 
     fileprivate func body(_ bytes: UnsafeRawBufferPointer) -> Bool {
@@ -312,6 +324,12 @@ private func curlHeader(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ cou
     let length = size * count
     guard let request = request(context), request.header(UnsafeRawBufferPointer(start: data, count: data == nil ? 0 : length)) else { return 0 }
     return length
+}
+
+private func curlProgress(_ context: UnsafeMutableRawPointer?, _ downloadTotal: curl_off_t, _ downloaded: curl_off_t,
+                          _ uploadTotal: curl_off_t, _ uploaded: curl_off_t) -> CInt {
+    guard let request = request(context), request.progress() else { return 1 }
+    return 0
 }
 
 private func curlRead(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?) -> Int {
