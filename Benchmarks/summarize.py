@@ -315,7 +315,7 @@ def main():
         http = [http_case(name, recs) for name, recs in groups["http"].items()]
         summary["http"] = http
         out += ["HTTP: one 1 GiB file from the page cache over loopback, netlifed (sendfile) against nginx "
-                "(`sendfile on`); https: the same over TLS 1.3 (OpenSSL's SSL_write in both, the same certificate, "
+                "(`sendfile on`); https: the same over TLS 1.3 (OpenSSL's SSL_write in both, ECDSA P-256 certificates from one test CA, "
                 "curl as the client); medians over rounds, ratio = netlifed / nginx per round, then the median:", "",
                 "| scenario | netlifed MB/s | nginx MB/s | ratio | server CPU s/GiB netlifed / nginx | ratio "
                 "| client CPU s/GiB netlifed / nginx | softirq s/GiB netlifed / nginx | rounds | target | meets |",
