@@ -163,9 +163,11 @@ enum ControlCommands {
         },
         .transfersCancel: { context in
             let request = context.request
-            switch context.daemon.transfers.cancel(id: request.optionalCount(.id), app: request.optionalString(.app), url: request.optionalString(.url)) {
-            case .success(let cancelled): context.reply(cancelled.json)
-            case .failure(let error): context.reply(error.json)
+            context.daemon.transfers.cancel(id: request.optionalCount(.id), app: request.optionalString(.app), url: request.optionalString(.url)) { result in
+                switch result {
+                case .success(let cancelled): context.reply(cancelled.json)
+                case .failure(let error): context.reply(error.json)
+                }
             }
         },
     ]

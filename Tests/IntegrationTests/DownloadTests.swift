@@ -64,11 +64,16 @@ import NetLifeTestSupport
         #expect(first.ctl("download", "fetcher", url, "--output", output, "--no-wait").status == 0)
         #expect(waitUntil(timeout: 10) { server.sent == 2_000_000 })
         // Once the 2,000,000 bytes are on disk, the record vouches for those up to its last write (one per MiB
-        // appended). Only the first can come before the stall: a read callback brings at most 512 KiB, so it
-        // is written before 1.5 MiB, and the next one would be at 2 MiB or later.
+        // appended). Only the first can come before the stall: a write callback brings at most 256 KiB, so it
+        // is due before 1.5 MiB, and the next one would be at 2 MiB or later. Records reach the disk off the
+        // loop (fsync first), so the test waits for it there.
         #expect(waitUntil(timeout: 5) { first.ctl("transfers", "fetcher").stdout.contains("2000000/5000000") })
-        let recorded = out.read("file.bin.part.meta").split(separator: "\n")
-            .first { $0.hasPrefix("offset=") }.flatMap { Int($0.dropFirst(7)) } ?? 0
+        var recorded = 0
+        #expect(waitUntil(timeout: 5) {
+            recorded = out.read("file.bin.part.meta").split(separator: "\n")
+                .first { $0.hasPrefix("offset=") }.flatMap { Int($0.dropFirst(7)) } ?? 0
+            return recorded >= 1 << 20
+        })
         #expect(recorded >= 1 << 20 && recorded < 2_000_000, "the record's offset: \(recorded)")
         #expect(state.read("transfers.json").contains(url), "the journal lists the download")
         first.signal(SIGKILL)

@@ -204,8 +204,9 @@ final class Transfers {
 
     /// Stops the transfers with `id`, of `app` and of `url` (each that is given must match), removes the
     /// files they kept to resume from and forgets them (the journal too). Replies with what was removed; an
-    /// error when nothing matches.
-    func cancel(id: UInt64?, app: String?, url: String?) -> Result<TransfersCancelReply, ControlError> {
+    /// error when nothing matches. The files are removed after the disk work the transfers queued (a paused
+    /// download's last record), off the loop, and `reply` is called then.
+    func cancel(id: UInt64?, app: String?, url: String?, reply: @escaping (Result<TransfersCancelReply, ControlError>) -> Void) {
         // A URL matches as given or as the transfer list spells it (`transfers` shows the parsed form).
         let spellings = url.map { [$0] + [(try? URLParts(parsing: $0))?.description].compactMap { $0 } }
         let chosen = entries.filter { entry in
@@ -215,10 +216,10 @@ final class Transfers {
         guard !chosen.isEmpty else {
             let what = [id.map { "id \($0)" }, app.map { "app \($0.prefix(256))" }, url.map { "URL \($0.prefix(256))" }]
                 .compactMap { $0 }.joined(separator: " and ")
-            return .failure(ControlError(.unknownTransfer, "no transfer with \(what) (see netlifectl transfers)"))
+            return reply(.failure(ControlError(.unknownTransfer, "no transfer with \(what) (see netlifectl transfers)")))
         }
         var cancelled: [TransferInfo] = []
-        var removed: [String] = []
+        var doomed: [String] = []
         for entry in chosen {
             // The pause closes its connections and files and, through changed(), ends its background task.
             if entry.transfer.state == .running { entry.transfer.pause("cancelled") }
@@ -229,14 +230,20 @@ final class Transfers {
             cancelled.append(info)
             switch entry.transfer.state {
             case .done: break   // a finished download's part became the file; an upload's record is gone
-            case .idle, .running, .paused, .failed:
-                for path in entry.transfer.resumeFiles where unlink(path) == 0 { removed.append(path) }
+            case .idle, .running, .paused, .failed: doomed += entry.transfer.resumeFiles
             }
             logger.info("app \(entry.app): \(entry.transfer.direction.rawValue) \(entry.id) of \(entry.transfer.url) cancelled")
         }
         entries.removeAll { entry in chosen.contains { $0 === entry } }
         saveJournal()
-        return .success(TransfersCancelReply(cancelled: cancelled, removed: removed))
+        let answer = { (removed: [String]) in reply(.success(TransfersCancelReply(cancelled: cancelled, removed: removed))) }
+        guard let disk = curl?.disk else { return answer(doomed.filter { unlink($0) == 0 }) }
+        let removed = RemovedFiles()
+        let paths = doomed
+        disk.run({
+            removed.paths = paths.filter { unlink($0) == 0 }
+            return nil
+        }, done: { _ in answer(removed.paths) })
     }
 
     // MARK: The journal
@@ -420,4 +427,9 @@ private extension String {
     func leftPadded(to width: Int) -> String {
         count >= width ? self : String(repeating: "0", count: width - count) + self
     }
+}
+
+/// The files a cancel removed, filled in on the disk queue and read on the loop after it is done.
+private final class RemovedFiles: @unchecked Sendable {
+    var paths: [String] = []
 }

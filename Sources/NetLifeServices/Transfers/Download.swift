@@ -30,6 +30,8 @@ public final class Download: Transfer {
     private let logger: Logger
     private let part: PartFile
     private var request: CurlRequest?
+    /// Whether the finished part's fsync and rename are under way off the loop.
+    private var renaming = false
     /// The digest of the bytes appended since the part was last cut to 0 in this run, when the record
     /// announces one: it then needs no pass over the file at the end.
     private var hasher: ContentHasher?
@@ -68,6 +70,8 @@ public final class Download: Transfer {
 
     /// Stops it, keeping the part and the record (the task expired, the app suspends, the daemon stops).
     public func pause(_ reason: String) {
+        // The part is going into place (its fsync and rename off the loop): the download is as good as done.
+        guard !renaming else { return }
         perform(machine.pause(reason))
     }
 
@@ -96,7 +100,10 @@ public final class Download: Transfer {
             // Cut to 0 for a 200, whose record (already the machine's) names the digest the bytes will have.
             hasher = length == 0 ? machine.record.digest.map { ContentHasher($0.algorithm) } : nil
         case .writeRecord(let record):
-            if let error = part.writeRecord(record) { return failIO(error) }
+            // fsync and the record's write off the loop (TransferDisk); an error pauses the download then.
+            part.writeRecord(record, on: curl.disk) { [weak self] error in
+                if let error { self?.failIO(error) }
+            }
         case .computeDigest(let algorithm):
             computeDigest(algorithm)
         case .renameIntoPlace:
@@ -104,12 +111,19 @@ public final class Download: Transfer {
                 closeConnection()
                 return perform(machine.pause(mismatch))
             }
-            if let error = part.renameIntoPlace() { return failIO(error) }
-            logger.info("done: \(machine.bytesDone) bytes")
-            perform(machine.renamed())
+            renaming = true
+            part.renameIntoPlace(on: curl.disk) { [weak self] error in
+                guard let self else { return }
+                renaming = false
+                if let error { return failIO(error) }
+                logger.info("done: \(machine.bytesDone) bytes")
+                perform(machine.renamed())
+            }
         case .removeRecord:
             // The file is in place: a record left behind only makes a later run of the same download find it done.
-            if let error = part.removeRecord() { logger.warning("the finished download's record stays: \(error)") }
+            part.removeRecord(on: curl.disk) { [logger] error in
+                if let error { logger.warning("the finished download's record stays: \(error)") }
+            }
         case .report(let state):
             if case .paused(let reason) = state { logger.info("paused: \(reason)") }
             if case .failed(let reason) = state { logger.warning("failed: \(reason)") }

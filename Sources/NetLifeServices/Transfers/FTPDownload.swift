@@ -24,6 +24,8 @@ public final class FTPDownload: Transfer {
     private let logger: Logger
     private let part: PartFile
     private var request: CurlRequest?
+    /// Whether the finished part's fsync and rename are under way off the loop.
+    private var renaming = false
     private let pace: TransferPaceTimer
     private var bytesReceived = 0
 
@@ -48,7 +50,11 @@ public final class FTPDownload: Transfer {
 
     public func start() { perform(machine.start()) }
 
-    public func pause(_ reason: String) { perform(machine.pause(reason)) }
+    public func pause(_ reason: String) {
+        // The part is going into place (its fsync and rename off the loop): the download is as good as done.
+        guard !renaming else { return }
+        perform(machine.pause(reason))
+    }
 
     /// Resets the connections a request holds (RST to the server), as a reclaim does.
     public func resetConnections() { request?.resetSockets() }
@@ -68,14 +74,25 @@ public final class FTPDownload: Transfer {
         case .truncatePart(let length):
             if let error = part.truncate(to: length) { failIO(error) }
         case .writeRecord(let record):
-            if let error = part.writeRecord(record) { failIO(error) }
+            // fsync and the record's write off the loop (TransferDisk); an error pauses the download then.
+            part.writeRecord(record, on: curl.disk) { [weak self] error in
+                if let error { self?.failIO(error) }
+            }
         case .renameIntoPlace:
             if let mismatch = part.lengthMismatch(expectedLength: machine.total) { return perform(machine.pause(mismatch)) }
-            if let error = part.renameIntoPlace() { return failIO(error) }
-            logger.info("done: \(machine.bytesDone) bytes")
-            perform(machine.renamed())
+            renaming = true
+            part.renameIntoPlace(on: curl.disk) { [weak self] error in
+                guard let self else { return }
+                renaming = false
+                if let error { return failIO(error) }
+                logger.info("done: \(machine.bytesDone) bytes")
+                perform(machine.renamed())
+            }
         case .removeRecord:
-            if let error = part.removeRecord() { logger.warning("the finished download's record stays: \(error)") }
+            // The file is in place: a record left behind only makes a later run of the same download find it done.
+            part.removeRecord(on: curl.disk) { [logger] error in
+                if let error { logger.warning("the finished download's record stays: \(error)") }
+            }
         case .report(let state):
             if case .paused(let reason) = state { logger.info("paused: \(reason)") }
             if case .failed(let reason) = state { logger.warning("failed: \(reason)") }

@@ -63,6 +63,20 @@ final class PartFile {
         return size == expectedLength ? nil : "the part holds \(size) bytes, not the \(expectedLength) of the file; not renamed into place"
     }
 
+    /// The same, off the loop (TransferDisk): the part's bytes written so far reach the disk, then the record
+    /// replaces the old one; `done` on the loop. The part may be closed on the loop meanwhile: the fsync
+    /// works on a duplicate of its descriptor.
+    func writeRecord(_ record: DownloadRecord, on disk: TransferDisk, done: @escaping (SystemError?) -> Void) {
+        let (copy, path, recordPath, text) = (duplicate(), self.path, self.recordPath, Array(record.encoded().utf8))
+        if case .failure(let error) = copy { return done(error) }
+        disk.run({
+            let fd = (try? copy.get()) ?? -1
+            defer { if fd >= 0 { Glibc.close(fd) } }
+            if fd >= 0, let error = syncFile(fd, path) { return error }
+            return writeFileAtomically(recordPath, text)
+        }, done: done)
+    }
+
     /// fsyncs and closes the part, renames it to the output path and fsyncs the directory.
     func renameIntoPlace() -> SystemError? {
         if let error = open() { return error }
@@ -71,9 +85,36 @@ final class PartFile {
         return synced ?? renameFile(path, to: output) ?? syncDirectory(of: output)
     }
 
+    /// The same, off the loop, after the records queued before it; `done` on the loop.
+    func renameIntoPlace(on disk: TransferDisk, done: @escaping (SystemError?) -> Void) {
+        if let error = open() { return done(error) }
+        let copy = duplicate()
+        close()
+        if case .failure(let error) = copy { return done(error) }
+        let (path, output) = (self.path, self.output)
+        disk.run({
+            let fd = (try? copy.get()) ?? -1
+            defer { if fd >= 0 { Glibc.close(fd) } }
+            return syncFile(fd, path) ?? renameFile(path, to: output) ?? syncDirectory(of: output)
+        }, done: done)
+    }
+
     /// Deletes the record.
     func removeRecord() -> SystemError? {
         removeFile(recordPath) ?? syncDirectory(of: recordPath)
+    }
+
+    /// The same, off the loop, after the work queued before it.
+    func removeRecord(on disk: TransferDisk, done: @escaping (SystemError?) -> Void) {
+        let recordPath = self.recordPath
+        disk.run({ removeFile(recordPath) ?? syncDirectory(of: recordPath) }, done: done)
+    }
+
+    /// A duplicate of the open part's descriptor (-1 when it is not open), for work off the loop.
+    private func duplicate() -> Result<CInt, SystemError> {
+        guard fd >= 0 else { return .success(-1) }
+        let copy = fcntl(fd, F_DUPFD_CLOEXEC, 0)
+        return copy >= 0 ? .success(copy) : .failure(SystemError("fcntl F_DUPFD_CLOEXEC \(path)", Errno.current))
     }
 
     /// Closes the part; the next write opens it again. Calling it again does nothing.

@@ -25,13 +25,16 @@ public final class CurlMulti {
     /// Adds and removes asked for while `inAction`, done when it returns.
     private var deferred: [() -> Void] = []
     private let logger: Logger
+    /// Where the transfers' fsyncs and renames run, off the loop.
+    public let disk: TransferDisk
 
     /// libcurl's global state, set up once per process before the first handle.
     private static let initialized: Bool = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
 
     /// A multi handle on `loop`; nil when libcurl cannot make one (out of memory).
     public init?(loop: EventLoop, logger: Logger) {
-        guard Self.initialized, let multi = curl_multi_init() else { return nil }
+        guard Self.initialized, let disk = try? TransferDisk(loop: loop), let multi = curl_multi_init() else { return nil }
+        self.disk = disk
         self.loop = loop
         self.multi = multi
         self.logger = logger
@@ -79,6 +82,7 @@ public final class CurlMulti {
         timer?.close()
         timer = nil
         curl_multi_cleanup(multi)
+        disk.close()
     }
 
     // MARK: libcurl's calls
