@@ -28,6 +28,14 @@ public final class CurlMulti {
     /// Where the transfers' fsyncs and renames run, off the loop.
     public let disk: TransferDisk
 
+    /// The most body bytes all requests together hand over in one loop turn: past it, a request waits for
+    /// the next turn (CURL_WRITEFUNC_PAUSE, resumed from a zero-delay timer), so that libcurl, which reads a
+    /// socket until it is dry, never keeps the loop from a control request for more than about a millisecond.
+    static let turnBudget = 512 * 1024
+    private var spentThisTurn = 0
+    private var waitingForTurn: [CurlRequest] = []
+    private var nextTurn: EventTimer?
+
     /// libcurl's global state, set up once per process before the first handle.
     private static let initialized: Bool = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
 
@@ -44,6 +52,32 @@ public final class CurlMulti {
         _ = nl_multi_pointer(multi, CURLMOPT_TIMERDATA, context)
         _ = nl_multi_timer_callback(multi, curlTimerCallback)
         timer = EventTimer(loop: loop) { [weak self] in self?.act(on: CURL_SOCKET_TIMEOUT, CInt(0)) }
+        nextTurn = EventTimer(loop: loop) { [weak self] in self?.resumeWaiting() }
+    }
+
+    /// Whether this turn's budget of body bytes is spent.
+    var turnIsSpent: Bool { spentThisTurn >= Self.turnBudget }
+
+    /// `count` body bytes were handed over in this turn.
+    func spend(_ count: Int) { spentThisTurn += count }
+
+    /// `request` paused its body until the next turn.
+    func resumeNextTurn(_ request: CurlRequest) {
+        waitingForTurn.append(request)
+        nextTurn?.arm(after: .zero)
+    }
+
+    /// A new turn: the requests that waited for it go on (libcurl hands their held bytes over at once).
+    private func resumeWaiting() {
+        spentThisTurn = 0
+        let waiting = waitingForTurn
+        waitingForTurn.removeAll()
+        inAction = true
+        for request in waiting where !request.isFinished && running[request.easy] != nil {
+            _ = curl_easy_pause(request.easy, CURLPAUSE_CONT)
+        }
+        inAction = false
+        afterAction()
     }
 
     /// How many requests are on the handle.
@@ -81,6 +115,9 @@ public final class CurlMulti {
         watchers.removeAll()
         timer?.close()
         timer = nil
+        nextTurn?.close()
+        nextTurn = nil
+        waitingForTurn.removeAll()
         curl_multi_cleanup(multi)
         disk.close()
     }
@@ -124,9 +161,15 @@ public final class CurlMulti {
 
     private func act(on socket: curl_socket_t, _ flags: CInt) {
         var stillRunning: CInt = 0
+        spentThisTurn = 0
         inAction = true
         _ = curl_multi_socket_action(multi, socket, flags, &stillRunning)
         inAction = false
+        afterAction()
+    }
+
+    /// What waits for libcurl to return: the transfers that ended, then the adds and removes asked for.
+    private func afterAction() {
         finishDone()
         while !deferred.isEmpty {
             let work = deferred

@@ -265,8 +265,17 @@ final class CurlRequest {
         !cancelled && onProgress()
     }
 
-    fileprivate func body(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        !cancelled && onBody(bytes)
+    /// What the write callback returns: the bytes taken, 0 to stop, or CURL_WRITEFUNC_PAUSE when this
+    /// loop turn's budget is spent (libcurl then holds the bytes and hands them over again once resumed).
+    fileprivate func body(_ bytes: UnsafeRawBufferPointer) -> Int {
+        if cancelled { return 0 }
+        if multi.turnIsSpent && !bytes.isEmpty {
+            multi.resumeNextTurn(self)
+            return Int(CURL_WRITEFUNC_PAUSE)
+        }
+        guard onBody(bytes) else { return 0 }
+        multi.spend(bytes.count)
+        return bytes.count
     }
 
     fileprivate func send(_ buffer: UnsafeMutableRawBufferPointer) -> Int? {
@@ -316,8 +325,8 @@ private func request(_ context: UnsafeMutableRawPointer?) -> CurlRequest? {
 
 private func curlWrite(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?) -> Int {
     let length = size * count
-    guard let request = request(context), request.body(UnsafeRawBufferPointer(start: data, count: data == nil ? 0 : length)) else { return 0 }
-    return length
+    guard let request = request(context) else { return 0 }
+    return request.body(UnsafeRawBufferPointer(start: data, count: data == nil ? 0 : length))
 }
 
 private func curlHeader(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?) -> Int {
