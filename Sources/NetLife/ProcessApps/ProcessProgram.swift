@@ -339,6 +339,19 @@ public final class ProcessProgram: AppProgram {
         }
     }
 
+    public func findListeners(at addresses: [SocketAddress]) throws(SystemError) -> [SocketAddress: [HeldListener]] {
+        guard let run = current, run.isRunning, let main = run.pid else { return [:] }
+        let others = run.cgroup?.subtreeMembers().filter { $0 != main } ?? []
+        return try AdoptedListeners.find(addresses: addresses, pids: [main] + others)
+    }
+
+    public func take(_ listener: HeldListener) throws(SystemError) -> CInt {
+        guard let run = current, run.isRunning, let child = run.child, let pidfd = child.processDescriptor else {
+            throw SystemError("pidfd_getfd", Errno(rawValue: ESRCH))
+        }
+        return try AdoptedListeners.take(listener, mainPid: child.pid, mainPidfd: pidfd)
+    }
+
     /// The current run's, else the newest ending run's figures: two small cgroup files per cgroup of its
     /// subtree, whatever the number of processes.
     public var status: ProgramStatus {
