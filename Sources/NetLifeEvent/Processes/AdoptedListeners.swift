@@ -9,7 +9,6 @@
 // is the pure `match`; `find` reads /proc and `take` makes the copies (`pidfd_getfd`).
 
 @preconcurrency import Glibc
-internal import CLibevent
 
 /// A listening socket a program holds at one of the addresses looked for.
 public struct HeldListener: Equatable, Sendable {
@@ -89,7 +88,7 @@ public enum AdoptedListeners {
     /// `pidfd_open` and `pidfd_getfd`.
     public static func take(_ listener: HeldListener, mainPid: Int32, mainPidfd: CInt) throws(SystemError) -> CInt {
         if listener.pid == mainPid { return try SocketCalls.takeDescriptor(pidfd: mainPidfd, fd: listener.fd) }
-        let pidfd = try sys("pidfd_open(\(listener.pid))") { pidfd_open(listener.pid, 0) }
+        let pidfd = try SocketCalls.openProcess(listener.pid)
         defer { Glibc.close(pidfd) }
         return try SocketCalls.takeDescriptor(pidfd: pidfd, fd: listener.fd)
     }
