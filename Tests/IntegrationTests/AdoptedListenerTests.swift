@@ -30,6 +30,25 @@ struct AdoptedListenerTests {
         try checkLifecycle(AdoptedServer(.memcached), processes: 1, sockets: 1, keepsConnections: true)
     }
 
+    @Test func aProgramLaunchedIntoTheBackgroundHasItsListenerShutDownOnceAdopted() throws {
+        let server = AdoptedServer(.pythonHTTP)
+        defer { server.remove() }
+        let daemon = try TestDaemon(config: "[daemon]\n" + server.app("web", appLines: "launch = background"))
+        defer { daemon.stop() }
+        #expect(waitUntil(timeout: 10) { daemon.currentState("web") == "suspended" }, "\(daemon.log)")
+        let pid = try #require(daemon.programPid("web"))
+        let listener = (daemon.status("web")["listeners"] as? [[String: Any]])?.first
+        #expect(listener?["open"] as? Bool == false)
+        #expect((listener?["pids"] as? [Int]) == [Int(pid)], "adopted, then shut down")
+        #expect(connectTCP(host: server.host, port: server.port) == .failed(ECONNREFUSED))
+        #expect(daemon.ctl("foreground", "web").status == 0)
+        let peer = try #require(Peer.connect(host: server.host, port: server.port))
+        peer.send(server.request)
+        #expect(peer.read(untilContaining: server.answer).contains(server.answer))
+        peer.close()
+        #expect(daemon.programPid("web") == pid)
+    }
+
     @Test func aListenerTheProgramNeverBindsFailsTheLaunchAtTheBudget() throws {
         let server = AdoptedServer(.pythonHTTP)
         defer { server.remove() }
@@ -138,6 +157,20 @@ struct AdoptedListenerTests {
         #expect(daemon.ctl("terminate", "web").status == 0)
         #expect(waitUntil(timeout: 6) { members.allSatisfy(processIsGone) && !cgroup.exists }, "nothing of \(server.kind.rawValue) is left")
         #expect(connectTCP(host: server.host, port: server.port) == .failed(ECONNREFUSED))
+
+        // Launched again, the new run's sockets are adopted afresh.
+        #expect(daemon.ctl("launch", "web").status == 0)
+        let relaunched = try #require(daemon.programPid("web"))
+        #expect(relaunched != pid)
+        let relaunchedListener = (daemon.status("web")["listeners"] as? [[String: Any]])?.first
+        #expect(relaunchedListener?["open"] as? Bool == true)
+        #expect((relaunchedListener?["pids"] as? [Int])?.first == Int(relaunched))
+        let served = try #require(Peer.connect(host: server.host, port: server.port))
+        served.send(server.request)
+        #expect(served.read(untilContaining: server.answer).contains(server.answer), "the relaunched program serves")
+        served.close()
+        daemon.stop()
+        #expect(processIsGone(relaunched), "the daemon's exit ends the program")
     }
 
     /// The CPU time the cgroup's processes have used (`usage_usec` of cgroup v2's cpu.stat).
