@@ -11,7 +11,8 @@ extension App {
                               relaunchInBackground: configuration.launch == .background,
                               silentProgram: program.map { !$0.speaksProtocol } ?? false,
                               continuousMode: backgroundMode == .continuous,
-                              awaitsReady: configuration.program?.ready == .notify)
+                              awaitsReady: configuration.program?.ready == .notify,
+                              adoptsListeners: configuration.program != nil && configuration.listeners.contains { $0.adopt })
     }
 
     func settingsChanged() {

@@ -47,6 +47,8 @@ public final class App {
     private var deadlineTimer: DeadlineTimer?
     /// The hook run of the current wake-up, if one runs.
     var wakeHook: HookRun?
+    /// Looks again for the program's own listeners (`adopt = yes`) while a launch waits for them.
+    var adoptionTimer: EventTimer?
     /// The termination of the app this one replaced, until this one has its own.
     var inheritedTermination: TerminationRecord?
 
@@ -134,6 +136,8 @@ public final class App {
             deliverToProgram(event, budget: budget)
         case .startProgram:
             startProgramAfterEarlierRuns()
+        case .adoptListeners:
+            lookForAdoptedListeners()
         case .transitionEnded(let state):
             // After the reply: the opened listeners start accepting (the reply waited only for them to listen),
             // and the closed listeners' sockets are made for the reopen on `foreground`.
@@ -144,6 +148,9 @@ public final class App {
         case .emit(let event):
             if case .watchdogKilled(let timeout) = event {
                 logger.critical("0x8badf00d: watchdog killed app \(name): \(timeout.stage) took \(format(timeout.elapsed)), over its budget of \(format(timeout.budget))")
+                if timeout.stage == .adoptListeners {
+                    logger.error("the program did not bind \(unadoptedListenersText) within the launch budget (adopt = yes)")
+                }
             }
             if case .stopped(let record) = event {
                 logger.notice("stopped: \(record.reason.name)\(record.reason.cause.map { " (by \($0.rawValue))" } ?? "")")
@@ -219,6 +226,8 @@ public final class App {
     /// Stops everything the app runs: hooks (killed and abandoned), its program, sockets, tasks, timers.
     private func tearDown(closing mode: Connection.CloseMode) {
         hooks.killAll()
+        adoptionTimer?.close()
+        adoptionTimer = nil
         // Also when it does not run: an earlier run may still be ending, or a launch waiting for it.
         if let program {
             if mode == .now { program.kill() } else { program.stop(grace: configuration.budgets.terminate) }

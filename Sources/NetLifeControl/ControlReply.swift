@@ -50,8 +50,11 @@ public struct ListenerInfo: Equatable, Sendable, JSONRecord {
     /// Why the listener is not open, if an open failed.
     public var error: String?
     public var connections: Int
+    /// The processes holding an adopted listener's sockets (`adopt = yes`); left out when empty.
+    public var pids: [Int] = []
 
-    public init(name: String, address: String, service: String, open: Bool, error: String?, connections: Int) {
+    public init(name: String, address: String, service: String, open: Bool, error: String?, connections: Int, pids: [Int] = []) {
+        self.pids = pids
         self.name = name
         self.address = address
         self.service = service
@@ -62,7 +65,7 @@ public struct ListenerInfo: Equatable, Sendable, JSONRecord {
 
     public static let schema = JSONSchema<ListenerInfo>("a listener", blank: ListenerInfo(name: "", address: "", service: "", open: false, error: nil, connections: 0), [
         .string("name", \.name), .string("address", \.address), .string("service", \.service), .bool("open", \.open),
-        .string("error", \.error), .count("connections", \.connections),
+        .string("error", \.error), .count("connections", \.connections), .when({ !$0.pids.isEmpty }, .counts("pids", \.pids)),
     ])
 
     /// The address as netlifectl prints it. A listener configured on port 0 shows port 0 until its first open,

@@ -83,6 +83,15 @@ public struct JSONFields<Key: RawRepresentable> where Key.RawValue == String {
         return items
     }
 
+    public func counts(_ key: Key) throws(ControlError) -> [Int] {
+        try array(key) { item throws(ControlError) in
+            guard case .number(let number) = item, number >= 0, number.rounded() == number, number < 9.0e15 else {
+                throw wrong(key, "an array of whole numbers")
+            }
+            return Int(number)
+        }
+    }
+
     public func strings(_ key: Key) throws(ControlError) -> [String] {
         try array(key) { item throws(ControlError) in
             guard case .string(let text) = item else { throw wrong(key, "an array of strings") }

@@ -122,6 +122,11 @@ extension JSONField {
         stored(key, path, encode: { .array($0.map(JSON.string)) }) { fields, key throws(ControlError) in try fields.strings(key) }
     }
 
+    /// An array of whole numbers (empty when absent).
+    public static func counts(_ key: String, _ path: WritableKeyPath<Record, [Int]> & Sendable) -> JSONField {
+        stored(key, path, encode: { .array($0.map { .number(Double($0)) }) }) { fields, key throws(ControlError) in try fields.counts(key) }
+    }
+
     /// An array of records (empty when absent).
     public static func records<Item: JSONRecord>(_ key: String, _ path: WritableKeyPath<Record, [Item]> & Sendable) -> JSONField {
         // Not `map(\.json)`: a key path to a protocol extension's property looks up generic metadata for each

@@ -355,6 +355,16 @@ private struct ConfigReader {
                 else { error(entry.line, "backlog must be a positive whole number, got '\(entry.value)'") }
             case "mdns", "mdns-name", "mdns-txt":
                 break
+            case "adopt":
+                guard isProgram else {
+                    error(entry.line, "adopt belongs to a listener of a process app (exec): only a program binds its own listeners")
+                    break
+                }
+                switch entry.value {
+                case "yes": listener.adopt = true
+                case "no": listener.adopt = false
+                default: error(entry.line, "adopt must be yes or no, got '\(entry.value)'")
+                }
             case "voip", "keepalive":
                 error(entry.line, "\(entry.key) belongs to an outbound TCP [socket APP.NAME] section; a listener cannot be a VoIP socket")
             case _ where serviceKeys.contains(entry.key):
@@ -370,6 +380,13 @@ private struct ConfigReader {
         if isProgram, let address {
             if case .unix = address {
                 error(section.line, "listener \(fullName): a process app's listeners are TCP (address HOST:PORT)")
+                return
+            }
+            // An adopted socket is the program's: its port must be known to be found, and a port-0 socket
+            // would give its port up at the first background.
+            if listener.adopt, address.port == 0 {
+                let line = entries.first(where: { $0.key == "address" })?.line ?? section.line
+                error(line, "listener \(fullName): adopt = yes needs an explicit port (the port the program binds), not \(address)")
                 return
             }
             listener.address = address

@@ -39,7 +39,8 @@ enum Reply {
                 backgroundMode: status.backgroundMode.rawValue,
                 listeners: status.listeners.map { listener in
                     ListenerInfo(name: listener.name, address: listener.address, service: listener.service,
-                                 open: listener.open, error: listener.error, connections: listener.connections)
+                                 open: listener.open, error: listener.error, connections: listener.connections,
+                                 pids: listener.pids.map(Int.init))
                 },
                 sockets: status.sockets.map(socket),
                 tasks: status.tasks.map(task),

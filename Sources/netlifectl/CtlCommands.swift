@@ -97,6 +97,7 @@ func renderStatus(_ reply: JSON) throws(ControlError) -> String {
             var line = "  listener \(listener.name) \(listener.addressText) (\(listener.service)): \(listener.open ? "open" : "closed")"
             if let error = listener.error { line += " (\(error))" }
             line += ", \(listener.connections) connection\(listener.connections == 1 ? "" : "s")"
+            if !listener.pids.isEmpty { line += ", held by pid \(listener.pids.map(String.init).joined(separator: ", "))" }
             lines.append(line)
         }
         for socket in app.sockets {

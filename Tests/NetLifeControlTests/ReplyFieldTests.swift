@@ -43,6 +43,17 @@ import Testing
                 == #"{"ok":true,"app":"a","state":"s","already":false,"suspendPending":true,"reason":null,"stages":[]}"#)
     }
 
+    @Test func anAdoptedListenersPidsAreWrittenOnlyWhenItHasSome() throws {
+        let plain = ListenerInfo(name: "l", address: "1.2.3.4:5", service: "program", open: true, error: nil, connections: 0)
+        #expect(plain.json["pids"] == nil)
+        let adopted = ListenerInfo(name: "l", address: "1.2.3.4:5", service: "program", open: true, error: nil, connections: 0, pids: [7, 8])
+        #expect(adopted.json.serialized.hasSuffix(#""connections":0,"pids":[7,8]}"#))
+        #expect(try ListenerInfo(json: JSON.parse(adopted.json.serialized)) == adopted)
+        #expect(throws: ControlError(.badRequest, "\"pids\" must be an array of whole numbers")) {
+            try ListenerInfo(json: JSON.parse(#"{"name":"l","address":"a","service":"s","connections":1,"pids":[1.5]}"#))
+        }
+    }
+
     @Test func aMemberOfTheWrongTypeIsNamed() throws {
         #expect(throws: ControlError(.badRequest, "\"connections\" must be a whole number")) {
             try ListenerInfo(json: JSON.parse(#"{"name":"l","address":"a","service":"s","connections":1.5}"#))

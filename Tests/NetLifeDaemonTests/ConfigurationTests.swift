@@ -208,6 +208,20 @@ private func errors(_ text: String) -> [String] {
                                                                       "test.conf:3: watchdog needs exec = PROGRAM in the same [app] section"])
     }
 
+    @Test func adoptIsReadOnAProcessAppsListenerWithAnExplicitPort() throws {
+        let app = try parse("[app web]\nexec = prog\n[listener web.http]\naddress = 127.0.0.9:8080\nadopt = yes\n[listener web.admin]\naddress = 127.0.0.9:8081\n").apps[0]
+        #expect(app.listeners.map(\.adopt) == [true, false])
+        #expect(try parse("[app web]\nexec = prog\n[listener web.http]\naddress = 127.0.0.9:8080\nadopt = no\n").apps[0].listeners[0].adopt == false)
+        #expect(errors("[app web]\nexec = prog\n[listener web.http]\naddress = 127.0.0.9:0\nadopt = yes\n")
+                == ["test.conf:4: listener web.http: adopt = yes needs an explicit port (the port the program binds), not 127.0.0.9:0"])
+        #expect(errors("[app web]\nexec = prog\n[listener web.http]\naddress = 127.0.0.9:8080\nadopt = maybe\n")
+                == ["test.conf:5: adopt must be yes or no, got 'maybe'"])
+        #expect(errors("[app web]\n[listener web.http]\naddress = 127.0.0.9:8080\nservice = echo\nadopt = yes\n")
+                == ["test.conf:5: adopt belongs to a listener of a process app (exec): only a program binds its own listeners"])
+        // A missing port is an error of the address itself.
+        #expect(errors("[app web]\nexec = prog\n[listener web.http]\naddress = 127.0.0.9\nadopt = yes\n").first?.hasPrefix("test.conf:4: address") == true)
+    }
+
     @Test func transferLimitsHaveDefaultsAndRanges() throws {
         #expect(try parse("[daemon]\n").transferLimits == TransferLimits(idleTimeout: .seconds(60), lowSpeedLimit: 100, lowSpeedTime: .seconds(60)))
         let set = try parse("[daemon]\ntransfer-idle-timeout = 250ms\ntransfer-low-speed-limit = 0\ntransfer-low-speed-time = 2m\n")

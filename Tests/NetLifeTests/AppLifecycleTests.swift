@@ -63,6 +63,7 @@ private func brief(_ action: AppLifecycle.Action) -> String? {
     case .suspend: return "suspend"
     case .runHook(let event): return "hook:\(event)"
     case .startProgram: return "start-program"
+    case .adoptListeners: return "adopt-listeners"
     case .deliverToProgram(let event, _): return "program:\(event)"
     case .callDelegate(let event): return "delegate:\(event)"
     case .startWakeHandler: return "wake-handler"
@@ -488,5 +489,63 @@ private let expected: [String: String] = [
         var d = Driver(AppLifecycle.Settings(traits: LifecycleTraits(hasProgram: true)))
         d.command(.launch(background: false))
         #expect(d.send(.stepDone).compactMap(brief) == ["program:did-finish-launching"])
+    }
+}
+
+/// `adopt = yes`: a program's start is over only once the listeners it binds itself are found, after its
+/// READY=1 when it is awaited, within the launch budget.
+@Suite struct ListenerAdoptionLifecycleTests {
+    private static func settings(awaitsReady: Bool = false) -> AppLifecycle.Settings {
+        var settings = AppLifecycle.Settings(traits: LifecycleTraits(hasProgram: true), awaitsReady: awaitsReady, adoptsListeners: true)
+        settings.budgets.launch = .seconds(2)
+        return settings
+    }
+
+    @Test func aLaunchWaitsForTheAdoptedListenersAfterTheProgramStarted() {
+        var d = Driver(Self.settings())
+        #expect(d.command(.launch(background: false)).compactMap(brief) == ["not-running>inactive", "start-program"])
+        #expect(d.send(.stepDone).compactMap(brief) == ["adopt-listeners"])
+        #expect(d.machine.waitingFor == .adoptListeners)
+        // Neither a step-done nor READY=1 ends this wait.
+        #expect(d.send(.stepDone).compactMap(brief).isEmpty)
+        #expect(d.send(.programReady).compactMap(brief).isEmpty)
+        #expect(d.machine.waitingFor == .adoptListeners)
+        d.clock += 300
+        #expect(d.send(.listenersAdopted).compactMap(brief) == ["program:did-finish-launching"])
+        #expect(d.machine.waitingFor == .program)
+    }
+
+    @Test func withReadyNotifyTheListenersAreLookedForAfterReady() {
+        var d = Driver(Self.settings(awaitsReady: true))
+        d.command(.launch(background: false))
+        #expect(d.send(.stepDone).compactMap(brief).isEmpty)
+        #expect(d.machine.waitingFor == .programReady)
+        #expect(d.send(.listenersAdopted).compactMap(brief).isEmpty)
+        #expect(d.machine.waitingFor == .programReady)
+        #expect(d.send(.programReady).compactMap(brief) == ["adopt-listeners"])
+        #expect(d.send(.listenersAdopted).compactMap(brief) == ["program:did-finish-launching"])
+    }
+
+    @Test func listenersNotFoundWithinTheLaunchBudgetAreAWatchdogKillThatSaysSo() {
+        var d = Driver(Self.settings())
+        d.command(.launch(background: false))
+        d.send(.stepDone)
+        #expect(d.wait(1_999).isEmpty)
+        #expect(d.wait(2).compactMap(brief) == ["watchdog", "teardown", "inactive>not-running", "stopped:watchdog", "=killed"])
+        guard case .watchdog(let timeout) = d.machine.lastTermination?.reason else {
+            Issue.record("no watchdog record: \(String(describing: d.machine.lastTermination))")
+            return
+        }
+        #expect(timeout.stage == .adoptListeners)
+        #expect(timeout.stage.description == "adopt-listeners")
+    }
+
+    @Test func adoptedOutsideTheWaitChangesNothing() {
+        for phase in phases {
+            var d = phase.make()
+            let before = d.summary
+            #expect(d.send(.listenersAdopted).compactMap(brief).isEmpty, "\(phase.name)")
+            #expect(d.summary == before, "\(phase.name)")
+        }
     }
 }

@@ -66,6 +66,9 @@ public struct ListenerConfiguration: Sendable, Equatable {
     public var backlog: Int32 = 511
     /// `mdns`, `mdns-name`, `mdns-txt`: announced over mDNS while open; nil: not announced.
     public var mdns: MDNSAnnouncement? = nil
+    /// `adopt = yes` (a process app's listener): the program binds `address` itself; netlifed finds that
+    /// socket after the start and holds it as it holds the listeners it hands over.
+    public var adopt = false
 
     public init(name: String, address: SocketAddress, service: String) {
         self.name = name

@@ -59,10 +59,14 @@ public struct AppLifecycle: Sendable {
         public var continuousMode: Bool
         /// `ready = notify`: a started program is not launched until it sends READY=1 (within the launch budget).
         public var awaitsReady: Bool
+        /// `adopt = yes` on a listener: a started (and, with `ready = notify`, ready) program is not launched
+        /// until netlifed has found the listeners it binds itself (within the launch budget).
+        public var adoptsListeners: Bool
 
         public init(traits: LifecycleTraits = LifecycleTraits(), budgets: Budgets = Budgets(), autoSuspend: Duration? = nil,
                     reclaimOnSuspend: Bool = false, relaunchInBackground: Bool = false, silentProgram: Bool = false,
-                    continuousMode: Bool = false, awaitsReady: Bool = false) {
+                    continuousMode: Bool = false, awaitsReady: Bool = false, adoptsListeners: Bool = false) {
+            self.adoptsListeners = adoptsListeners
             self.traits = traits
             self.budgets = budgets
             self.autoSuspend = autoSuspend
@@ -115,6 +119,8 @@ public struct AppLifecycle: Sendable {
         case hook, program, startProgram
         /// The program started; with `ready = notify` the launch waits for its READY=1.
         case programReady
+        /// The program started (and is ready); the launch waits for the listeners it binds itself.
+        case adoptListeners
     }
 
     /// What happens to the app.
@@ -125,6 +131,8 @@ public struct AppLifecycle: Sendable {
         case stepDone
         /// The program sent READY=1 (it completes the start of a program with `ready = notify`).
         case programReady
+        /// Every `adopt = yes` listener was found among the program's sockets.
+        case listenersAdopted
         /// The shell's timer fired: a deadline may have passed.
         case clock
         /// The background tasks changed: how many are open, and whether an expiration handler runs.
@@ -162,6 +170,9 @@ public struct AppLifecycle: Sendable {
         /// Bind the listeners and start the program, once an earlier run has ended (the machine waits; the
         /// shell sends `.stepDone`, or `.programExited` if it cannot start).
         case startProgram
+        /// Look for the listeners the program binds itself (`adopt = yes`) while the machine waits for them
+        /// (`waitingFor == .adoptListeners`), and send `.listenersAdopted` once all are found.
+        case adoptListeners
         /// A transition ended in `state` (its opened listeners start accepting, closed ones are made ready).
         case transitionEnded(AppState)
         /// Answer a command.
@@ -269,7 +280,8 @@ public struct AppLifecycle: Sendable {
             }
             queue.append(Queued(command: command, cause: cause, ticket: ticket))
         case .stepDone:
-            guard case .transition(var transition) = phase, let wait = transition.waitingFor, wait != .programReady else { return }
+            guard case .transition(var transition) = phase, let wait = transition.waitingFor,
+                  wait != .programReady, wait != .adoptListeners else { return }
             if wait == .startProgram {
                 restartPolicy.launched(now: now)
                 if settings.awaitsReady {
@@ -278,11 +290,17 @@ public struct AppLifecycle: Sendable {
                     send(.log(.info, "waiting for the program's READY=1 (ready = notify)"))
                     return
                 }
+                if settings.adoptsListeners { return awaitAdoption(&transition) }
             }
             transition.waitingFor = nil
             phase = .transition(transition)
         case .programReady:
             guard case .transition(var transition) = phase, transition.waitingFor == .programReady else { return }
+            if settings.adoptsListeners { return awaitAdoption(&transition) }
+            transition.waitingFor = nil
+            phase = .transition(transition)
+        case .listenersAdopted:
+            guard case .transition(var transition) = phase, transition.waitingFor == .adoptListeners else { return }
             transition.waitingFor = nil
             phase = .transition(transition)
         case .clock:
@@ -452,6 +470,14 @@ public struct AppLifecycle: Sendable {
         phase = .notRunning(restartAt: nil)
     }
 
+    /// The launch waits for the program's own listeners: the shell looks for them (`.adoptListeners`) and
+    /// sends `.listenersAdopted`.
+    private mutating func awaitAdoption(_ transition: inout Transition) {
+        transition.waitingFor = .adoptListeners
+        phase = .transition(transition)
+        send(.adoptListeners)
+    }
+
     /// The watchdog kills the app: no callback runs, the command under way is answered `.killed`.
     private mutating func kill(_ timeout: WatchdogTimeout) {
         send(.emit(.watchdogKilled(timeout)))
@@ -531,6 +557,8 @@ public struct AppLifecycle: Sendable {
             if case .kill(var timeout) = transition.pipeline.budgetExpired(now: now) {
                 // The launch ran out waiting for READY=1: the program's silence is what the record names.
                 if transition.waitingFor == .programReady { timeout.stage = .programReady }
+                // The launch ran out looking for a listener the program was to bind.
+                if transition.waitingFor == .adoptListeners { timeout.stage = .adoptListeners }
                 phase = .transition(transition)
                 kill(timeout)
             }

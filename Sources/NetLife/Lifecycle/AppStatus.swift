@@ -12,6 +12,8 @@ public struct ListenerStatus: Equatable, Sendable {
     /// Why the listener is not open, if an open failed.
     public var error: String?
     public var connections: Int
+    /// The processes holding an adopted listener's sockets (`adopt = yes`); empty for the others.
+    public var pids: [Int32] = []
 }
 
 /// An open background task as `status` shows it.

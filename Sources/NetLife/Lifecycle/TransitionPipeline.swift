@@ -25,18 +25,21 @@ public enum WatchdogStage: Equatable, Sendable, CustomStringConvertible {
     case backgroundTask
     /// A process app's program with `ready = notify` did not send READY=1 within the launch budget.
     case programReady
+    /// A process app's program did not bind a listener it is to bind (`adopt = yes`) within the launch budget.
+    case adoptListeners
     /// A process app's program with `watchdog` did not send WATCHDOG=1 within it (`triggered`: it sent
     /// WATCHDOG=trigger).
     case programWatchdog(triggered: Bool)
 
     /// The name `status` and the log use: the callback's name, `expiration`, `background-task`,
-    /// `program-ready`, `program-watchdog` or `program-watchdog-trigger`.
+    /// `program-ready`, `adopt-listeners`, `program-watchdog` or `program-watchdog-trigger`.
     public var description: String {
         switch self {
         case .transition(let event): return event.rawValue
         case .expiration: return "expiration"
         case .backgroundTask: return "background-task"
         case .programReady: return "program-ready"
+        case .adoptListeners: return "adopt-listeners"
         case .programWatchdog(let triggered): return triggered ? "program-watchdog-trigger" : "program-watchdog"
         }
     }

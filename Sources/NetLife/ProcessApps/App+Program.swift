@@ -37,7 +37,7 @@ extension App {
             return send(.programExited(.exited(1), reason: "cannot start: listener \(listener.configuration.name): \(listener.openError ?? "not open")"))
         }
         do {
-            try program.start(listeners: handed.filter { $0.fd >= 0 }.map { ($0.configuration.name, $0.fd) })
+            try program.start(listeners: handed.filter { !$0.isAdopted && $0.fd >= 0 }.map { ($0.configuration.name, $0.fd) })
         } catch {
             logger.error("cannot start the program \(configuration.program?.arguments.first ?? ""): \(error)")
             return send(.programExited(.exited(127), reason: "cannot start: \(error)"))
@@ -45,6 +45,62 @@ extension App {
         // In the background from the start: listening stops as soon as the program holds them.
         if state == .background { for listener in handed { listener.close() } }
         send(.stepDone)
+    }
+
+    /// How often the program's processes are looked at for the listeners it binds itself: each look reads
+    /// their /proc/PID/fd and the TCP tables (a few milliseconds), and a program binds within milliseconds
+    /// of its start, so a launch waits at most this much longer than it must.
+    static let adoptionPollInterval = Duration.milliseconds(25)
+
+    /// Looks for the listeners the program binds itself (`adopt = yes`) until every one is found (the copies
+    /// are then taken and the launch goes on) or the launch is over (its budget ran out: the watchdog names
+    /// stage `adopt-listeners`, and the log which listeners were missing).
+    func lookForAdoptedListeners() {
+        adoptionTimer?.close()
+        adoptionTimer = nil
+        guard let program, lifecycle.waitingFor == .adoptListeners else { return }
+        let adopted = sockets.handedListeners.filter(\.isAdopted)
+        do {
+            let found = try program.findListeners(at: adopted.map(\.address))
+            let allFound = adopted.allSatisfy { !(found[$0.address]?.isEmpty ?? true) }
+            if allFound, take(found, into: adopted, from: program) {
+                // In the background from the start: listening stops as soon as netlifed holds them.
+                if state == .background { for listener in adopted { listener.close() } }
+                return send(.listenersAdopted)
+            }
+        } catch {
+            logger.warning("cannot look for the program's listeners: \(error)")
+        }
+        adoptionTimer = loop.schedule(after: Self.adoptionPollInterval) { [weak self] in self?.lookForAdoptedListeners() }
+    }
+
+    /// Why a launch ran out waiting for the program's own listeners, for the log: those not found.
+    var unadoptedListenersText: String {
+        sockets.handedListeners.filter { $0.isAdopted && !$0.isListening }
+            .map { "listener \($0.configuration.name) (\($0.address))" }.joined(separator: ", ")
+    }
+
+    /// Takes a copy of every socket found for each adopted listener; false (nothing kept) if one fails.
+    private func take(_ found: [SocketAddress: [HeldListener]], into adopted: [HandedListener], from program: any AppProgram) -> Bool {
+        var taken: [(HandedListener, [CInt], [Int32])] = []
+        for listener in adopted {
+            var copies: [CInt] = []
+            var owners: [Int32] = []
+            for held in found[listener.address] ?? [] {
+                do {
+                    copies.append(try program.take(held))
+                    for pid in held.pids where !owners.contains(pid) { owners.append(pid) }
+                } catch {
+                    logger.warning("cannot take the program's socket at \(listener.address) from pid \(held.pid): \(error)")
+                    for (_, fds, _) in taken { for fd in fds { SocketCalls.close(fd) } }
+                    for fd in copies { SocketCalls.close(fd) }
+                    return false
+                }
+            }
+            taken.append((listener, copies, owners))
+        }
+        for (listener, copies, owners) in taken { listener.adopt(copies, owners: owners) }
+        return true
     }
 
     /// Tells the program the stage; the lifecycle waits for its answer when it speaks the protocol.

@@ -5,6 +5,7 @@
 // (cgroups, the protocol's codec, /proc and pidfd_getfd); App only decides when, and its pipeline's
 // watchdog is the one deadline of a stage.
 
+@preconcurrency import Glibc
 import NetLifeEvent
 
 /// What `status` shows of a program.
@@ -92,6 +93,11 @@ public protocol AppProgram: AnyObject {
     /// Resets the program's TCP connections (reclaim of a suspended app), except those it declared VoIP;
     /// returns how many were reset.
     func reclaimSockets() -> Int
+    /// The listening sockets at `addresses` that the program's processes hold now (`adopt = yes`): every
+    /// process of its cgroup is looked at, its main process first.
+    func findListeners(at addresses: [SocketAddress]) throws(SystemError) -> [SocketAddress: [HeldListener]]
+    /// A copy in netlifed of a socket `findListeners` found (`pidfd_getfd`).
+    func take(_ listener: HeldListener) throws(SystemError) -> CInt
     /// What `status` shows.
     var status: ProgramStatus { get }
 }
@@ -99,4 +105,7 @@ public protocol AppProgram: AnyObject {
 extension AppProgram {
     /// A program whose runs leave nothing behind once they exit has no earlier run to wait for.
     public func afterEarlierRunsEnd(_ done: @escaping () -> Void) -> Bool { false }
+    /// A program that binds nothing itself has no listener to adopt.
+    public func findListeners(at addresses: [SocketAddress]) throws(SystemError) -> [SocketAddress: [HeldListener]] { [:] }
+    public func take(_ listener: HeldListener) throws(SystemError) -> CInt { throw SystemError("pidfd_getfd", Errno(rawValue: ESRCH)) }
 }

@@ -8,6 +8,11 @@
 // gives that port up at shutdown, and the next listen would get another one. So a port-0 listener first
 // learns a free port from a probe socket and then binds that port by number (tried a few times, in case
 // something takes the port in the microseconds between).
+//
+// An adopted listener (`adopt = yes`) is one the program binds itself: netlifed binds nothing and hands
+// nothing over; once the program runs it is given copies of the program's sockets at the address (`adopt`:
+// one, or several with SO_REUSEPORT, each of which is shut down and listened again) and from then on behaves
+// as any handed listener. Its port is explicit (the config refuses 0), so `listen()` brings back the same port.
 
 @preconcurrency import Glibc
 import NetLifeEvent
@@ -19,7 +24,14 @@ final class HandedListener {
     /// The configured address; once bound, with its port.
     private(set) var address: SocketAddress
     /// netlifed's descriptor of the socket (-1 until bound); the program's copy is made at its launch.
-    private(set) var fd: CInt = -1
+    /// An adopted listener's first copy.
+    var fd: CInt { fds.first ?? -1 }
+    /// netlifed's descriptors: one socket, or an adopted listener's sockets (several with SO_REUSEPORT).
+    private var fds: [CInt] = []
+    /// The processes that hold an adopted listener's sockets (empty for a handed one, and until adopted).
+    private(set) var owners: [Int32] = []
+    /// Whether the program binds it itself (`adopt = yes`).
+    var isAdopted: Bool { configuration.adopt }
     /// Whether the socket listens now (false after `close()` until the next `open()`).
     private(set) var isListening = false
     /// Why the last open failed.
@@ -36,10 +48,12 @@ final class HandedListener {
     /// Binds the socket (the first time) and listens; false (error kept for `status`) when that fails.
     @discardableResult
     func open() -> Bool {
+        // The program binds an adopted listener: nothing to do until its sockets are adopted.
+        if isAdopted && fds.isEmpty { return true }
         do {
-            if fd < 0 { try bind() }
+            if fds.isEmpty { try bind() }
             if !isListening {
-                try sys("listen") { Glibc.listen(fd, configuration.backlog) }
+                for fd in fds { try sys("listen") { Glibc.listen(fd, configuration.backlog) } }
                 isListening = true
                 openError = nil
                 logger.debug("listening on \(address)")
@@ -59,7 +73,8 @@ final class HandedListener {
     func close() {
         guard isListening else { return }
         isListening = false
-        if shutdown(fd, CInt(SHUT_RD)) != 0 {
+        // Every socket of the port: with SO_REUSEPORT a connect goes to any that still listens.
+        for fd in fds where shutdown(fd, CInt(SHUT_RD)) != 0 {
             logger.warning("shutdown: \(Errno.current)")
         }
         onEvent?(.listenerClosed(name: configuration.name))
@@ -68,8 +83,21 @@ final class HandedListener {
     /// Closes netlifed's descriptor (the app stopped; the program's copy went with the program).
     func release() {
         close()
-        if fd >= 0 { SocketCalls.close(fd) }
-        fd = -1
+        for fd in fds { SocketCalls.close(fd) }
+        fds = []
+        owners = []
+    }
+
+    /// Takes the program's own sockets at the address (netlifed's copies, `pidfd_getfd`), held by the
+    /// processes `owners`: the listener listens, as after `open()`.
+    func adopt(_ copies: [CInt], owners: [Int32]) {
+        for fd in fds { SocketCalls.close(fd) }
+        fds = copies
+        self.owners = owners
+        isListening = true
+        openError = nil
+        logger.info("adopted \(copies.count) socket(s) at \(address) held by pid \(owners.map(String.init).joined(separator: ", "))")
+        onEvent?(.listenerOpened(name: configuration.name, address: address, mdns: configuration.mdns))
     }
 
     private func bind() throws(SystemError) {
@@ -87,7 +115,7 @@ final class HandedListener {
                 // accepts on its own copy.
                 let flags = fcntl(socket, F_GETFL)
                 if flags >= 0 { _ = fcntl(socket, F_SETFL, flags & ~O_NONBLOCK) }
-                fd = socket
+                fds = [socket]
                 address = bound
                 return
             } catch {
@@ -101,6 +129,6 @@ final class HandedListener {
 
     var status: ListenerStatus {
         ListenerStatus(name: configuration.name, address: address.description, service: configuration.service,
-                       open: isListening, error: openError, connections: 0)
+                       open: isListening, error: openError, connections: 0, pids: owners)
     }
 }

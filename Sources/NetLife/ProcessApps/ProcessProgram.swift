@@ -324,19 +324,50 @@ public final class ProcessProgram: AppProgram {
 
     // MARK: Reclaim, status
 
+    /// Resets the connections of every process of the run (a master's workers hold theirs), the main
+    /// process's first; the VoIP sockets the main process declared are spared, in any process that shares
+    /// them.
     public func reclaimSockets() -> Int {
         guard let run = current, run.isRunning, let child = run.child, let pidfd = child.processDescriptor else { return 0 }
-        do {
-            let report = try ProcessSockets.reclaim(pid: child.pid, pidfd: pidfd, sparing: channel.voipDescriptors)
-            for failure in report.failures { logger.warning("reclaim: \(failure)") }
-            if !report.reset.isEmpty {
-                logger.info("reclaimed \(report.reset.count) TCP connection(s) of the program (descriptors \(report.reset.map { String($0.fd) }.joined(separator: ", ")))")
+        var reset = 0
+        var spared = Set<UInt64>()
+        let others = run.cgroup?.subtreeMembers().filter { $0 != child.pid } ?? []
+        for pid in [child.pid] + others {
+            do {
+                var memberPidfd = pidfd
+                if pid != child.pid { memberPidfd = try SocketCalls.openProcess(pid) }
+                defer { if memberPidfd != pidfd { Glibc.close(memberPidfd) } }
+                let descriptors = try ProcessSockets.socketDescriptors(pid: pid)
+                if pid == child.pid {
+                    spared = Set(descriptors.filter { channel.voipDescriptors.contains($0.fd) }.map(\.inode))
+                }
+                let targets = ProcessSockets.reclaimTargets(descriptors, sparing: []).filter { !spared.contains($0.inode) }
+                let report = ProcessSockets.reset(targets, pidfd: memberPidfd)
+                for failure in report.failures { logger.warning("reclaim (pid \(pid)): \(failure)") }
+                if !report.reset.isEmpty {
+                    logger.info("reclaimed \(report.reset.count) TCP connection(s) of pid \(pid) (descriptors \(report.reset.map { String($0.fd) }.joined(separator: ", ")))")
+                }
+                reset += report.reset.count
+            } catch where pid != child.pid && (error.errno.rawValue == ESRCH || error.errno.rawValue == ENOENT) {
+                // It exited while we looked.
+            } catch {
+                logger.warning("reclaim (pid \(pid)): \(error)")
             }
-            return report.reset.count
-        } catch {
-            logger.warning("reclaim: \(error)")
-            return 0
         }
+        return reset
+    }
+
+    public func findListeners(at addresses: [SocketAddress]) throws(SystemError) -> [SocketAddress: [HeldListener]] {
+        guard let run = current, run.isRunning, let main = run.pid else { return [:] }
+        let others = run.cgroup?.subtreeMembers().filter { $0 != main } ?? []
+        return try AdoptedListeners.find(addresses: addresses, pids: [main] + others)
+    }
+
+    public func take(_ listener: HeldListener) throws(SystemError) -> CInt {
+        guard let run = current, run.isRunning, let child = run.child, let pidfd = child.processDescriptor else {
+            throw SystemError("pidfd_getfd", Errno(rawValue: ESRCH))
+        }
+        return try AdoptedListeners.take(listener, mainPid: child.pid, mainPidfd: pidfd)
     }
 
     /// The current run's, else the newest ending run's figures: two small cgroup files per cgroup of its

@@ -271,6 +271,12 @@ public enum ProcessSockets {
 }
 
 extension SocketCalls {
+    /// A process descriptor of process `pid` (close-on-exec), for `takeDescriptor`. Not a bug when it fails:
+    /// the process may have exited (ESRCH). The corresponding C function is `pidfd_open`.
+    public static func openProcess(_ pid: Int32) throws(SystemError) -> CInt {
+        try sys("pidfd_open(\(pid))") { pidfd_open(pid, 0) }
+    }
+
     /// A duplicate, in this process, of descriptor `fd` of the process `pidfd` refers to (close-on-exec).
     /// Not a bug when it fails: the other process may have closed `fd` (EBADF) or exited (ESRCH) meanwhile,
     /// so no errno traps here. The corresponding C function is `pidfd_getfd` (Linux 5.6; glibc 2.36).

@@ -12,14 +12,14 @@ public enum ConnectResult: Equatable {
     case failed(Int32)
 }
 
-/// Connects to 127.0.0.1:`port` and returns the socket or the errno.
-public func connectTCP(port: UInt16, timeout: TimeInterval = 2) -> ConnectResult {
+/// Connects to `host`:`port` (127.0.0.1 unless given) and returns the socket or the errno.
+public func connectTCP(host: String = "127.0.0.1", port: UInt16, timeout: TimeInterval = 2) -> ConnectResult {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     precondition(fd >= 0)
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_port = port.bigEndian
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_addr.s_addr = inet_addr(host)
     var tv = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - floor(timeout)) * 1_000_000))
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
@@ -34,7 +34,7 @@ public func connectTCP(port: UInt16, timeout: TimeInterval = 2) -> ConnectResult
         _ = withUnsafeMutablePointer(to: &local) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
         }
-        if UInt16(bigEndian: local.sin_port) == port {
+        if UInt16(bigEndian: local.sin_port) == port && local.sin_addr.s_addr == address.sin_addr.s_addr {
             close(fd)
             return .failed(ECONNREFUSED)
         }
@@ -65,8 +65,8 @@ public final class Peer {
     public init(fd: Int32) { self.fd = fd }
 
     /// Connects or records an issue and returns nil.
-    public static func connect(port: UInt16, sourceLocation: SourceLocation = #_sourceLocation) -> Peer? {
-        switch connectTCP(port: port) {
+    public static func connect(host: String = "127.0.0.1", port: UInt16, sourceLocation: SourceLocation = #_sourceLocation) -> Peer? {
+        switch connectTCP(host: host, port: port) {
         case .connected(let fd): return Peer(fd: fd)
         case .failed(let error):
             Issue.record("connect to port \(port) failed: \(String(cString: strerror(error)))", sourceLocation: sourceLocation)

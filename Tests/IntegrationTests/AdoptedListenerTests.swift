@@ -1,0 +1,181 @@
+// SPEC section 12, `adopt = yes`: unmodified servers that bind their own listeners (nginx as a master and two
+// workers, with and without `reuseport`; Python's http.server; memcached), run by the real netlifed on a
+// random 127.a.b.c with an explicit port. netlifed finds each listener in the program's cgroup and from then
+// on holds it: `status` shows the holding pids; after `background` a connect is refused at once; suspended,
+// the cgroup is frozen and uses no CPU; `reclaim` resets a kept connection and the program lives on;
+// `foreground` makes the same processes serve again; `terminate` leaves no process and no cgroup. A listener
+// the program never binds fails the launch at the budget, saying which; port 0 with adopt is a config error.
+
+import Foundation
+import Testing
+import NetLifeTestSupport
+
+@Suite(.timeLimit(.minutes(2)))
+struct AdoptedListenerTests {
+    @Test func nginxWithAMasterAndTwoWorkersIsAdopted() throws {
+        try checkLifecycle(AdoptedServer(.nginx), processes: 3, sockets: 1, keepsConnections: true)
+    }
+
+    @Test func nginxWithReusePortHasEverySocketOfThePortAdopted() throws {
+        // One socket per worker, all in the master: each is taken.
+        try checkLifecycle(AdoptedServer(.nginxReusePort), processes: 3, sockets: 2, keepsConnections: true)
+    }
+
+    @Test func pythonHTTPServerIsAdopted() throws {
+        // http.server answers HTTP/1.0 and closes: no connection is kept for reclaim.
+        try checkLifecycle(AdoptedServer(.pythonHTTP), processes: 1, sockets: 1, keepsConnections: false)
+    }
+
+    @Test func memcachedIsAdopted() throws {
+        try checkLifecycle(AdoptedServer(.memcached), processes: 1, sockets: 1, keepsConnections: true)
+    }
+
+    @Test func aProgramLaunchedIntoTheBackgroundHasItsListenerShutDownOnceAdopted() throws {
+        let server = AdoptedServer(.pythonHTTP)
+        defer { server.remove() }
+        let daemon = try TestDaemon(config: "[daemon]\n" + server.app("web", appLines: "launch = background"))
+        defer { daemon.stop() }
+        #expect(waitUntil(timeout: 10) { daemon.currentState("web") == "suspended" }, "\(daemon.log)")
+        let pid = try #require(daemon.programPid("web"))
+        let listener = (daemon.status("web")["listeners"] as? [[String: Any]])?.first
+        #expect(listener?["open"] as? Bool == false)
+        #expect((listener?["pids"] as? [Int]) == [Int(pid)], "adopted, then shut down")
+        #expect(connectTCP(host: server.host, port: server.port) == .failed(ECONNREFUSED))
+        #expect(daemon.ctl("foreground", "web").status == 0)
+        let peer = try #require(Peer.connect(host: server.host, port: server.port))
+        peer.send(server.request)
+        #expect(peer.read(untilContaining: server.answer).contains(server.answer))
+        peer.close()
+        #expect(daemon.programPid("web") == pid)
+    }
+
+    @Test func aListenerTheProgramNeverBindsFailsTheLaunchAtTheBudget() throws {
+        let server = AdoptedServer(.pythonHTTP)
+        defer { server.remove() }
+        // The program binds one port; the config names another, which nothing binds.
+        let config = "[daemon]\n" + server.app("web", appLines: "launch-budget = 700ms", address: "\(server.host):8081")
+        let daemon = try TestDaemon(config: config)
+        defer { daemon.stop() }
+        #expect(waitUntil(timeout: 10) { daemon.currentState("web") == "not-running" && daemon.lastTermination("web") != nil },
+                "the launch failed")
+        let termination = try #require(daemon.lastTermination("web"))
+        #expect(termination["reason"] as? String == "watchdog", "\(termination)")
+        #expect(termination["stage"] as? String == "adopt-listeners", "\(termination)")
+        let elapsed = termination["elapsed"] as? Double ?? 0
+        #expect(elapsed >= 0.7 && elapsed < 0.7 + 2 * slowdown, "failed after \(elapsed) s (budget 0.7 s)")
+        #expect(daemon.log.contains("the program did not bind listener main (\(server.host):8081) within the launch budget"), "\(daemon.log)")
+        #expect(daemon.programPid("web") == nil)
+        #expect(connectTCP(host: server.host, port: server.port) == .failed(ECONNREFUSED), "the program is gone")
+    }
+
+    @Test func anAdoptedListenerOnPortZeroIsAConfigError() {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        directory.write("adopt.conf", """
+            [app web]
+            exec = /usr/sbin/nginx -g 'daemon off;'
+
+            [listener web.main]
+            address = 127.0.0.1:0
+            adopt = yes
+            """)
+        let path = directory.file("adopt.conf")
+        let result = run([product("netlifed"), "--check-config", path])
+        #expect(result.status == 1, "\(result)")
+        #expect(result.stderr.hasPrefix("\(path):5: listener web.main: adopt = yes needs an explicit port"), "\(result.stderr)")
+    }
+
+    /// Runs `server` as app `web` and takes it through the whole lifecycle: adopted, refused in the
+    /// background, frozen without CPU, reclaimed (`keepsConnections`), serving again from the same
+    /// `processes` pids, terminated without leftovers; `sockets`: how many sockets the port has. Prints the figures.
+    private func checkLifecycle(_ server: AdoptedServer, processes: Int, sockets: Int, keepsConnections: Bool) throws {
+        defer { server.remove() }
+        let daemon = try TestDaemon(config: "[daemon]\n" + server.app("web"))
+        defer { daemon.stop() }
+        #expect(waitUntil(timeout: 10) { daemon.currentState("web") == "active" }, "launched: \(daemon.log)")
+        let program = daemon.program("web")
+        let pid = try #require((program["pid"] as? Int).map(Int32.init))
+        let cgroup = CgroupProbe(directory: try #require(program["cgroup"] as? String))
+        #expect(waitUntil { cgroup.members.count == processes }, "cgroup members: \(cgroup.members)")
+        let members = Set(cgroup.members)
+        let listener = try #require((daemon.status("web")["listeners"] as? [[String: Any]])?.first)
+        #expect(listener["open"] as? Bool == true)
+        #expect(listener["address"] as? String == "\(server.host):\(server.port)")
+        let owners = (listener["pids"] as? [Int] ?? []).map(Int32.init)
+        #expect(owners.first == pid, "the main process holds it: \(owners)")
+        #expect(Set(owners).isSubset(of: members), "holders \(owners), members \(members)")
+        #expect(daemon.log.contains("adopted \(sockets) socket(s) at \(server.host):\(server.port)"), "\(daemon.log)")
+        if server.kind == .nginx || server.kind == .nginxReusePort {
+            #expect(Set(owners) == members, "the master and both workers hold it: \(owners)")
+        }
+
+        let fresh = try #require(Peer.connect(host: server.host, port: server.port))
+        fresh.send(server.request)
+        #expect(fresh.read(untilContaining: server.answer).contains(server.answer))
+        fresh.close()
+        let kept = keepsConnections ? Peer.connect(host: server.host, port: server.port) : nil
+        defer { kept?.close() }
+        if let kept {
+            kept.send(server.request)
+            #expect(kept.read(untilContaining: server.answer).contains(server.answer))
+        }
+
+        let background = daemon.ctl("background", "web")
+        let returned = Date()
+        let refused = connectTCP(host: server.host, port: server.port)
+        let refusedMs = milliseconds(since: returned)
+        #expect(background.status == 0, "\(background)")
+        #expect(refused == .failed(ECONNREFUSED), "the program still holds its listener")
+        #expect(refusedMs < 1 * slowdown, "the first connect after `background` returned took \(refusedMs) ms to be refused")
+        // With reuseport each socket of the port was shut down: no connect reaches one that still listens.
+        for _ in 0..<20 { #expect(connectTCP(host: server.host, port: server.port) == .failed(ECONNREFUSED)) }
+
+        #expect(waitUntil(timeout: 3) { daemon.currentState("web") == "suspended" })
+        #expect(cgroup.isFrozen, "cgroup.events says frozen 1")
+        let usageBefore = try #require(cpuUsageMicroseconds(cgroup))
+        usleep(1_000_000)
+        let usageAfter = try #require(cpuUsageMicroseconds(cgroup))
+        #expect(usageAfter == usageBefore, "the frozen cgroup used \(usageAfter - usageBefore) µs of CPU in 1 s")
+
+        if let kept {
+            #expect(daemon.ctl("reclaim", "web").status == 0)
+            #expect(kept.read(timeout: 2) == .error(ECONNRESET), "the kept connection is reset")
+            #expect(!processIsGone(pid), "the program lives on")
+        }
+
+        #expect(daemon.ctl("foreground", "web").status == 0)
+        #expect(waitUntil(timeout: 2) { !cgroup.isFrozen }, "thawed")
+        let again = try #require(Peer.connect(host: server.host, port: server.port))
+        again.send(server.request)
+        #expect(again.read(untilContaining: server.answer).contains(server.answer), "it serves again")
+        again.close()
+        #expect(daemon.programPid("web") == pid)
+        #expect(Set(cgroup.members) == members, "the same processes serve again")
+        print("\(server.kind.rawValue) adopted (\(processes) process(es), held by \(owners)): connect refused \(format(ms: refusedMs)) after `background` returned; "
+              + "\(usageAfter - usageBefore) µs CPU in 1 s suspended; same pids after foreground: \(Set(cgroup.members) == members)")
+
+        #expect(daemon.ctl("terminate", "web").status == 0)
+        #expect(waitUntil(timeout: 6) { members.allSatisfy(processIsGone) && !cgroup.exists }, "nothing of \(server.kind.rawValue) is left")
+        #expect(connectTCP(host: server.host, port: server.port) == .failed(ECONNREFUSED))
+
+        // Launched again, the new run's sockets are adopted afresh.
+        #expect(daemon.ctl("launch", "web").status == 0)
+        let relaunched = try #require(daemon.programPid("web"))
+        #expect(relaunched != pid)
+        let relaunchedListener = (daemon.status("web")["listeners"] as? [[String: Any]])?.first
+        #expect(relaunchedListener?["open"] as? Bool == true)
+        #expect((relaunchedListener?["pids"] as? [Int])?.first == Int(relaunched))
+        let served = try #require(Peer.connect(host: server.host, port: server.port))
+        served.send(server.request)
+        #expect(served.read(untilContaining: server.answer).contains(server.answer), "the relaunched program serves")
+        served.close()
+        daemon.stop()
+        #expect(processIsGone(relaunched), "the daemon's exit ends the program")
+    }
+
+    /// The CPU time the cgroup's processes have used (`usage_usec` of cgroup v2's cpu.stat).
+    private func cpuUsageMicroseconds(_ cgroup: CgroupProbe) -> Int? {
+        let text = (try? String(contentsOfFile: cgroup.directory + "/cpu.stat", encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").first { $0.hasPrefix("usage_usec ") }.flatMap { Int($0.dropFirst("usage_usec ".count)) }
+    }
+}
