@@ -17,6 +17,8 @@ public final class CurlMulti {
     private unowned let loop: EventLoop
     private let multi: UnsafeMutableRawPointer
     private var watchers: [curl_socket_t: IOWatcher] = [:]
+    /// Watchers libcurl no longer wants, closed at the start of the next turn.
+    private var retired: [IOWatcher] = []
     private var timer: EventTimer?
     /// The requests on the multi handle, by their easy handle.
     private var running: [UnsafeMutableRawPointer: CurlRequest] = [:]
@@ -69,6 +71,7 @@ public final class CurlMulti {
 
     /// A new turn: the requests that waited for it go on (libcurl hands their held bytes over at once).
     private func resumeWaiting() {
+        closeRetired()
         spentThisTurn = 0
         let waiting = waitingForTurn
         waitingForTurn.removeAll()
@@ -113,6 +116,7 @@ public final class CurlMulti {
         running.removeAll()
         for watcher in watchers.values { watcher.close() }
         watchers.removeAll()
+        closeRetired()
         timer?.close()
         timer = nil
         nextTurn?.close()
@@ -127,7 +131,12 @@ public final class CurlMulti {
     /// libcurl wants `socket` watched for `what` (CURL_POLL_IN, OUT, INOUT) or no longer (CURL_POLL_REMOVE).
     fileprivate func watch(_ socket: curl_socket_t, _ what: CInt) {
         if what == CURL_POLL_REMOVE {
-            watchers.removeValue(forKey: socket)?.close()
+            // Often asked from inside this very watcher's handler: it stops watching now and is let go only
+            // at the next turn, never while its own handler runs.
+            if let watcher = watchers.removeValue(forKey: socket) {
+                try? watcher.watch([])
+                retired.append(watcher)
+            }
             return
         }
         let watcher: IOWatcher
@@ -161,11 +170,18 @@ public final class CurlMulti {
 
     private func act(on socket: curl_socket_t, _ flags: CInt) {
         var stillRunning: CInt = 0
+        closeRetired()
         spentThisTurn = 0
         inAction = true
         _ = curl_multi_socket_action(multi, socket, flags, &stillRunning)
         inAction = false
         afterAction()
+    }
+
+    private func closeRetired() {
+        let done = retired
+        retired.removeAll()
+        for watcher in done { watcher.close() }
     }
 
     /// What waits for libcurl to return: the transfers that ended, then the adds and removes asked for.
