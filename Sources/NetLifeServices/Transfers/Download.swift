@@ -100,10 +100,9 @@ public final class Download: Transfer {
             // Cut to 0 for a 200, whose record (already the machine's) names the digest the bytes will have.
             hasher = length == 0 ? machine.record.digest.map { ContentHasher($0.algorithm) } : nil
         case .writeRecord(let record):
-            // fsync and the record's write off the loop (TransferDisk); an error pauses the download then.
-            part.writeRecord(record, on: curl.disk) { [weak self] error in
-                if let error { self?.failIO(error) }
-            }
+            // fsync and the record's write off the loop (TransferDisk), at the disk's pace; an error pauses the
+            // download then.
+            part.keep(record, mustWrite: machine.state != .running, on: curl.disk) { [weak self] error in self?.failIO(error) }
         case .computeDigest(let algorithm):
             computeDigest(algorithm)
         case .renameIntoPlace:

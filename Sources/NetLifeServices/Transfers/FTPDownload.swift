@@ -74,10 +74,9 @@ public final class FTPDownload: Transfer {
         case .truncatePart(let length):
             if let error = part.truncate(to: length) { failIO(error) }
         case .writeRecord(let record):
-            // fsync and the record's write off the loop (TransferDisk); an error pauses the download then.
-            part.writeRecord(record, on: curl.disk) { [weak self] error in
-                if let error { self?.failIO(error) }
-            }
+            // fsync and the record's write off the loop (TransferDisk), at the disk's pace; an error pauses the
+            // download then.
+            part.keep(record, mustWrite: machine.state != .running, on: curl.disk) { [weak self] error in self?.failIO(error) }
         case .renameIntoPlace:
             if let mismatch = part.lengthMismatch(expectedLength: machine.total) { return perform(machine.pause(mismatch)) }
             renaming = true
