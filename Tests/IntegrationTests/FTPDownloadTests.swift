@@ -7,19 +7,6 @@ import Foundation
 import Testing
 import NetLifeTestSupport
 
-/// An app whose background time runs out 0.5 s after it goes to the background: a download it runs pauses.
-private let fetcherConfig = """
-    [daemon]
-    [app fetcher]
-    auto-suspend = never
-    task-time = 1s
-    expiration-lead = 500ms
-    """
-
-/// The size of the file at `path`; 0 when there is none.
-private func fileSize(_ path: String) -> Int {
-    ((try? FileManager.default.attributesOfItem(atPath: path)[.size]) as? Int) ?? 0
-}
 
 /// A pyftpdlib server holding `file.bin`, a netlifed with the app `fetcher` (config `fetcherConfig`), and a
 /// directory for the output; `stop()` ends and removes them all.

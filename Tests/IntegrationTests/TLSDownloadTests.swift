@@ -11,19 +11,6 @@ import Foundation
 import Testing
 import NetLifeTestSupport
 
-/// An app whose background time runs out 0.5 s after it goes to the background: a download it runs pauses.
-private let fetcherConfig = """
-    [daemon]
-    [app fetcher]
-    auto-suspend = never
-    task-time = 1s
-    expiration-lead = 500ms
-    """
-
-/// The size of the file at `path`; 0 when there is none.
-private func fileSize(_ path: String) -> Int {
-    ((try? FileManager.default.attributesOfItem(atPath: path)[.size]) as? Int) ?? 0
-}
 
 /// The transfer of `daemon` that writes to `output`, as `netlifectl --json transfers` shows it.
 private func transfer(_ daemon: TestDaemon, output: String) -> [String: Any]? {

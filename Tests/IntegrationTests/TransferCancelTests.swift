@@ -70,7 +70,8 @@ private func transfers(_ daemon: TestDaemon) -> [[String: Any]] {
         let output = out.file("file.bin")
         #expect(daemon.ctl("download", "fetcher", url, "--output", output, "--no-wait").status == 0)
         #expect(waitUntil(timeout: 10) { transfers(daemon).first?["bytes"] as? Int == 200_000 })
-        #expect(FileManager.default.fileExists(atPath: output + ".part") && FileManager.default.fileExists(atPath: output + ".part.meta"))
+        // The record reaches the disk off the loop, just after.
+        #expect(waitUntil(timeout: 5) { FileManager.default.fileExists(atPath: output + ".part") && FileManager.default.fileExists(atPath: output + ".part.meta") })
         let tasks = daemon.status("fetcher")["tasks"] as? [[String: Any]] ?? []
         #expect(tasks.count == 1, "the download runs under a background task: \(tasks)")
         let id = transfers(daemon).first?["id"] as? Int ?? 0

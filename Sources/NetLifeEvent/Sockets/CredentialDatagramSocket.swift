@@ -44,7 +44,7 @@ public final class CredentialDatagramSocket {
             address.sun_family = sa_family_t(AF_UNIX)
             withUnsafeMutableBytes(of: &address.sun_path) { raw in
                 raw[0] = 0
-                raw.baseAddress!.advanced(by: 1).copyMemory(from: bytes, byteCount: bytes.count)
+                for (index, byte) in bytes.enumerated() { raw[index + 1] = byte }
             }
             // An abstract name's length is exact: no terminating NUL.
             let length = socklen_t(MemoryLayout<sa_family_t>.size + 1 + bytes.count)

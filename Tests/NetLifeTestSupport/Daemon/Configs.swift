@@ -54,6 +54,21 @@ public func lineSocketApp(_ name: String, _ server: PeerServer, socket: String =
 }
 
 /// An app `files` whose listener `main` serves `root` over HTTP.
+/// The transfer tests' app: its background time runs out 0.5 s after it goes to the background, so a
+/// download it runs pauses.
+public let fetcherConfig = """
+    [daemon]
+    [app fetcher]
+    auto-suspend = never
+    task-time = 1s
+    expiration-lead = 500ms
+    """
+
+/// The size of the file at `path`; 0 when there is none.
+public func fileSize(_ path: String) -> Int {
+    ((try? FileManager.default.attributesOfItem(atPath: path)[.size]) as? Int) ?? 0
+}
+
 public func httpApp(root: String, listenerLines: String = "") -> String {
     """
     [daemon]
