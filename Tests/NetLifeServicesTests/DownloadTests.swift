@@ -108,12 +108,15 @@ extension DownloadTests {
             }
         }
 
-        @Test func refusesWhatIsNoTransferURL() {
+        @Test func refusesWhatIsNoTransferURL() throws {
             for text in ["", "example.org/f", "gopher://h/", "file:///etc/passwd", "http://", "http://h:99999/", "http://h/a b",
                          "http://h/\u{7}", "http://h/" + String(repeating: "a", count: URLParts.maxLength)] {
                 #expect(urlError(text) != nil, "\(text.prefix(40))")
             }
             #expect(urlError("gopher://h/")?.contains("unsupported scheme") == true)
+            // Found by fuzz-download: libcurl keeps raw non-ASCII bytes; they must come percent-encoded.
+            #expect(urlError("http://example.org/files/\u{9E}e.iso")?.contains("not ASCII") == true)
+            #expect(try url("http://example.org/files/%C3%A9.iso").path == "/files/%C3%A9.iso")
         }
 
         @Test func hidesThePasswordButKeepsItForTheRequest() throws {

@@ -44,9 +44,9 @@ public struct URLParts: Equatable, Sendable, CustomStringConvertible {
     /// The URL with its password replaced by `***`: what `transfers`, logs and records show.
     public let description: String
 
-    /// Parses an absolute URL: `http`, `https`, `ftp` or `ftps`, a host, at most `maxLength` bytes, no
-    /// control character or space (libcurl's rules otherwise, which follow RFC 3986 as browsers and curl
-    /// read it).
+    /// Parses an absolute URL: `http`, `https`, `ftp` or `ftps`, a host, at most `maxLength` bytes, ASCII
+    /// only, no control character or space (libcurl's rules otherwise, which follow RFC 3986 as browsers and
+    /// curl read it).
     public init(parsing text: String) throws(URLPartsError) {
         try self.init(text, relativeTo: nil)
     }
@@ -81,6 +81,11 @@ public struct URLParts: Equatable, Sendable, CustomStringConvertible {
         guard text.utf8.count <= Self.maxLength else { throw URLPartsError("URL longer than \(Self.maxLength) bytes") }
         guard !text.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) else {
             throw URLPartsError("a space or a control character in \"\(Self.shown(text))\"")
+        }
+        // libcurl keeps such bytes as they are; a URL names the file a daemon writes into, and goes into
+        // request lines and records: it must be written percent-encoded.
+        guard text.utf8.allSatisfy({ $0 < 0x80 }) else {
+            throw URLPartsError("a byte that is not ASCII in \"\(Self.shown(text))\" (write it percent-encoded)")
         }
         guard let handle = curl_url() else { throw URLPartsError("out of memory") }
         defer { curl_url_cleanup(handle) }
