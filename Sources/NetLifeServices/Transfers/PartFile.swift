@@ -107,15 +107,8 @@ final class PartFile {
         }
     }
 
-    /// fsyncs and closes the part, renames it to the output path and fsyncs the directory.
-    func renameIntoPlace() -> SystemError? {
-        if let error = open() { return error }
-        let synced = syncFile(fd, path)
-        close()
-        return synced ?? renameFile(path, to: output) ?? syncDirectory(of: output)
-    }
-
-    /// The same, off the loop, after the records queued before it; `done` on the loop.
+    /// fsyncs and closes the part, renames it to the output path and fsyncs the directory, off the loop,
+    /// after the records queued before it; `done` on the loop.
     func renameIntoPlace(on disk: TransferDisk, done: @escaping (SystemError?) -> Void) {
         isPlaced = true
         skipped = nil
@@ -131,12 +124,7 @@ final class PartFile {
         }, done: done)
     }
 
-    /// Deletes the record.
-    func removeRecord() -> SystemError? {
-        removeFile(recordPath) ?? syncDirectory(of: recordPath)
-    }
-
-    /// The same, off the loop, after the work queued before it.
+    /// Deletes the record (and fsyncs its directory), off the loop, after the work queued before it.
     func removeRecord(on disk: TransferDisk, done: @escaping (SystemError?) -> Void) {
         let recordPath = self.recordPath
         disk.run({ removeFile(recordPath) ?? syncDirectory(of: recordPath) }, done: done)
