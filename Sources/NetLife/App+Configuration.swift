@@ -9,7 +9,11 @@ extension App {
         AppLifecycle.Settings(traits: configuration.traits(hasDelegate: hasDelegate), budgets: configuration.budgets,
                               autoSuspend: configuration.autoSuspend, reclaimOnSuspend: configuration.reclaimOnSuspend,
                               relaunchInBackground: configuration.launch == .background,
-                              silentProgram: program.map { !$0.speaksProtocol } ?? false,
+                              // Frozen at once in the background only when a listener was shut down there, which a
+                              // silent program would go on polling.
+                              silentProgram: (program.map { !$0.speaksProtocol } ?? false)
+                                  && !(configuration.program != nil && !configuration.listeners.isEmpty
+                                       && configuration.listeners.allSatisfy { $0.onBackground == .wake }),
                               continuousMode: backgroundMode == .continuous,
                               awaitsReady: configuration.program?.ready == .notify,
                               adoptsListeners: configuration.program != nil && configuration.listeners.contains { $0.adopt })

@@ -51,6 +51,8 @@ public final class App {
     var adoptionTimer: EventTimer?
     /// The termination of the app this one replaced, until this one has its own.
     var inheritedTermination: TerminationRecord?
+    /// What `on-background = wake` listeners need watched and counted; nil without such a listener.
+    let connectionWake: ConnectionWake?
 
     /// Creates the app, not running. Services of the listeners are made from `services`.
     ///
@@ -69,6 +71,7 @@ public final class App {
         timers = AppTimers(loop: loop)
         backgroundMode = configuration.backgroundMode
         sockets = try AppSockets(configuration: configuration, services: services, loop: loop, logger: logger)
+        connectionWake = ConnectionWake(listeners: sockets.handedListeners)
         lifecycle = AppLifecycle(name: configuration.name,
                                  settings: Self.settings(configuration, backgroundMode: configuration.backgroundMode,
                                                          hasDelegate: false, program: nil),
@@ -116,6 +119,7 @@ public final class App {
         isPerforming = true
         while let action = lifecycle.nextAction(now: .now()) { perform(action) }
         isPerforming = false
+        syncConnectionWake()
         deadlineTimer?.arm(at: lifecycle.nextDeadline)
     }
 

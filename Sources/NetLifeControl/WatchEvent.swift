@@ -25,7 +25,8 @@ public struct WatchEvent: Equatable, Sendable {
         /// A data socket changed state: `socket`, `to` (the state), `error`; entering and leaving the protocol's
         /// quiet mode also say `from` (`connected` to `quiet`, `quiet` to `connected`).
         case socket
-        /// A suspended app was woken into the background: `reason` (`voip-data` or `keepalive`), `socket`.
+        /// A suspended app was woken into the background: `reason` (`voip-data`, `keepalive`, `voip-reconnect`:
+        /// `socket`; `connection`: `listener`, one with `on-background = wake`).
         case woken
         /// Socket reclaim: `sockets` (made defunct), `id` (accepted connections reset).
         case reclaimed
@@ -166,7 +167,7 @@ public struct WatchEvent: Equatable, Sendable {
         case .socket:
             return "\(subject)socket \(socket ?? "?") \(to ?? "?")\(error.map { ": \($0)" } ?? "")"
         case .woken:
-            return "\(subject)woken into the background: \(reason ?? "?")\(socket.map { " on socket \($0)" } ?? "")"
+            return "\(subject)woken into the background: \(reason ?? "?")\(socket.map { " on socket \($0)" } ?? "")\(listener.map { " on listener \($0)" } ?? "")"
         case .reclaimed:
             let names = sockets.isEmpty ? "no data socket" : "socket\(sockets.count == 1 ? "" : "s") \(sockets.joined(separator: ", "))"
             return "\(subject)reclaimed: \(names) defunct, \(id ?? 0) accepted connection\(id == 1 ? "" : "s") reset"

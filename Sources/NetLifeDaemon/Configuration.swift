@@ -365,6 +365,13 @@ private struct ConfigReader {
                 case "no": listener.adopt = false
                 default: error(entry.line, "adopt must be yes or no, got '\(entry.value)'")
                 }
+            case "on-background":
+                guard isProgram else {
+                    error(entry.line, "on-background belongs to a listener of a process app (exec): a built-in service's listener closes on did-enter-background")
+                    break
+                }
+                if let rule = ListenerBackgroundRule(rawValue: entry.value) { listener.onBackground = rule }
+                else { error(entry.line, "on-background must be close or wake, got '\(entry.value)'") }
             case "voip", "keepalive":
                 error(entry.line, "\(entry.key) belongs to an outbound TCP [socket APP.NAME] section; a listener cannot be a VoIP socket")
             case _ where serviceKeys.contains(entry.key):

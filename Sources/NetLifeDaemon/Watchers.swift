@@ -138,6 +138,9 @@ final class Watchers {
             case .voipReconnect(let socket):
                 line.reason = "voip-reconnect"
                 line.socket = socket
+            case .connection(let listener):
+                line.reason = "connection"
+                line.listener = listener
             }
         case .reclaimed(let sockets, let connections):
             line.kind = .reclaimed

@@ -1,5 +1,6 @@
 // SPEC section 12, `adopt = yes`: unmodified servers that bind their own listeners (nginx as a master and two
-// workers, with and without `reuseport`; Python's http.server; memcached), run by the real netlifed on a
+// workers, with and without `reuseport`; Python's http.server; memcached; redis-server, whose launch waits
+// for its READY=1 before its listener is looked for), run by the real netlifed on a
 // random 127.a.b.c with an explicit port. netlifed finds each listener in the program's cgroup and from then
 // on holds it: `status` shows the holding pids; after `background` a connect is refused at once; suspended,
 // the cgroup is frozen and uses no CPU; `reclaim` resets a kept connection and the program lives on;
@@ -28,6 +29,10 @@ struct AdoptedListenerTests {
 
     @Test func memcachedIsAdopted() throws {
         try checkLifecycle(AdoptedServer(.memcached), processes: 1, sockets: 1, keepsConnections: true)
+    }
+
+    @Test func redisIsAdoptedAfterItsReady() throws {
+        try checkLifecycle(AdoptedServer(.redis), processes: 1, sockets: 1, keepsConnections: true)
     }
 
     @Test func aProgramLaunchedIntoTheBackgroundHasItsListenerShutDownOnceAdopted() throws {

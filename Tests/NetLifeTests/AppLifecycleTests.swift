@@ -549,3 +549,87 @@ private let expected: [String: String] = [
         }
     }
 }
+
+/// `on-background = wake`: a connection wakes a suspended app into the background, no handler runs, and the
+/// app is suspended again once the connections on those listeners have been closed for `auto-suspend`.
+@Suite struct ConnectionWakeLifecycleTests {
+    private static let connection = WakeReason.connection(listener: "web")
+
+    private static func suspended(silent: Bool = false, autoSuspend: Duration? = .milliseconds(500)) -> Driver {
+        var d = Driver(AppLifecycle.Settings(autoSuspend: autoSuspend, silentProgram: silent))
+        d.command(.launch(background: true))
+        d.command(.suspend)
+        return d
+    }
+
+    @Test func aConnectionWakesTheAppIntoTheBackgroundWithoutAHandler() {
+        var d = Self.suspended()
+        let actions = d.send(.wake(Self.connection))
+        #expect(actions == [.log(.info, "woken: a connection on listener web"), .resumeForWake,
+                            .enter(from: .suspended, to: .background), .emit(.woken(Self.connection))])
+        #expect(d.summary == "resting background (timer)")
+        #expect(d.machine.wokenByConnection)
+        // Idle for auto-suspend: suspended (and frozen) again.
+        #expect(d.wait(499).compactMap(brief).isEmpty)
+        #expect(d.wait(1).compactMap(brief) == ["suspend", "background>suspended"])
+        #expect(!d.machine.wokenByConnection)
+        // And the next connection wakes it again.
+        #expect(d.send(.wake(Self.connection)).compactMap(brief) == ["suspended>background", "woken"])
+    }
+
+    @Test func openConnectionsKeepTheAppAwakeAndAutoSuspendCountsFromTheLastClose() {
+        var d = Self.suspended()
+        d.send(.wake(Self.connection))
+        d.clock += 100
+        d.send(.connectionsChanged(open: 2))
+        #expect(d.summary == "resting background")
+        #expect(d.wait(10_000).compactMap(brief).isEmpty)
+        #expect(d.machine.state == .background)
+        d.send(.connectionsChanged(open: 1))
+        #expect(d.summary == "resting background")
+        d.send(.connectionsChanged(open: 0))
+        #expect(d.machine.nextDeadline == at(10_100 + 500))
+        #expect(d.wait(499).compactMap(brief).isEmpty)
+        #expect(d.wait(1).compactMap(brief) == ["suspend", "background>suspended"])
+        // The count is the shell's while it counts: suspended, it starts from none again.
+        #expect(d.machine.servedConnections == 0)
+    }
+
+    @Test func aSilentProgramWokenByAConnectionIsNotFrozenAtOnce() {
+        var d = Self.suspended(silent: true)
+        #expect(d.send(.wake(Self.connection)).compactMap(brief) == ["suspended>background", "woken"])
+        #expect(d.summary == "resting background (timer)")
+        // A task that ends does not freeze it early either: auto-suspend decides.
+        d.send(.tasksChanged(open: 1, expirationRunning: false))
+        #expect(d.summary == "resting background")
+        #expect(d.send(.tasksChanged(open: 0, expirationRunning: false)).isEmpty)
+        #expect(d.summary == "resting background (timer)")
+        #expect(d.wait(500).compactMap(brief) == ["suspend", "background>suspended"])
+    }
+
+    @Test func withoutAutoSuspendTheWokenAppStaysInTheBackground() {
+        var d = Self.suspended(autoSuspend: nil)
+        d.send(.wake(Self.connection))
+        #expect(d.summary == "resting background")
+        #expect(d.wait(100_000).isEmpty)
+        // `suspend` still suspends it, connections or not.
+        d.send(.connectionsChanged(open: 3))
+        #expect(d.command(.suspend).compactMap(brief) == ["suspend", "background>suspended", "=suspended"])
+    }
+
+    @Test func aCommandEndsTheConnectionWake() {
+        var d = Self.suspended(silent: true)
+        d.send(.wake(Self.connection))
+        d.send(.connectionsChanged(open: 1))
+        #expect(d.command(.foreground).compactMap(brief) == ["background>inactive", "inactive>active", "=active"])
+        #expect(!d.machine.wokenByConnection)
+        #expect(d.machine.servedConnections == 0)
+    }
+
+    @Test func aConnectionDoesNotWakeAnAppThatIsNotSuspended() {
+        var d = Driver(AppLifecycle.Settings(autoSuspend: .seconds(1)))
+        d.command(.launch(background: true))
+        #expect(d.send(.wake(Self.connection)).isEmpty)
+        #expect(!d.machine.wokenByConnection)
+    }
+}

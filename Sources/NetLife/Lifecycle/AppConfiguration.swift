@@ -69,12 +69,26 @@ public struct ListenerConfiguration: Sendable, Equatable {
     /// `adopt = yes` (a process app's listener): the program binds `address` itself; netlifed finds that
     /// socket after the start and holds it as it holds the listeners it hands over.
     public var adopt = false
+    /// `on-background` (a process app's listener): whether it stops listening on did-enter-background (the
+    /// iOS rule) or keeps listening, and a connection wakes the suspended app.
+    public var onBackground = ListenerBackgroundRule.close
 
     public init(name: String, address: SocketAddress, service: String) {
         self.name = name
         self.address = address
         self.service = service
     }
+}
+
+/// `on-background` of a process app's listener.
+public enum ListenerBackgroundRule: String, Sendable, CaseIterable {
+    /// Stop listening on did-enter-background, listen again on will-enter-foreground: connects are refused
+    /// in between (the iOS rule). The default.
+    case close
+    /// Keep listening in the background and while suspended: a connection wakes the suspended (frozen) app
+    /// into the background, its program serves it, and the app is suspended again once its connections from
+    /// these listeners have been closed for `auto-suspend`.
+    case wake
 }
 
 /// A hook command, split into words as a shell would (quotes and backslashes respected, no expansion).

@@ -53,7 +53,8 @@ public struct AppLifecycle: Sendable {
         /// `launch = background`: a restarted program comes back in the background.
         public var relaunchInBackground: Bool
         /// A program that does not speak the lifecycle protocol cannot be told to stop polling its shut-down
-        /// listeners: it is frozen as soon as it may be.
+        /// listeners: it is frozen as soon as it may be (not when every listener stays open in the background,
+        /// `on-background = wake`: nothing of it is shut down).
         public var silentProgram: Bool
         /// `background-mode = continuous` keeps a background app from suspending.
         public var continuousMode: Bool
@@ -137,6 +138,9 @@ public struct AppLifecycle: Sendable {
         case clock
         /// The background tasks changed: how many are open, and whether an expiration handler runs.
         case tasksChanged(open: Int, expirationRunning: Bool)
+        /// How many connections accepted on `on-background = wake` listeners the program holds now (the shell
+        /// counts them while the app runs in the background): auto-suspend waits until there are none.
+        case connectionsChanged(open: Int)
         /// The settings changed (a reload in place, `netlifectl mode`, a delegate or program attached).
         case settingsChanged(Settings)
         /// A suspended app is woken.
@@ -208,6 +212,11 @@ public struct AppLifecycle: Sendable {
     public private(set) var restartPolicy: RestartPolicy
     private var openTasks = 0
     private var expirationRunning = false
+    /// Connections from `on-background = wake` listeners the program holds (`.connectionsChanged`).
+    public private(set) var servedConnections = 0
+    /// The app runs in the background because a connection woke it: the silent-program rule (frozen at once)
+    /// waits for auto-suspend, so that the program serves what woke it.
+    public private(set) var wokenByConnection = false
 
     private struct Queued: Equatable, Sendable {
         var command: LifecycleCommand
@@ -309,6 +318,11 @@ public struct AppLifecycle: Sendable {
             openTasks = open
             expirationRunning = running
             evaluateSuspension(now: now, lastTaskEnded: open == 0)
+        case .connectionsChanged(let open):
+            guard open != servedConnections else { return }
+            servedConnections = open
+            if open > 0, case .resting(let pending, .some) = phase { phase = .resting(suspendPending: pending, autoSuspendAt: nil) }
+            evaluateSuspension(now: now)
         case .settingsChanged(let newSettings):
             settings = newSettings
             evaluateSuspension(now: now)
@@ -376,6 +390,7 @@ public struct AppLifecycle: Sendable {
             complete(.suspendPending(reason: reason)).map { send($0) }
         case .run(let plan):
             if case .waking = phase { send(.endWake(killHandlers: false)) }
+            leaveBackgroundRest()
             if case .launch = plan.command {
                 send(.removeTasks)
                 // `netlifectl launch` starts the restart rules over, as `systemctl reset-failed` does.
@@ -462,6 +477,7 @@ public struct AppLifecycle: Sendable {
         let ticket: CommandTicket? = if case .transition(let transition) = phase { transition.ticket } else { nil }
         if mode == .now { lastStages = [] }
         send(.tearDown(mode))
+        leaveBackgroundRest()
         lastTermination = record
         if let through { enter(through) }
         enter(.notRunning)
@@ -520,18 +536,29 @@ public struct AppLifecycle: Sendable {
             phase = .resting(suspendPending: pending, autoSuspendAt: nil)
             return
         }
-        if pending || settings.silentProgram || lastTaskEnded {
+        // An app serving connections of `on-background = wake` listeners (or woken by one) is suspended by
+        // auto-suspend, once they are closed: neither a silent program nor a last task's end freezes it earlier.
+        let serving = wokenByConnection || servedConnections > 0
+        if pending || (!serving && (settings.silentProgram || lastTaskEnded)) {
             suspend(now: now)
-        } else if let delay = settings.autoSuspend, autoSuspendAt == nil {
+        } else if let delay = settings.autoSuspend, autoSuspendAt == nil, servedConnections == 0 {
             phase = .resting(suspendPending: false, autoSuspendAt: now + delay)
         }
     }
 
     private mutating func suspend(now: MonotonicTime) {
+        leaveBackgroundRest()
         send(.suspend)
         enter(.suspended)
         phase = .resting(suspendPending: false, autoSuspendAt: nil)
         if settings.reclaimOnSuspend { send(.reclaim) }
+    }
+
+    /// The app stops resting in the background: the connection count (the shell stops counting) and the
+    /// connection wake-up are over.
+    private mutating func leaveBackgroundRest() {
+        servedConnections = 0
+        wokenByConnection = false
     }
 
     private mutating func wake(_ reason: WakeReason, now: MonotonicTime) {
@@ -540,6 +567,13 @@ public struct AppLifecycle: Sendable {
         send(.resumeForWake)
         enter(.background)
         send(.emit(.woken(reason)))
+        if case .connection = reason {
+            // Beyond iOS (`on-background = wake`): the program serves the connection in the background, and
+            // is suspended again once its connections have been closed for auto-suspend (no handler runs).
+            wokenByConnection = true
+            phase = .resting(suspendPending: false, autoSuspendAt: nil)
+            return evaluateSuspension(now: now)
+        }
         phase = .waking(reason, deadline: now + settings.budgets.keepalive)
         send(.startWakeHandler(reason))
     }

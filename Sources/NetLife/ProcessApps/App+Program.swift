@@ -43,7 +43,7 @@ extension App {
             return send(.programExited(.exited(127), reason: "cannot start: \(error)"))
         }
         // In the background from the start: listening stops as soon as the program holds them.
-        if state == .background { for listener in handed { listener.close() } }
+        if state == .background { for listener in handed where !listener.wakesApp { listener.close() } }
         send(.stepDone)
     }
 
@@ -65,7 +65,7 @@ extension App {
             let allFound = adopted.allSatisfy { !(found[$0.address]?.isEmpty ?? true) }
             if allFound, take(found, into: adopted, from: program) {
                 // In the background from the start: listening stops as soon as netlifed holds them.
-                if state == .background { for listener in adopted { listener.close() } }
+                if state == .background { for listener in adopted where !listener.wakesApp { listener.close() } }
                 return send(.listenersAdopted)
             }
         } catch {
@@ -107,9 +107,12 @@ extension App {
     func deliverToProgram(_ event: LifecycleEvent, budget: Duration) {
         sockets.startAccepting(on: loop)
         guard let program, program.isRunning else { return send(.stepDone) }
+        // The hint concerns the listeners shut down in the background: with `on-background = wake` on all of
+        // them, none is.
+        let allWake = !sockets.handedListeners.isEmpty && sockets.handedListeners.allSatisfy(\.wakesApp)
         let hint: ListenerHint? = switch event {
-        case .didEnterBackground: .stopPolling
-        case .willEnterForeground: .resumePolling
+        case .didEnterBackground where !allWake: .stopPolling
+        case .willEnterForeground where !allWake: .resumePolling
         default: nil
         }
         if !program.deliver(event, budget: budget, listeners: hint, answered: { [weak self] in self?.send(.stepDone) }) {

@@ -98,6 +98,9 @@ public protocol AppProgram: AnyObject {
     func findListeners(at addresses: [SocketAddress]) throws(SystemError) -> [SocketAddress: [HeldListener]]
     /// A copy in netlifed of a socket `findListeners` found (`pidfd_getfd`).
     func take(_ listener: HeldListener) throws(SystemError) -> CInt
+    /// How many TCP connections at one of `ports` (its `on-background = wake` listeners) the program's
+    /// processes hold now.
+    func servedConnections(ports: Set<UInt16>) -> Int
     /// What `status` shows.
     var status: ProgramStatus { get }
 }
@@ -108,4 +111,6 @@ extension AppProgram {
     /// A program that binds nothing itself has no listener to adopt.
     public func findListeners(at addresses: [SocketAddress]) throws(SystemError) -> [SocketAddress: [HeldListener]] { [:] }
     public func take(_ listener: HeldListener) throws(SystemError) -> CInt { throw SystemError("pidfd_getfd", Errno(rawValue: ESRCH)) }
+    /// A program that serves no connection of its own has none to count.
+    public func servedConnections(ports: Set<UInt16>) -> Int { 0 }
 }

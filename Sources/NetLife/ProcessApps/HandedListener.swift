@@ -38,6 +38,10 @@ final class HandedListener {
     private(set) var openError: String?
     /// Told when the listener starts or stops listening, or fails to.
     var onEvent: ((AppEvent) -> Void)?
+    /// Whether it keeps listening in the background and while the app is suspended (`on-background = wake`).
+    var wakesApp: Bool { configuration.onBackground == .wake }
+    /// Watch its sockets for a waiting connection while the app is suspended (`watchForConnection`).
+    private var watchers: [IOWatcher] = []
 
     init(configuration: ListenerConfiguration, logger: Logger) {
         self.configuration = configuration
@@ -80,8 +84,34 @@ final class HandedListener {
         onEvent?(.listenerClosed(name: configuration.name))
     }
 
+    /// Calls `connected` once a connection waits on one of its sockets (a listening socket is readable while
+    /// its accept queue holds one), then stops watching. netlifed never accepts it: the program does, once
+    /// woken. Used while the app is suspended with its program frozen (`on-background = wake`).
+    func watchForConnection(on loop: EventLoop, _ connected: @escaping () -> Void) {
+        stopWatching()
+        for fd in fds {
+            let watcher = IOWatcher(loop: loop, descriptor: fd) { [weak self] _ in
+                self?.stopWatching()
+                connected()
+            }
+            do {
+                try watcher.watch(.readable)
+                watchers.append(watcher)
+            } catch {
+                watcher.close()
+                logger.warning("cannot watch \(address) for connections: \(error)")
+            }
+        }
+    }
+
+    func stopWatching() {
+        for watcher in watchers { watcher.close() }
+        watchers = []
+    }
+
     /// Closes netlifed's descriptor (the app stopped; the program's copy went with the program).
     func release() {
+        stopWatching()
         close()
         for fd in fds { SocketCalls.close(fd) }
         fds = []
@@ -91,6 +121,7 @@ final class HandedListener {
     /// Takes the program's own sockets at the address (netlifed's copies, `pidfd_getfd`), held by the
     /// processes `owners`: the listener listens, as after `open()`.
     func adopt(_ copies: [CInt], owners: [Int32]) {
+        stopWatching()
         for fd in fds { SocketCalls.close(fd) }
         fds = copies
         self.owners = owners

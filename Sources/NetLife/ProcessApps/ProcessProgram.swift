@@ -42,6 +42,8 @@ public final class ProcessProgram: AppProgram {
     private var notifySession: NotifySocketSession?
     /// The NOTIFY_SOCKETs of runs asked to end, until their main process exits (their STOPPING=1 is told).
     private var endingNotifySessions: [ObjectIdentifier: NotifySocketSession] = [:]
+    /// Counts the connections on the `on-background = wake` listeners' ports, remembering each socket.
+    private let census = ServedConnectionCensus()
 
     /// A program for app `app`, run as `configuration` says with `environment` (the hooks'), on `loop`.
     public init(app: String, configuration: ProgramConfiguration, environment: [String: String], loop: EventLoop, logger: Logger) {
@@ -368,6 +370,12 @@ public final class ProcessProgram: AppProgram {
             throw SystemError("pidfd_getfd", Errno(rawValue: ESRCH))
         }
         return try AdoptedListeners.take(listener, mainPid: child.pid, mainPidfd: pidfd)
+    }
+
+    public func servedConnections(ports: Set<UInt16>) -> Int {
+        guard let run = current, run.isRunning, let main = run.pid else { return 0 }
+        let others = run.cgroup?.subtreeMembers().filter { $0 != main } ?? []
+        return census.count(pids: [main] + others, ports: ports)
     }
 
     /// The current run's, else the newest ending run's figures: two small cgroup files per cgroup of its

@@ -99,7 +99,8 @@ final class AppSockets {
         case .closeListeners:
             stopStarting()
             for listener in listeners { listener.close() }
-            for listener in handedListeners { listener.close() }
+            // A process app's listener with `on-background = wake` goes on listening.
+            for listener in handedListeners where !listener.wakesApp { listener.close() }
         case .startProgram:
             break
         case .closeConnections:

@@ -149,12 +149,15 @@ public enum WakeReason: Sendable, Equatable, CustomStringConvertible {
     case keepalive(socket: String)
     /// A VoIP socket was lost, or is reconnecting: the app handles it awake.
     case voipReconnect(socket: String)
+    /// A connection arrived on a process app's listener with `on-background = wake`.
+    case connection(listener: String)
 
     public var description: String {
         switch self {
         case .voipData(let socket): return "data on VoIP socket \(socket)"
         case .keepalive(let socket): return "keep-alive of socket \(socket)"
         case .voipReconnect(let socket): return "VoIP socket \(socket) lost or reconnecting"
+        case .connection(let listener): return "a connection on listener \(listener)"
         }
     }
 }

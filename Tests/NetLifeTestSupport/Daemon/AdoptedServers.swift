@@ -1,7 +1,7 @@
 #if canImport(Testing)   // built only for the tests: see Package.swift
 // Unmodified servers that bind their own listeners, run as process apps whose listener netlifed adopts
 // (`adopt = yes`): Debian's nginx (a master and two workers, with or without `reuseport`), Python's
-// http.server and memcached. Each listens on a random 127.a.b.c with an explicit port, so parallel tests
+// http.server, memcached and redis-server (`supervised systemd`: its app waits for READY=1, then adopts). Each listens on a random 127.a.b.c with an explicit port, so parallel tests
 // never collide and no port is guessed by binding and closing; each has a request and what its answer
 // contains.
 
@@ -11,7 +11,7 @@ import Foundation
 public final class AdoptedServer {
     /// Which server.
     public enum Kind: String {
-        case nginx, nginxReusePort = "nginx-reuseport", pythonHTTP = "python-http", memcached
+        case nginx, nginxReusePort = "nginx-reuseport", pythonHTTP = "python-http", memcached, redis
     }
 
     public let kind: Kind
@@ -25,8 +25,12 @@ public final class AdoptedServer {
     public let request: String
     public let answer: String
 
-    /// Writes what `kind` needs to serve on a fresh random loopback address.
-    public init(_ kind: Kind) {
+    /// nginx's second port (`secondPort`), when asked for.
+    public let secondPort: UInt16 = 8081
+
+    /// Writes what `kind` needs to serve on a fresh random loopback address; nginx also on `secondPort` when
+    /// `twoPorts`.
+    public init(_ kind: Kind, twoPorts: Bool = false) {
         self.kind = kind
         host = "127.\(UInt8.random(in: 1...254)).\(UInt8.random(in: 0...255)).\(UInt8.random(in: 2...254))"
         let body = "hello from \(kind.rawValue) under netlifed\n"
@@ -37,6 +41,20 @@ public final class AdoptedServer {
         case .memcached:
             request = "version\r\n"
             answer = "VERSION "
+        case .redis:
+            request = "PING\r\n"
+            answer = "+PONG"
+            directory.write("redis.conf", """
+                bind \(host)
+                port \(port)
+                supervised systemd
+                daemonize no
+                save ""
+                appendonly no
+                dir \(directory.path)
+                logfile ""
+
+                """)
         case .nginx, .nginxReusePort, .pythonHTTP:
             request = "GET /index.txt HTTP/1.1\r\nHost: \(host)\r\n\r\n"
             answer = body
@@ -59,6 +77,7 @@ public final class AdoptedServer {
                     scgi_temp_path \(directory.file("tmp"));
                     server {
                         listen \(host):\(port)\(kind == .nginxReusePort ? " reuseport" : "");
+                        \(twoPorts ? "listen \(host):\(secondPort);" : "")
                         root \(directory.file("www"));
                     }
                 }
@@ -77,19 +96,23 @@ public final class AdoptedServer {
         case .memcached:
             // As root memcached wants a user to become; as another user -u is ignored.
             "/usr/bin/memcached -l \(host) -p \(port) -U 0 -u nobody"
+        case .redis:
+            "/usr/bin/redis-server \(directory.file("redis.conf"))"
         }
     }
 
-    /// An `[app NAME]` running the server, with its listener `main` adopted.
-    public func app(_ name: String, appLines: String = "", address: String? = nil) -> String {
+    /// An `[app NAME]` running the server, with its listener `main` adopted (and `listenerLines`); redis
+    /// launches once it says READY=1.
+    public func app(_ name: String, appLines: String = "", address: String? = nil, listenerLines: String = "") -> String {
         """
         [app \(name)]
         exec = \(exec)
-        \(appLines)
+        \(kind == .redis ? "ready = notify\n" : "")\(appLines)
 
         [listener \(name).main]
         address = \(address ?? "\(host):\(port)")
         adopt = yes
+        \(listenerLines)
 
         """
     }
