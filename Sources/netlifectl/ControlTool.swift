@@ -154,9 +154,9 @@ enum ControlTool {
         }
     }
 
-    /// `download` or `upload` without --no-wait: starts the transfer, then follows it (every 200 ms, with a
-    /// progress bar when stderr is a terminal) until it is done (exit 0), paused by an error (exit 4), failed
-    /// (exit 5) or paused by its app (exit 6), saying why on stderr. The transfer is followed by the id the
+    /// `download` or `upload` without --no-wait: starts the transfer, then follows it (every 200 ms, sooner
+    /// near its end: `followDelay`; with a progress bar when stderr is a terminal) until it is done (exit 0),
+    /// paused by an error (exit 4), failed (exit 5) or paused by its app (exit 6), saying why on stderr. The transfer is followed by the id the
     /// first reply gives (by `file` from a daemon that gives none): a new transfer to the same file is another.
     /// `file` nil: the file the daemon chose (a download without --output), as its first reply says.
     static func follow(_ request: ControlRequest, app: String, file: String?, controlPath: String?, json: Bool) -> Int32 {
@@ -168,6 +168,8 @@ enum ControlTool {
         let terminal = isatty(2) == 1
         var id: UInt64?
         var output = file
+        var last: (bytes: Int, seconds: Double)?
+        var overdue = 0
         while true {
             if let error = ControlError(reply: reply) { return refused(error, reply: reply, json: json) }
             guard let transfer = (try? TransfersReply(json: reply))?.transfers.first(where: {
@@ -186,7 +188,14 @@ enum ControlTool {
                 return status
             }
             if terminal { printProgress(transfer) }
-            usleep(200_000)
+            let now = monotonicSeconds()
+            let rate = last.flatMap { last in
+                transfer.bytes > last.bytes && now > last.seconds ? Double(transfer.bytes - last.bytes) / (now - last.seconds) : nil
+            }
+            let delay = followDelay(bytes: transfer.bytes, total: transfer.total, rate: rate, overdue: overdue)
+            overdue = transfer.total.map { transfer.bytes >= $0 } == true ? overdue + 1 : 0
+            last = (transfer.bytes, now)
+            usleep(delay)
             let request: ControlRequest
             do { request = try ControlRequest(.transfers, [.app: .string(app)]) } catch {
                 printError("netlifectl: \(error.message)")
@@ -197,6 +206,20 @@ enum ControlTool {
             case .success(let next): reply = next
             }
         }
+    }
+
+    /// Microseconds `follow` waits before asking again: 200 ms, or, when the transfer should end sooner at
+    /// `rate` (bytes per second since the last reply), until just after that, so that the command returns
+    /// within milliseconds of the end rather than up to 200 ms after it. Once all `total` bytes are there
+    /// (the file is being synced and renamed; `overdue` replies in a row said so), 20 ms, doubled per reply
+    /// up to 200 ms.
+    static func followDelay(bytes: Int, total: Int?, rate: Double?, overdue: Int) -> UInt32 {
+        let longest: UInt32 = 200_000
+        guard let total else { return longest }
+        if bytes >= total { return min(longest, 20_000 << min(overdue, 4)) }
+        guard let rate, rate > 0 else { return longest }
+        let remaining = Double(total - bytes) / rate * 1e6 + 5_000
+        return remaining < Double(longest) ? UInt32(remaining) : longest
     }
 
     /// The exit status for a transfer that is no longer running.
@@ -366,4 +389,11 @@ func formatClock(_ secondsSinceEpoch: Double) -> String {
     func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
     let ms = milliseconds < 10 ? "00\(milliseconds)" : milliseconds < 100 ? "0\(milliseconds)" : "\(milliseconds)"
     return "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)).\(ms)"
+}
+
+/// Seconds on the monotonic clock.
+private func monotonicSeconds() -> Double {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
 }
