@@ -85,8 +85,9 @@ extension App {
     }
 
     private func countServedConnections() {
-        guard let wake = connectionWake, let program else { return }
+        guard let wake = connectionWake else { return }
         wake.poll = nil
+        guard let program else { return }
         let open = program.servedConnections(ports: wake.ports)
         if open != wake.told {
             wake.told = open
