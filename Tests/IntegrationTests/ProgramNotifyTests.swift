@@ -203,17 +203,7 @@ struct RedisReadinessTests {
         // A missing redis fails the test (scripts/install-deps installs it): a skip would count as a pass.
         try #require(FileManager.default.isExecutableFile(atPath: "/usr/bin/redis-server"), "redis-server is missing: run scripts/install-deps")
         let host = "127.\(UInt8.random(in: 1...254)).\(UInt8.random(in: 0...255)).\(UInt8.random(in: 2...254))"
-        directory.write("redis.conf", """
-            bind \(host)
-            port 6379
-            supervised systemd
-            daemonize no
-            save ""
-            appendonly no
-            dir \(directory.path)
-            logfile ""
-
-            """)
+        directory.write("redis.conf", redisConfiguration(host: host, port: 6379, directory: directory))
         return host
     }
 

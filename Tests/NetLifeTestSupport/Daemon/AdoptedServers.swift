@@ -44,17 +44,7 @@ public final class AdoptedServer {
         case .redis:
             request = "PING\r\n"
             answer = "+PONG"
-            directory.write("redis.conf", """
-                bind \(host)
-                port \(port)
-                supervised systemd
-                daemonize no
-                save ""
-                appendonly no
-                dir \(directory.path)
-                logfile ""
-
-                """)
+            directory.write("redis.conf", redisConfiguration(host: host, port: port, directory: directory))
         case .nginx, .nginxReusePort, .pythonHTTP:
             request = "GET /index.txt HTTP/1.1\r\nHost: \(host)\r\n\r\n"
             answer = body
@@ -119,5 +109,21 @@ public final class AdoptedServer {
 
     /// Removes its directory.
     public func remove() { directory.remove() }
+}
+
+/// A redis.conf for a redis-server on `host`:`port` that keeps nothing on disk (working in `directory`), logs
+/// to its standard output and speaks systemd's notify protocol (`supervised systemd`).
+public func redisConfiguration(host: String, port: UInt16, directory: TemporaryDirectory) -> String {
+    """
+    bind \(host)
+    port \(port)
+    supervised systemd
+    daemonize no
+    save ""
+    appendonly no
+    dir \(directory.path)
+    logfile ""
+
+    """
 }
 #endif
