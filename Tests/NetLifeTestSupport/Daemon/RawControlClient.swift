@@ -132,7 +132,14 @@ public final class RawControlClient: @unchecked Sendable {
     }
 
     /// Closes the connection.
-    public func close() { Foundation.close(fd) }
+    /// Closes the socket once: a second close would close whatever descriptor another test has got since
+    /// under the same number.
+    public func close() {
+        guard !isClosed else { return }
+        isClosed = true
+        Foundation.close(fd)
+    }
+    private var isClosed = false
 }
 
 /// The error code of a reply line, if it is an error.

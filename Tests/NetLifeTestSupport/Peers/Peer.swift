@@ -127,7 +127,14 @@ public final class Peer {
     }
 
     /// Closes the socket.
-    public func close() { Foundation.close(fd) }
+    /// Closes the socket once: a second close would close whatever descriptor another test has got since
+    /// under the same number.
+    public func close() {
+        guard !isClosed else { return }
+        isClosed = true
+        Foundation.close(fd)
+    }
+    private var isClosed = false
 }
 
 extension Peer {

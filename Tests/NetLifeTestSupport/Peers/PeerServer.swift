@@ -48,6 +48,13 @@ public final class PeerServer {
     }
 
     /// Closes the listening socket.
-    public func close() { Foundation.close(fd) }
+    /// Closes the socket once: a second close would close whatever descriptor another test has got since
+    /// under the same number.
+    public func close() {
+        guard !isClosed else { return }
+        isClosed = true
+        Foundation.close(fd)
+    }
+    private var isClosed = false
 }
 #endif
