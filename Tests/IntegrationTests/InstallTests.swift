@@ -266,21 +266,56 @@ struct InstallTests {
 /// in a temporary directory) held while it ran, and whether running it exits 101 (no service may start).
 @Suite(.timeLimit(.minutes(1)))
 struct TestDependencyScriptTests {
-    private func runScript(in directory: TemporaryDirectory, aptExits status: Int) -> ProcessResult {
+    /// Runs scripts/install-test-deps with stand-ins for apt-get (which asks the policy whether nginx may
+    /// start, and enables the units `enables` as a package's postinst would) and for systemctl (which disables
+    /// a unit as the real one does, unless it is named in `stuck`).
+    private func runScript(in directory: TemporaryDirectory, aptExits status: Int, enables: [String] = [], stuck: [String] = []) -> ProcessResult {
+        let wants = directory.file("systemd/multi-user.target.wants")
         directory.write("apt-get", """
             #!/bin/sh
             echo "apt-get $*" >> \(directory.file("calls"))
             \(directory.file("policy-rc.d")) nginx start; echo "policy $?" >> \(directory.file("calls"))
+            case "$1" in install) for unit in \(enables.joined(separator: " ")); do ln -s /lib/systemd/system/$unit \(wants)/$unit; done;; esac
             exit \(status)
 
             """)
+        directory.write("systemctl", """
+            #!/bin/sh
+            echo "systemctl $*" >> \(directory.file("calls"))
+            case " \(stuck.joined(separator: " ")) " in *" $3 "*) exit 1;; esac
+            rm -f \(wants)/$3
+
+            """)
         chmod(directory.file("apt-get"), 0o755)
-        try? FileManager.default.createDirectory(atPath: directory.file("systemd"), withIntermediateDirectories: true)
+        chmod(directory.file("systemctl"), 0o755)
+        try? FileManager.default.createDirectory(atPath: wants, withIntermediateDirectories: true)
         var environment = ProcessInfo.processInfo.environment
         environment["POLICY_RC_D"] = directory.file("policy-rc.d")
         environment["APT_GET"] = directory.file("apt-get")
+        environment["SYSTEMCTL"] = directory.file("systemctl")
         environment["SYSTEMD_ETC"] = directory.file("systemd")
         return run([repository.appendingPathComponent("scripts/install-test-deps").path], environment: environment, timeout: 30)
+    }
+
+    @Test func theUnitsTheInstallEnabledAreDisabledAndTheAdminsAreLeft() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        try FileManager.default.createDirectory(atPath: directory.file("systemd/multi-user.target.wants"), withIntermediateDirectories: true)
+        symlink("/lib/systemd/system/redis-server.service", directory.file("systemd/multi-user.target.wants/redis-server.service"))
+        let result = runScript(in: directory, aptExits: 0, enables: ["nginx.service", "dovecot.service"])
+        #expect(result.status == 0, "\(result)")
+        let calls = directory.read("calls").split(separator: "\n").filter { $0.hasPrefix("systemctl ") }
+        #expect(Set(calls) == ["systemctl disable --quiet nginx.service", "systemctl disable --quiet dovecot.service"], "\(calls)")
+        let left = try FileManager.default.contentsOfDirectory(atPath: directory.file("systemd/multi-user.target.wants"))
+        #expect(left == ["redis-server.service"], "the admin's unit stays enabled")
+        #expect(result.stdout.contains("install-test-deps: disabled nginx.service (installed for the tests only)"), "\(result)")
+
+        // A unit that cannot be disabled is named in a warning; the packages are installed, so the run succeeds.
+        let again = TemporaryDirectory()
+        defer { again.remove() }
+        let stuck = runScript(in: again, aptExits: 0, enables: ["lighttpd.service"], stuck: ["lighttpd.service"])
+        #expect(stuck.status == 0, "\(stuck)")
+        #expect(stuck.stderr.contains("could not disable lighttpd.service"), "\(stuck)")
     }
 
     @Test func aptRunsWithAPolicyThatForbidsStartsAndTheAdminsPolicyComesBackUntouched() throws {
@@ -301,7 +336,7 @@ struct TestDependencyScriptTests {
         #expect(after[.systemFileNumber] as? Int == before[.systemFileNumber] as? Int)
         #expect(after[.posixPermissions] as? Int == 0o750)
         #expect(directory.read("policy-rc.d") == "#!/bin/sh\nexit 0\n")
-        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted() == ["apt-get", "calls", "policy-rc.d", "systemd"])
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted() == ["apt-get", "calls", "policy-rc.d", "systemctl", "systemd"])
     }
 
     @Test func withoutAPolicyBeforeNoneIsLeftEvenWhenAptFails() throws {
@@ -311,7 +346,7 @@ struct TestDependencyScriptTests {
         #expect(result.status != 0, "\(result)")
         #expect(directory.read("calls").contains("policy 101"), "\(directory.read("calls"))")
         #expect(!FileManager.default.fileExists(atPath: directory.file("policy-rc.d")))
-        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted() == ["apt-get", "calls", "systemd"])
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted() == ["apt-get", "calls", "systemctl", "systemd"])
     }
 
     @Test func theBuildDependenciesHoldNoServer() {
