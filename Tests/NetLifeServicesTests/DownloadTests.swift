@@ -117,6 +117,12 @@ extension DownloadTests {
             // Found by fuzz-download: libcurl keeps raw non-ASCII bytes; they must come percent-encoded.
             #expect(urlError("http://example.org/files/\u{9E}e.iso")?.contains("not ASCII") == true)
             #expect(try url("http://example.org/files/%C3%A9.iso").path == "/files/%C3%A9.iso")
+            // Found by fuzz-download too: libcurl decodes a percent-encoded host and writes the byte out raw.
+            #expect(urlError("http://example.org%8080/f.iso")?.contains("host that is not ASCII") == true)
+            #expect(urlError("http://caf%C3%A9.example/f.iso")?.contains("host that is not ASCII") == true)
+            #expect(urlError("http://u@h%e/")?.contains("host that is not ASCII") == true, "a lone % would be encoded again each time")
+            #expect((try? url("http://a/b").resolving("//h%80/f")) == nil, "a reference's host is checked the same way")
+            #expect(try url("http://ex%61mple.org/f").host == "example.org", "a host decoded to ASCII is the name it spells")
         }
 
         @Test func hidesThePasswordButKeepsItForTheRequest() throws {

@@ -103,6 +103,13 @@ public struct URLParts: Equatable, Sendable, CustomStringConvertible {
             throw URLPartsError("unsupported scheme \"\(Self.shown(schemeName))\" (http, https, ftp and ftps)")
         }
         guard let written = Self.part(handle, CURLUPART_HOST), !written.isEmpty else { throw URLPartsError("no host in \"\(Self.shown(text))\"") }
+        // libcurl decodes a percent-encoded host ("example.org%80" names the host "example.org" and a byte
+        // 0x80) and would write that byte out raw, and keeps a lone "%" ("h%e"), which it encodes again each
+        // time the URL is written and read; a host name is ASCII (IDNA's xn-- form for others), without "%"
+        // (an IPv6 zone is apart from the host).
+        guard written.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "%") }) else {
+            throw URLPartsError("a host that is not ASCII in \"\(Self.shown(text))\" (percent-encoded bytes in the host; write an international name in its xn-- form)")
+        }
         // Host names and IPv6 hex digits are case-blind; libcurl keeps the case it was given.
         let host = HTTPSyntax.lowercased(written)
         if host != written { try Self.check(curl_url_set(handle, CURLUPART_HOST, host, 0), text) }
