@@ -8,6 +8,8 @@
             download runs, one every --interval seconds, each timed from the first byte sent to the reply's
             newline
   curl      curl's CPU from its rusage (wait4)
+  curl-fsync  the same, and the file fsynced after curl exits, inside the timed span: a download that ends on
+            the disk, as netlifed's does (curl never syncs; its file stays in the page cache)
 
 Both report MB/s (10^6 bytes of body per second, all downloads together, timed from the client's start to its
 exit), CPU seconds per GiB, the server's CPU seconds per GiB (/proc/PID/stat of every --server-pid: nginx's
@@ -86,8 +88,9 @@ class StatusSampler:
         self.sock.close()
 
 
-def run_one(command, expect, output, timeout, sampler=None):
-    """Runs one download; returns (seconds, the client's CPU seconds). Fails the run on any error."""
+def run_one(command, expect, output, timeout, sampler=None, sync=False):
+    """Runs one download; returns (seconds, the client's CPU seconds). Fails the run on any error. With
+    `sync`, the output is fsynced after the client exits, and that is timed too."""
     started = time.monotonic()
     # Output to files, not pipes: a pipe nobody reads while the child runs could fill and stop it.
     out_file, err_file = tempfile.TemporaryFile(), tempfile.TemporaryFile()
@@ -106,6 +109,12 @@ def run_one(command, expect, output, timeout, sampler=None):
         if sampler:
             sampler.maybe_sample()
         time.sleep(0.002)
+    if sync and status == 0 and os.path.exists(output):
+        fd = os.open(output, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     elapsed = time.monotonic() - started
     child.returncode = status
     out_file.seek(0)
@@ -138,7 +147,7 @@ def protocols_since(path, offset):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("client", choices=["netlifed", "curl"])
+    parser.add_argument("client", choices=["netlifed", "curl", "curl-fsync"])
     parser.add_argument("--url", required=True)
     parser.add_argument("--cacert", required=True)
     parser.add_argument("--output", required=True, help="the file each download writes (removed after each)")
@@ -162,13 +171,13 @@ def main():
     sampler = StatusSampler(args.control, args.interval) if args.client == "netlifed" else None
     times, client_cpu, daemon_cpu = [], 0.0, 0.0
     for _ in range(args.count):
-        if args.client == "curl":
+        if args.client in ("curl", "curl-fsync"):
             command = [args.curl, "--silent", "--show-error", "--cacert", args.cacert, "--output", args.output, args.url]
         else:
             command = [args.netlifectl, "--control", args.control, "download", args.app, args.url,
                        "--output", args.output, "--cacert", args.cacert]
         before = process_cpu_seconds(args.daemon_pid) if sampler else 0.0
-        elapsed, cpu = run_one(command, args.expect, args.output, args.timeout, sampler)
+        elapsed, cpu = run_one(command, args.expect, args.output, args.timeout, sampler, sync=args.client == "curl-fsync")
         if sampler:
             daemon_cpu += process_cpu_seconds(args.daemon_pid) - before
         times.append(elapsed)

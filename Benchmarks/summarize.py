@@ -152,8 +152,9 @@ def download_case(name, records):
     """netlifed against curl as clients of the same https URL: medians per client, ratios per round, the
     `status` round trips pooled over the rounds."""
     runs = by_server_and_round(records)
-    netlifed, curl = runs.get("netlifed", {}), runs.get("curl", {})
+    netlifed, curl, synced = runs.get("netlifed", {}), runs.get("curl", {}), runs.get("curl-fsync", {})
     rounds = sorted(set(netlifed) & set(curl))
+    synced_rounds = sorted(set(netlifed) & set(synced))
     keys = ["mb_per_s", "best_mb_per_s", "client_cpu_s_per_gib", "server_cpu_s_per_gib"]
 
     def medians(results):
@@ -165,6 +166,9 @@ def download_case(name, records):
         "netlifed": medians(netlifed),
         "curl": medians(curl),
         "ratio": {key: median(ratio(netlifed[r].get(key), curl[r].get(key)) for r in rounds) for key in keys},
+        # A download that ends on the disk, as netlifed's does: curl, then an fsync of its file (disk cases).
+        "curl_fsync": medians(synced) if synced else None,
+        "ratio_fsync": median(ratio(netlifed[r].get("mb_per_s"), synced[r].get("mb_per_s")) for r in synced_rounds) if synced_rounds else None,
         "rounds": len(rounds),
         "curl_rounds": len(curl),
         "protocols": sorted({p for side in (netlifed, curl) for result in side.values() for p in result.get("protocols", [])}),
@@ -337,8 +341,9 @@ def main():
                 "--cacert`) against the curl command line as the client; medians over rounds, ratio = netlifed / curl "
                 "per round, then the median; `status` round trips while netlifed downloads, pooled:", "",
                 "| scenario | protocol | netlifed MB/s | curl MB/s | ratio | client CPU s/GiB netlifed / curl | ratio "
-                "| nginx CPU s/GiB netlifed / curl | status p99 µs (samples) | rounds | target | meets |",
-                "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+                "| nginx CPU s/GiB netlifed / curl | status p99 µs (samples) | rounds | target | meets "
+                "| curl + fsync MB/s | ratio to it |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for case in downloads:
             n, c, q, status = case["netlifed"], case["curl"], case["ratio"], case["status_us"]
             status_text = f"{fmt(status['p99'])} ({status['samples']})" if status else "-"
@@ -349,7 +354,9 @@ def main():
                        f"| {fmt(q['mb_per_s'], 3)} | {fmt(n['client_cpu_s_per_gib'], 3)} / {fmt(c['client_cpu_s_per_gib'], 3)} "
                        f"| {fmt(q['client_cpu_s_per_gib'], 3)} "
                        f"| {fmt(n['server_cpu_s_per_gib'], 3)} / {fmt(c['server_cpu_s_per_gib'], 3)} | {status_text} "
-                       f"| {case['rounds']} | >= 0.95 / p99 <= 5000 µs | {meets_all} |")
+                       f"| {case['rounds']} | >= 0.95 / p99 <= 5000 µs | {meets_all} "
+                       f"| {fmt(case['curl_fsync']['mb_per_s']) if case['curl_fsync'] else '-'} "
+                       f"| {fmt(case['ratio_fsync'], 3) if case['ratio_fsync'] is not None else '-'} |")
         out.append("")
 
     for record in groups.get("failed", {}).values():
