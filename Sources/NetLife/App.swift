@@ -132,6 +132,7 @@ public final class App {
         case .perform(let step, let launchingInBackground):
             sockets.perform(step, launchingInBackground: launchingInBackground)
             if step == .resumeApp { resume(firingTimers: true) }
+            if step == .openListeners { lookAgainAtAdoptedListenersHolders() }
         case .callDelegate(let event):
             if let delegate { event.deliver(to: delegate, app: self) }
         case .runHook(let event):

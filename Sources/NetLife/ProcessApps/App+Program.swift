@@ -74,6 +74,23 @@ extension App {
         adoptionTimer = loop.schedule(after: Self.adoptionPollInterval) { [weak self] in self?.lookForAdoptedListeners() }
     }
 
+    /// Listening again (will-enter-foreground): which of the program's processes hold each adopted listener
+    /// now, for `status`. They were looked at when the sockets were adopted, as soon as they were bound, and
+    /// processes come and go since: nginx's master binds before it forks its workers, and a reload of nginx
+    /// replaces them. (One look: the program's /proc/PID/fd and the TCP tables, as at adoption.)
+    func lookAgainAtAdoptedListenersHolders() {
+        let adopted = sockets.handedListeners.filter { $0.isAdopted && $0.isListening }
+        guard let program, !adopted.isEmpty else { return }
+        guard let found = try? program.findListeners(at: adopted.map(\.address)) else { return }
+        for listener in adopted {
+            var holders: [Int32] = []
+            for held in found[listener.address] ?? [] {
+                for pid in held.pids where !holders.contains(pid) { holders.append(pid) }
+            }
+            if !holders.isEmpty { listener.holdersChanged(to: holders) }
+        }
+    }
+
     /// Why a launch ran out waiting for the program's own listeners, for the log: those not found.
     var unadoptedListenersText: String {
         sockets.handedListeners.filter { $0.isAdopted && !$0.isListening }

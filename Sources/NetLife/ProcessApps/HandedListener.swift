@@ -131,6 +131,13 @@ final class HandedListener {
         onEvent?(.listenerOpened(name: configuration.name, address: address, mdns: configuration.mdns))
     }
 
+    /// The processes that hold an adopted listener's sockets now (looked at again on will-enter-foreground).
+    func holdersChanged(to holders: [Int32]) {
+        guard isAdopted, holders != owners else { return }
+        owners = holders
+        logger.debug("held by pid \(holders.map(String.init).joined(separator: ", "))")
+    }
+
     private func bind() throws(SystemError) {
         var lastError = SystemError("bind", Errno(rawValue: EADDRINUSE))
         for _ in 0..<5 {
