@@ -83,12 +83,18 @@ extension App {
         guard let program, !adopted.isEmpty else { return }
         guard let found = try? program.findListeners(at: adopted.map(\.address)) else { return }
         for listener in adopted {
-            var holders: [Int32] = []
-            for held in found[listener.address] ?? [] {
-                for pid in held.pids where !holders.contains(pid) { holders.append(pid) }
-            }
+            let holders = Self.holders(of: found[listener.address] ?? [])
             if !holders.isEmpty { listener.holdersChanged(to: holders) }
         }
+    }
+
+    /// Every process that holds one of `sockets` (a port's sockets), each once, in the order found.
+    private static func holders(of sockets: [HeldListener]) -> [Int32] {
+        var holders: [Int32] = []
+        for held in sockets {
+            for pid in held.pids where !holders.contains(pid) { holders.append(pid) }
+        }
+        return holders
     }
 
     /// Why a launch ran out waiting for the program's own listeners, for the log: those not found.
@@ -102,11 +108,9 @@ extension App {
         var taken: [(HandedListener, [CInt], [Int32])] = []
         for listener in adopted {
             var copies: [CInt] = []
-            var owners: [Int32] = []
             for held in found[listener.address] ?? [] {
                 do {
                     copies.append(try program.take(held))
-                    for pid in held.pids where !owners.contains(pid) { owners.append(pid) }
                 } catch {
                     logger.warning("cannot take the program's socket at \(listener.address) from pid \(held.pid): \(error)")
                     for (_, fds, _) in taken { for fd in fds { SocketCalls.close(fd) } }
@@ -114,7 +118,7 @@ extension App {
                     return false
                 }
             }
-            taken.append((listener, copies, owners))
+            taken.append((listener, copies, Self.holders(of: found[listener.address] ?? [])))
         }
         for (listener, copies, owners) in taken { listener.adopt(copies, owners: owners) }
         return true
