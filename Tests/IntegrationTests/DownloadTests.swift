@@ -44,6 +44,33 @@ import NetLifeTestSupport
         #expect(!FileManager.default.fileExists(atPath: output + ".part.meta"))
     }
 
+    @Test func theNewestProgressReachesTheRecordWhileTheServerStalls() throws {
+        // Loopback brings the 3,500,000 bytes within milliseconds: the records due at 2 and 3 MiB come while
+        // the first is in flight or within its 100 ms spacing, and are held; the newest must still reach the
+        // disk while nothing more arrives.
+        let content = patternBytes(5_000_000, seed: 9)
+        let server = try StallingHTTPServer(content: content, stallAfter: 3_500_000)
+        defer { server.stop() }
+        let out = TemporaryDirectory()
+        defer { out.remove() }
+        let daemon = try TestDaemon(config: """
+            [daemon]
+            [app fetcher]
+            auto-suspend = never
+            """)
+        defer { daemon.stop() }
+        let output = out.file("file.bin")
+        #expect(daemon.ctl("download", "fetcher", "http://127.0.0.1:\(server.port)/file.bin", "--output", output, "--no-wait").status == 0)
+        #expect(waitUntil(timeout: 10) { daemon.ctl("transfers", "fetcher").stdout.contains("3500000/5000000") })
+        var recorded = 0
+        #expect(waitUntil(timeout: 5) {
+            recorded = out.read("file.bin.part.meta").split(separator: "\n")
+                .first { $0.hasPrefix("offset=") }.flatMap { Int($0.dropFirst(7)) } ?? 0
+            return recorded >= 3 << 20
+        })
+        #expect(recorded >= 3 << 20 && recorded <= 3_500_000, "the record's offset: \(recorded)")
+    }
+
     @Test func aDownloadCutByKill9ResumesWhenTheDaemonStartsAgain() throws {
         let content = patternBytes(5_000_000, seed: 7)
         let server = try StallingHTTPServer(content: content, stallAfter: 2_000_000)
@@ -64,7 +91,7 @@ import NetLifeTestSupport
         #expect(first.ctl("download", "fetcher", url, "--output", output, "--no-wait").status == 0)
         #expect(waitUntil(timeout: 10) { server.sent == 2_000_000 })
         // Once the 2,000,000 bytes are on disk, the record vouches for those up to its last write (one per MiB
-        // appended). Only the first can come before the stall: a write callback brings at most 256 KiB, so it
+        // appended, at most one every 100 ms). Only the first can come before the stall: a write callback brings at most 256 KiB, so it
         // is due before 1.5 MiB, and the next one would be at 2 MiB or later. Records reach the disk off the
         // loop (fsync first), so the test waits for it there.
         #expect(waitUntil(timeout: 5) { first.ctl("transfers", "fetcher").stdout.contains("2000000/5000000") })

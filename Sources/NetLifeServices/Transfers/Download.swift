@@ -102,7 +102,7 @@ public final class Download: Transfer {
         case .writeRecord(let record):
             // fsync and the record's write off the loop (TransferDisk), at the disk's pace; an error pauses the
             // download then.
-            part.keep(record, mustWrite: machine.state != .running, on: curl.disk) { [weak self] error in self?.failIO(error) }
+            part.keep(record, mustWrite: machine.state != .running, on: curl.disk, loop: curl.loop) { [weak self] error in self?.failIO(error) }
         case .computeDigest(let algorithm):
             computeDigest(algorithm)
         case .renameIntoPlace:

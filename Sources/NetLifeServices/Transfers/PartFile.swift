@@ -15,13 +15,10 @@ final class PartFile {
     /// The record of what the partial file holds.
     var recordPath: String { output + ".part.meta" }
     private var fd: CInt = -1
-    /// Records handed to the disk queue and not yet written, and the last one handed over.
-    private var recordsInFlight = 0
-    private var lastQueued: DownloadRecord?
-    /// The newest record skipped while another was in flight.
-    private var skipped: DownloadRecord?
-    /// Whether the part went into place: no record is written after that.
-    private var isPlaced = false
+    /// Which records go to the disk, and when.
+    private var pacing = RecordPacing()
+    /// Wakes a record held for `RecordPacing.spacing`.
+    private var heldRecordTimer: EventTimer?
 
     init(output: String) {
         self.output = output
@@ -84,34 +81,43 @@ final class PartFile {
         }, done: done)
     }
 
-    /// A record off the loop, as `writeRecord(_:on:done:)`. While one is still being written, a newer one that
-    /// only moves the offset on is skipped, unless `mustWrite` (a stop's record): the record on disk then
-    /// vouches for fewer bytes than the part holds, which is safe, and the records keep the disk's pace (one
-    /// per MiB at 500 MB/s would be 3,000 fsyncs per GiB). A failure goes to `failed`.
-    func keep(_ record: DownloadRecord, mustWrite: Bool, on disk: TransferDisk, failed: @escaping (SystemError) -> Void) {
-        var onlyMoved = record
-        onlyMoved.offset = lastQueued?.offset ?? record.offset
-        if recordsInFlight > 0, !mustWrite, onlyMoved == lastQueued {
-            // Written once the one in flight is: the newest progress always reaches the disk.
-            skipped = record
-            return
-        }
-        skipped = nil
-        recordsInFlight += 1
-        lastQueued = record
-        writeRecord(record, on: disk) { [weak self] error in
-            guard let self else { return }
-            recordsInFlight -= 1
-            if let error { return failed(error) }
-            if recordsInFlight == 0, !isPlaced, let next = skipped { keep(next, mustWrite: true, on: disk, failed: failed) }
+    /// A record off the loop, as `writeRecord(_:on:done:)`, paced by `RecordPacing`: one that only moves the
+    /// offset on waits while another is in flight and for `RecordPacing.spacing` after the last, unless
+    /// `mustWrite` (a stop's record). The record on disk then vouches for fewer bytes than the part holds,
+    /// which is safe; the newest one held is written once the wait is over. A failure goes to `failed`.
+    func keep(_ record: DownloadRecord, mustWrite: Bool, on disk: TransferDisk, loop: EventLoop,
+              failed: @escaping (SystemError) -> Void) {
+        follow(pacing.offer(record, mustWrite: mustWrite, now: MonotonicTime.now()), on: disk, loop: loop, failed: failed)
+    }
+
+    private func follow(_ decision: RecordPacing.Decision, on disk: TransferDisk, loop: EventLoop,
+                        failed: @escaping (SystemError) -> Void) {
+        switch decision {
+        case .hold:
+            break
+        case .holdUntil(let time):
+            if heldRecordTimer?.isArmed == true { return }
+            heldRecordTimer?.close()
+            heldRecordTimer = loop.schedule(after: max(.zero, time - MonotonicTime.now())) { [weak self] in
+                guard let self else { return }
+                follow(pacing.wake(now: MonotonicTime.now()), on: disk, loop: loop, failed: failed)
+            }
+        case .write(let record):
+            writeRecord(record, on: disk) { [weak self] error in
+                guard let self else { return }
+                let next = pacing.written(now: MonotonicTime.now())
+                if let error { return failed(error) }
+                follow(next, on: disk, loop: loop, failed: failed)
+            }
         }
     }
 
     /// fsyncs and closes the part, renames it to the output path and fsyncs the directory, off the loop,
     /// after the records queued before it; `done` on the loop.
     func renameIntoPlace(on disk: TransferDisk, done: @escaping (SystemError?) -> Void) {
-        isPlaced = true
-        skipped = nil
+        pacing.placed()
+        heldRecordTimer?.close()
+        heldRecordTimer = nil
         if let error = open() { return done(error) }
         let copy = duplicate()
         close()

@@ -14,7 +14,8 @@ import NetLifeEvent
 
 /// One libcurl multi handle, driven by the loop. Loop-confined; `close()` before letting it go.
 public final class CurlMulti {
-    private unowned let loop: EventLoop
+    /// The loop it runs on.
+    unowned let loop: EventLoop
     private let multi: UnsafeMutableRawPointer
     private var watchers: [curl_socket_t: IOWatcher] = [:]
     /// Watchers libcurl no longer wants, closed at the start of the next turn.
