@@ -4,9 +4,10 @@
 --cacert CA -o FILE URL`), each into a file that is checked for its size and removed, and prints one JSON line.
 
   netlifed  the daemon's CPU (utime + stime of --daemon-pid from /proc/PID/stat, before and after each
-            download), netlifectl's own (its rusage), and `status` round trips on the control socket while the
-            download runs, one every --interval seconds, each timed from the first byte sent to the reply's
-            newline
+            download), netlifectl's own (its rusage), and, unless --interval is 0, `status` round trips on the
+            control socket while the download runs, one every --interval seconds, each timed from the first
+            byte sent to the reply's newline (the sampler is this script: its CPU competes with both ends of
+            the transfer, so Benchmarks/run times the rate without it and samples `status` in a run of its own)
   curl      curl's CPU from its rusage (wait4)
   curl-fsync  the same, and the file fsynced after curl exits, inside the timed span: a download that ends on
             the disk, as netlifed's does (curl never syncs; its file stays in the page cache)
@@ -161,14 +162,15 @@ def main():
     parser.add_argument("--control", help="netlifed's control socket (client netlifed)")
     parser.add_argument("--daemon-pid", type=int, help="netlifed's pid (client netlifed)")
     parser.add_argument("--app", default="bench")
-    parser.add_argument("--interval", type=float, default=0.01, help="seconds between status round trips")
+    parser.add_argument("--interval", type=float, default=0.01, help="seconds between status round trips (0: none)")
     args = parser.parse_args()
     if args.client == "netlifed" and not (args.netlifectl and args.control and args.daemon_pid):
         parser.error("netlifed needs --netlifectl, --control and --daemon-pid")
 
     log_offset = os.path.getsize(args.access_log) if args.access_log and os.path.exists(args.access_log) else 0
     server_before = sum(process_cpu_seconds(pid) for pid in args.server_pid)
-    sampler = StatusSampler(args.control, args.interval) if args.client == "netlifed" else None
+    sampler = StatusSampler(args.control, args.interval) if args.client == "netlifed" and args.interval > 0 else None
+    daemon = args.client == "netlifed"
     times, client_cpu, daemon_cpu = [], 0.0, 0.0
     for _ in range(args.count):
         if args.client in ("curl", "curl-fsync"):
@@ -176,9 +178,9 @@ def main():
         else:
             command = [args.netlifectl, "--control", args.control, "download", args.app, args.url,
                        "--output", args.output, "--cacert", args.cacert]
-        before = process_cpu_seconds(args.daemon_pid) if sampler else 0.0
+        before = process_cpu_seconds(args.daemon_pid) if daemon else 0.0
         elapsed, cpu = run_one(command, args.expect, args.output, args.timeout, sampler, sync=args.client == "curl-fsync")
-        if sampler:
+        if daemon:
             daemon_cpu += process_cpu_seconds(args.daemon_pid) - before
         times.append(elapsed)
         client_cpu += cpu
@@ -195,13 +197,14 @@ def main():
         "server_cpu_s_per_gib": round(server_cpu / gib, 3),
         "protocols": protocols_since(args.access_log, log_offset),
     }
-    if sampler:
-        sampler.close()
+    if daemon:
         result["client_cpu_s_per_gib"] = round(daemon_cpu / gib, 3)  # netlifed's: it is the client here
         result["netlifectl_cpu_s_per_gib"] = round(client_cpu / gib, 3)
-        result["status_us"] = summary_us(sampler.samples)
     else:
         result["client_cpu_s_per_gib"] = round(client_cpu / gib, 3)
+    if sampler:
+        sampler.close()
+        result["status_us"] = summary_us(sampler.samples)
     print(json.dumps(result), flush=True)
 
 

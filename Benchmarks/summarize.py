@@ -150,9 +150,11 @@ def http_case(name, records):
 
 def download_case(name, records):
     """netlifed against curl as clients of the same https URL: medians per client, ratios per round, the
-    `status` round trips pooled over the rounds."""
+    `status` round trips pooled over the rounds (sampled in downloads of their own, netlifed-status; results
+    of earlier runs sampled them in the timed downloads)."""
     runs = by_server_and_round(records)
     netlifed, curl, synced = runs.get("netlifed", {}), runs.get("curl", {}), runs.get("curl-fsync", {})
+    sampled = runs.get("netlifed-status", {})
     rounds = sorted(set(netlifed) & set(curl))
     synced_rounds = sorted(set(netlifed) & set(synced))
     keys = ["mb_per_s", "best_mb_per_s", "client_cpu_s_per_gib", "server_cpu_s_per_gib"]
@@ -160,7 +162,7 @@ def download_case(name, records):
     def medians(results):
         return {key: median(results[r].get(key) for r in sorted(results)) for key in keys}
 
-    statuses = [netlifed[r] for r in sorted(netlifed) if "status_us" in netlifed[r]]
+    statuses = [side[r] for side in (netlifed, sampled) for r in sorted(side) if "status_us" in side[r]]
     return {
         "name": name,
         "netlifed": medians(netlifed),
@@ -173,6 +175,8 @@ def download_case(name, records):
         "curl_rounds": len(curl),
         "protocols": sorted({p for side in (netlifed, curl) for result in side.values() for p in result.get("protocols", [])}),
         "status_us": pooled(statuses, "status_us") if statuses else None,
+        # netlifed's rate in the downloads where `status` was sampled.
+        "netlifed_sampled": medians(sampled) if sampled else None,
         "netlifectl_cpu_s_per_gib": median(netlifed[r].get("netlifectl_cpu_s_per_gib") for r in sorted(netlifed)),
     }
 
@@ -339,24 +343,30 @@ def main():
         summary["https_download"] = downloads
         out += ["HTTPS download: one 1 GiB file over TLS from nginx on loopback, netlifed (`netlifectl download "
                 "--cacert`) against the curl command line as the client; medians over rounds, ratio = netlifed / curl "
-                "per round, then the median; `status` round trips while netlifed downloads, pooled:", "",
+                "per round, then the median; `status` round trips while netlifed downloads (in downloads of their own, "
+                "one round trip every 10 ms), pooled:", "",
                 "| scenario | protocol | netlifed MB/s | curl MB/s | ratio | client CPU s/GiB netlifed / curl | ratio "
                 "| nginx CPU s/GiB netlifed / curl | status p99 µs (samples) | rounds | target | meets "
-                "| curl + fsync MB/s | ratio to it |",
-                "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+                "| curl + fsync MB/s | ratio to it | netlifed MB/s while `status` is sampled |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for case in downloads:
             n, c, q, status = case["netlifed"], case["curl"], case["ratio"], case["status_us"]
             status_text = f"{fmt(status['p99'])} ({status['samples']})" if status else "-"
             meets_all = ""
             if case["rounds"]:
-                meets_all = meets(q["mb_per_s"], ">= 0.95") + " / " + meets(status["p99"] if status else None, "<= 5000")
+                rate = meets(q["mb_per_s"], ">= 0.95")
+                if case["ratio_fsync"] is not None:
+                    # On disk netlifed's download ends with its bytes synced; curl's stays in the page cache.
+                    rate += f" ({meets(case['ratio_fsync'], '>= 0.95')} against curl + fsync)"
+                meets_all = rate + " / " + meets(status["p99"] if status else None, "<= 5000")
             out.append(f"| {case['name']} | {', '.join(case['protocols'])} | {fmt(n['mb_per_s'])} | {fmt(c['mb_per_s'])} "
                        f"| {fmt(q['mb_per_s'], 3)} | {fmt(n['client_cpu_s_per_gib'], 3)} / {fmt(c['client_cpu_s_per_gib'], 3)} "
                        f"| {fmt(q['client_cpu_s_per_gib'], 3)} "
                        f"| {fmt(n['server_cpu_s_per_gib'], 3)} / {fmt(c['server_cpu_s_per_gib'], 3)} | {status_text} "
                        f"| {case['rounds']} | >= 0.95 / p99 <= 5000 µs | {meets_all} "
                        f"| {fmt(case['curl_fsync']['mb_per_s']) if case['curl_fsync'] else '-'} "
-                       f"| {fmt(case['ratio_fsync'], 3) if case['ratio_fsync'] is not None else '-'} |")
+                       f"| {fmt(case['ratio_fsync'], 3) if case['ratio_fsync'] is not None else '-'} "
+                       f"| {fmt(case['netlifed_sampled']['mb_per_s']) if case['netlifed_sampled'] else '-'} |")
         out.append("")
 
     for record in groups.get("failed", {}).values():
