@@ -22,19 +22,32 @@ import Testing
         #expect(pacing.written(now: at(450)) == .hold, "nothing is held")
     }
 
-    @Test func recordsThatOnlyMoveOnAreSpacedAndTheNewestIsWrittenWhenTheSpacingEnds() {
+    @Test func recordsThatOnlyMoveOnAreSpacedThePartIsSyncedMeanwhileAndTheNewestIsWrittenWhenTheSpacingEnds() {
         var pacing = RecordPacing()
         #expect(pacing.offer(record(1 << 20), mustWrite: false, now: at(0)) == .write(record(1 << 20)))
-        // Written at once (a fast file system): the next ones within 100 ms wait for the spacing.
+        // Written at once (a fast file system): the next one within 100 ms is held, the part fsynced alone.
         #expect(pacing.written(now: at(2)) == .hold)
-        #expect(pacing.offer(record(2 << 20), mustWrite: false, now: at(3)) == .holdUntil(at(100)))
-        #expect(pacing.offer(record(3 << 20), mustWrite: false, now: at(5)) == .holdUntil(at(100)))
+        #expect(pacing.offer(record(2 << 20), mustWrite: false, now: at(3)) == .sync(until: at(100)))
+        // Never two at a time: while that fsync is in flight the next one is only held.
+        #expect(pacing.offer(record(3 << 20), mustWrite: false, now: at(5)) == .hold)
+        #expect(pacing.held == record(3 << 20) && pacing.inFlight == 1)
+        #expect(pacing.written(now: at(6)) == .holdUntil(at(100)))
         // A timer that fires a little early (a coarse clock) is told the time again.
         #expect(pacing.wake(now: at(99)) == .holdUntil(at(100)))
         #expect(pacing.wake(now: at(100)) == .write(record(3 << 20)), "the newest held record")
         #expect(pacing.written(now: at(101)) == .hold)
         // Past the spacing one goes at once.
         #expect(pacing.offer(record(4 << 20), mustWrite: false, now: at(250)) == .write(record(4 << 20)))
+    }
+
+    @Test func aWakeWhileAnFsyncIsInFlightLeavesTheRecordToItsEnd() {
+        var pacing = RecordPacing()
+        #expect(pacing.offer(record(1 << 20), mustWrite: false, now: at(0)) == .write(record(1 << 20)))
+        #expect(pacing.written(now: at(1)) == .hold)
+        #expect(pacing.offer(record(2 << 20), mustWrite: false, now: at(90)) == .sync(until: at(100)))
+        // A slow disk: the fsync outlasts the spacing.
+        #expect(pacing.wake(now: at(100)) == .hold)
+        #expect(pacing.written(now: at(180)) == .write(record(2 << 20)))
     }
 
     @Test func aRecordThatMustBeWrittenOrSaysMoreGoesAtOnceAndReplacesTheHeldOne() {

@@ -82,9 +82,10 @@ final class PartFile {
     }
 
     /// A record off the loop, as `writeRecord(_:on:done:)`, paced by `RecordPacing`: one that only moves the
-    /// offset on waits while another is in flight and for `RecordPacing.spacing` after the last, unless
-    /// `mustWrite` (a stop's record). The record on disk then vouches for fewer bytes than the part holds,
-    /// which is safe; the newest one held is written once the wait is over. A failure goes to `failed`.
+    /// offset on waits while another is in flight and for `RecordPacing.spacing` after the last (the part is
+    /// fsynced meanwhile), unless `mustWrite` (a stop's record). The record on disk then vouches for fewer
+    /// bytes than the part holds, which is safe; the newest one held is written once the wait is over. A
+    /// failure goes to `failed`.
     func keep(_ record: DownloadRecord, mustWrite: Bool, on disk: TransferDisk, loop: EventLoop,
               failed: @escaping (SystemError) -> Void) {
         follow(pacing.offer(record, mustWrite: mustWrite, now: MonotonicTime.now()), on: disk, loop: loop, failed: failed)
@@ -96,20 +97,44 @@ final class PartFile {
         case .hold:
             break
         case .holdUntil(let time):
-            if heldRecordTimer?.isArmed == true { return }
-            heldRecordTimer?.close()
-            heldRecordTimer = loop.schedule(after: max(.zero, time - MonotonicTime.now())) { [weak self] in
-                guard let self else { return }
-                follow(pacing.wake(now: MonotonicTime.now()), on: disk, loop: loop, failed: failed)
-            }
+            wake(at: time, on: disk, loop: loop, failed: failed)
+        case .sync(let time):
+            wake(at: time, on: disk, loop: loop, failed: failed)
+            syncPart(on: disk, done: done(on: disk, loop: loop, failed: failed))
         case .write(let record):
-            writeRecord(record, on: disk) { [weak self] error in
-                guard let self else { return }
-                let next = pacing.written(now: MonotonicTime.now())
-                if let error { return failed(error) }
-                follow(next, on: disk, loop: loop, failed: failed)
-            }
+            writeRecord(record, on: disk, done: done(on: disk, loop: loop, failed: failed))
         }
+    }
+
+    /// What follows a record or an fsync of the pacing's.
+    private func done(on disk: TransferDisk, loop: EventLoop, failed: @escaping (SystemError) -> Void) -> (SystemError?) -> Void {
+        { [weak self] error in
+            guard let self else { return }
+            let next = pacing.written(now: MonotonicTime.now())
+            if let error { return failed(error) }
+            follow(next, on: disk, loop: loop, failed: failed)
+        }
+    }
+
+    /// Calls the pacing back at `time`, unless a call is already due.
+    private func wake(at time: MonotonicTime, on disk: TransferDisk, loop: EventLoop, failed: @escaping (SystemError) -> Void) {
+        if heldRecordTimer?.isArmed == true { return }
+        heldRecordTimer?.close()
+        heldRecordTimer = loop.schedule(after: max(.zero, time - MonotonicTime.now())) { [weak self] in
+            guard let self else { return }
+            follow(pacing.wake(now: MonotonicTime.now()), on: disk, loop: loop, failed: failed)
+        }
+    }
+
+    /// The part's bytes written so far reach the disk, off the loop; `done` on the loop.
+    private func syncPart(on disk: TransferDisk, done: @escaping (SystemError?) -> Void) {
+        let (copy, path) = (duplicate(), self.path)
+        if case .failure(let error) = copy { return done(error) }
+        disk.run({
+            let fd = (try? copy.get()) ?? -1
+            defer { if fd >= 0 { Glibc.close(fd) } }
+            return fd >= 0 ? syncFile(fd, path) : nil
+        }, done: done)
     }
 
     /// fsyncs and closes the part, renames it to the output path and fsyncs the directory, off the loop,
