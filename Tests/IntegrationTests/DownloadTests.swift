@@ -64,8 +64,7 @@ import NetLifeTestSupport
         #expect(waitUntil(timeout: 10) { daemon.ctl("transfers", "fetcher").stdout.contains("3500000/5000000") })
         var recorded = 0
         #expect(waitUntil(timeout: 5) {
-            recorded = out.read("file.bin.part.meta").split(separator: "\n")
-                .first { $0.hasPrefix("offset=") }.flatMap { Int($0.dropFirst(7)) } ?? 0
+            recorded = recordedOffset(out.read("file.bin.part.meta"))
             return recorded >= 3 << 20
         })
         #expect(recorded >= 3 << 20 && recorded <= 3_500_000, "the record's offset: \(recorded)")
@@ -97,8 +96,7 @@ import NetLifeTestSupport
         #expect(waitUntil(timeout: 5) { first.ctl("transfers", "fetcher").stdout.contains("2000000/5000000") })
         var recorded = 0
         #expect(waitUntil(timeout: 5) {
-            recorded = out.read("file.bin.part.meta").split(separator: "\n")
-                .first { $0.hasPrefix("offset=") }.flatMap { Int($0.dropFirst(7)) } ?? 0
+            recorded = recordedOffset(out.read("file.bin.part.meta"))
             return recorded >= 1 << 20
         })
         #expect(recorded >= 1 << 20 && recorded < 2_000_000, "the record's offset: \(recorded)")
@@ -202,4 +200,9 @@ import NetLifeTestSupport
         #expect(!FileManager.default.fileExists(atPath: out.file("f.bin")))
         #expect(daemon.isRunning)
     }
+}
+
+/// The offset a download's record (`OUTPUT.part.meta`) vouches for; 0 when there is none.
+private func recordedOffset(_ record: String) -> Int {
+    record.split(separator: "\n").first { $0.hasPrefix("offset=") }.flatMap { Int($0.dropFirst(7)) } ?? 0
 }
