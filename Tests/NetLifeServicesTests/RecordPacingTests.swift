@@ -63,6 +63,19 @@ import Testing
         #expect(pacing.offer(record(0, total: 5), mustWrite: false, now: at(50)) == .write(record(0, total: 5)))
     }
 
+    @Test func aRecordHeldWhenTheDownloadStopsIsNotWrittenAfterIt() {
+        var pacing = RecordPacing()
+        #expect(pacing.offer(record(1 << 20), mustWrite: false, now: at(0)) == .write(record(1 << 20)))
+        #expect(pacing.written(now: at(1)) == .hold)
+        #expect(pacing.offer(record(2 << 20), mustWrite: false, now: at(10)) == .sync(until: at(100)))
+        // A failure stops it (no record of its own): the held one is not written later, by the fsync's end or
+        // the timer, when a cancel may have removed the files.
+        pacing.stopped()
+        #expect(pacing.written(now: at(20)) == .hold)
+        #expect(pacing.wake(now: at(100)) == .hold)
+        #expect(pacing.inFlight == 0)
+    }
+
     @Test func nothingIsWrittenOnceThePartIsInPlace() {
         var pacing = RecordPacing()
         #expect(pacing.offer(record(1 << 20), mustWrite: false, now: at(0)) == .write(record(1 << 20)))

@@ -168,10 +168,14 @@ final class PartFile {
         return copy >= 0 ? .success(copy) : .failure(SystemError("fcntl F_DUPFD_CLOEXEC \(path)", Errno.current))
     }
 
-    /// Closes the part; the next write opens it again. Calling it again does nothing.
+    /// Closes the part, when the download stops; the next write opens it again. A record held back is not
+    /// written any more (the stop's own is queued before). Calling it again does nothing.
     func close() {
         if fd >= 0 { Glibc.close(fd) }
         fd = -1
+        pacing.stopped()
+        heldRecordTimer?.close()
+        heldRecordTimer = nil
     }
 }
 

@@ -60,9 +60,15 @@ struct RecordPacing: Equatable {
         return release(now: now)
     }
 
-    /// The time `holdUntil` named came.
+    /// The time `sync(until:)` or `holdUntil` named came.
     mutating func wake(now: MonotonicTime) -> Decision {
         release(now: now)
+    }
+
+    /// The download stopped: its own last record (a pause's) is already queued, and a record held from
+    /// before is not written after it (nor after a cancel has removed the files).
+    mutating func stopped() {
+        held = nil
     }
 
     /// The part goes into place: nothing held is written any more.
