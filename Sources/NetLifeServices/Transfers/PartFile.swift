@@ -68,17 +68,10 @@ final class PartFile {
     }
 
     /// The same, off the loop (TransferDisk): the part's bytes written so far reach the disk, then the record
-    /// replaces the old one; `done` on the loop. The part may be closed on the loop meanwhile: the fsync
-    /// works on a duplicate of its descriptor.
+    /// replaces the old one; `done` on the loop.
     func writeRecord(_ record: DownloadRecord, on disk: TransferDisk, done: @escaping (SystemError?) -> Void) {
-        let (copy, path, recordPath, text) = (duplicate(), self.path, self.recordPath, Array(record.encoded().utf8))
-        if case .failure(let error) = copy { return done(error) }
-        disk.run({
-            let fd = (try? copy.get()) ?? -1
-            defer { if fd >= 0 { Glibc.close(fd) } }
-            if fd >= 0, let error = syncFile(fd, path) { return error }
-            return writeFileAtomically(recordPath, text)
-        }, done: done)
+        let (recordPath, text) = (self.recordPath, Array(record.encoded().utf8))
+        sync(duplicate(), on: disk, then: { writeFileAtomically(recordPath, text) }, done: done)
     }
 
     /// A record off the loop, as `writeRecord(_:on:done:)`, paced by `RecordPacing`: one that only moves the
@@ -88,52 +81,65 @@ final class PartFile {
     /// failure goes to `failed`.
     func keep(_ record: DownloadRecord, mustWrite: Bool, on disk: TransferDisk, loop: EventLoop,
               failed: @escaping (SystemError) -> Void) {
-        follow(pacing.offer(record, mustWrite: mustWrite, now: MonotonicTime.now()), on: disk, loop: loop, failed: failed)
+        keeping = Keeping(disk: disk, loop: loop, failed: failed)
+        follow(pacing.offer(record, mustWrite: mustWrite, now: MonotonicTime.now()))
     }
 
-    private func follow(_ decision: RecordPacing.Decision, on disk: TransferDisk, loop: EventLoop,
-                        failed: @escaping (SystemError) -> Void) {
+    /// Where `keep` sends the pacing's work, and whom it tells of a failure.
+    private struct Keeping {
+        let disk: TransferDisk
+        let loop: EventLoop
+        let failed: (SystemError) -> Void
+    }
+    private var keeping: Keeping?
+
+    private func follow(_ decision: RecordPacing.Decision) {
+        guard let keeping else { return }
         switch decision {
         case .hold:
             break
         case .holdUntil(let time):
-            wake(at: time, on: disk, loop: loop, failed: failed)
+            wake(at: time, on: keeping.loop)
         case .sync(let time):
-            wake(at: time, on: disk, loop: loop, failed: failed)
-            syncPart(on: disk, done: done(on: disk, loop: loop, failed: failed))
+            wake(at: time, on: keeping.loop)
+            sync(duplicate(), on: keeping.disk, then: { nil }) { [weak self] in self?.finished($0) }
         case .write(let record):
-            writeRecord(record, on: disk, done: done(on: disk, loop: loop, failed: failed))
+            writeRecord(record, on: keeping.disk) { [weak self] in self?.finished($0) }
         }
     }
 
-    /// What follows a record or an fsync of the pacing's.
-    private func done(on disk: TransferDisk, loop: EventLoop, failed: @escaping (SystemError) -> Void) -> (SystemError?) -> Void {
-        { [weak self] error in
-            guard let self else { return }
-            let next = pacing.written(now: MonotonicTime.now())
-            if let error { return failed(error) }
-            follow(next, on: disk, loop: loop, failed: failed)
+    /// A record or an fsync of the pacing's is done.
+    private func finished(_ error: SystemError?) {
+        let next = pacing.written(now: MonotonicTime.now())
+        if let error {
+            keeping?.failed(error)
+            return
         }
+        follow(next)
     }
 
     /// Calls the pacing back at `time`, unless a call is already due.
-    private func wake(at time: MonotonicTime, on disk: TransferDisk, loop: EventLoop, failed: @escaping (SystemError) -> Void) {
+    private func wake(at time: MonotonicTime, on loop: EventLoop) {
         if heldRecordTimer?.isArmed == true { return }
         heldRecordTimer?.close()
         heldRecordTimer = loop.schedule(after: max(.zero, time - MonotonicTime.now())) { [weak self] in
             guard let self else { return }
-            follow(pacing.wake(now: MonotonicTime.now()), on: disk, loop: loop, failed: failed)
+            follow(pacing.wake(now: MonotonicTime.now()))
         }
     }
 
-    /// The part's bytes written so far reach the disk, off the loop; `done` on the loop.
-    private func syncPart(on disk: TransferDisk, done: @escaping (SystemError?) -> Void) {
-        let (copy, path) = (duplicate(), self.path)
+    /// Off the loop, after the work queued before it: fsyncs `copy` (a duplicate of the part's descriptor,
+    /// closed after; -1 when the part is not open: nothing to sync), then `more`; `done` on the loop. The
+    /// part may be closed on the loop meanwhile: the fsync works on the duplicate.
+    private func sync(_ copy: Result<CInt, SystemError>, on disk: TransferDisk, then more: @escaping @Sendable () -> SystemError?,
+                      done: @escaping (SystemError?) -> Void) {
         if case .failure(let error) = copy { return done(error) }
+        let path = self.path
         disk.run({
             let fd = (try? copy.get()) ?? -1
             defer { if fd >= 0 { Glibc.close(fd) } }
-            return fd >= 0 ? syncFile(fd, path) : nil
+            if fd >= 0, let error = syncFile(fd, path) { return error }
+            return more()
         }, done: done)
     }
 
@@ -141,18 +147,11 @@ final class PartFile {
     /// after the records queued before it; `done` on the loop.
     func renameIntoPlace(on disk: TransferDisk, done: @escaping (SystemError?) -> Void) {
         pacing.placed()
-        heldRecordTimer?.close()
-        heldRecordTimer = nil
         if let error = open() { return done(error) }
         let copy = duplicate()
         close()
-        if case .failure(let error) = copy { return done(error) }
         let (path, output) = (self.path, self.output)
-        disk.run({
-            let fd = (try? copy.get()) ?? -1
-            defer { if fd >= 0 { Glibc.close(fd) } }
-            return syncFile(fd, path) ?? renameFile(path, to: output) ?? syncDirectory(of: output)
-        }, done: done)
+        sync(copy, on: disk, then: { renameFile(path, to: output) ?? syncDirectory(of: output) }, done: done)
     }
 
     /// Deletes the record (and fsyncs its directory), off the loop, after the work queued before it.
