@@ -130,7 +130,9 @@ struct WakeListenerTests {
               + "\(format(ms: awake.max() ?? 0)) max unfrozen; \(format(ms: median(frozen))) median, \(format(ms: frozen.max() ?? 0)) max "
               + "from frozen (added \(format(ms: median(frozen) - median(awake))) median); suspended again \(String(format: "%.2f", resuspendedAfter)) s "
               + "after the last connection (auto-suspend 0.4 s)")
-        #expect(median(frozen) - median(awake) < 5 * slowdown, "waking the frozen server added \(median(frozen) - median(awake)) ms")
+        // Thawing adds 1 to 4 ms on an idle machine, up to 8 ms beside the suite's floods on 2 cores; a wake
+        // that waited for a poll (the census's 50 ms, say) would add 25 ms or more in the median.
+        #expect(median(frozen) - median(awake) < 20 * slowdown, "waking the frozen server added \(median(frozen) - median(awake)) ms")
     }
 
     /// Connects, sends the server's request and waits for its answer; the milliseconds from the connect to

@@ -15,6 +15,12 @@ public let slowdown: Double = activeSanitizer == nil ? 1 : 6
 /// daemon by 200+ MB in these tests), so under it the memory figures are printed but not judged.
 public let rssIsMeaningful = activeSanitizer != "address"
 
+/// How much of a volume-only workload (thousands of requests, megabytes of one line) a test drives: all of it
+/// normally, a tenth under a sanitizer, which runs the suite one test at a time at several times the CPU per
+/// request and finds what it finds in the same code paths with fewer repetitions. Only for workloads whose
+/// checks hold at any volume (under AddressSanitizer the memory figures they would judge are not judged).
+public func sanitizerScaled(_ count: Int) -> Int { activeSanitizer == nil ? count : max(1, count / 10) }
+
 /// The exit status of a daemon that a sanitizer stopped (`exitcode` in the options below).
 public let sanitizerExitStatus: Int32 = 66
 
