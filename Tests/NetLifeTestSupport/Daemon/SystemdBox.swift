@@ -6,8 +6,9 @@ import Foundation
 import Testing
 
 /// What the boxes need, made once per test run: the package (NETLIFE_TEST_DEB, as scripts/test builds it
-/// before the suite, else scripts/package now) and a root with its Depends: installed (NETLIFE_TEST_ROOTFS,
-/// else scripts/systemd-box rootfs .build/systemd-rootfs now: about a minute, then kept).
+/// before the suite, else scripts/package now, its release build in .build/package-build: `swift test`
+/// holds .build's lock) and a root with its Depends: installed (NETLIFE_TEST_ROOTFS, else scripts/systemd-box
+/// rootfs .build/systemd-rootfs now: about a minute, then kept).
 public struct SystemdBoxArtifacts: Sendable {
     /// The path of the Debian package to install.
     public let package: String
@@ -19,7 +20,9 @@ public struct SystemdBoxArtifacts: Sendable {
         let environment = ProcessInfo.processInfo.environment
         var package = environment["NETLIFE_TEST_DEB"] ?? ""
         if package.isEmpty {
-            let built = run([repositoryDirectory + "/scripts/package"], timeout: 900)
+            var building = environment
+            building["NETLIFE_SCRATCH_PATH"] = repositoryDirectory + "/.build/package-build"
+            let built = run([repositoryDirectory + "/scripts/package"], environment: building, timeout: 900)
             guard built.status == 0, let last = built.stdout.split(separator: "\n").last else {
                 return .failure(BoxError("scripts/package failed: \(built)"))
             }

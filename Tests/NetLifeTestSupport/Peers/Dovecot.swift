@@ -99,7 +99,7 @@ public final class Dovecot {
             directory.write("dovecot.log", "")
             directory.write("dovecot.stderr", "")
             // -F: in the foreground, so that this process is its parent and can stop it by PID.
-            pid = try spawnWithCleanSignals([Self.executable, "-F", "-c", configPath], output: directory.file("dovecot.stderr"))
+            pid = try SpawnedProgram([Self.executable, "-F", "-c", configPath], output: directory.file("dovecot.stderr")).pid
             // Connections are accepted at once, but the greeting waits until the auth process is ready.
             var lastError = "no attempt"
             let greeted = waitUntil(timeout: max(0, deadline.timeIntervalSinceNow)) {
@@ -286,52 +286,4 @@ public final class Dovecot {
     }
 }
 
-/// Starts `arguments[0]` (a path) with stdin from /dev/null and stdout and stderr appended to `output`, with
-/// an empty signal mask, default signal dispositions, in a new process group, and no other descriptor.
-/// The corresponding C function is `posix_spawn`.
-private func spawnWithCleanSignals(_ arguments: [String], output: String) throws -> pid_t {
-    let outputFD = open(output, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
-    guard outputFD >= 0 else { throw DovecotError("open(\(output)): \(String(cString: strerror(errno)))") }
-    defer { close(outputFD) }
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-    posix_spawn_file_actions_adddup2(&actions, outputFD, 1)
-    posix_spawn_file_actions_adddup2(&actions, outputFD, 2)
-    // Descriptors other tests opened without O_CLOEXEC (a peer's socket) must not live on in the server.
-    // glibc declares posix_spawn_file_actions_addclosefrom_np only for _GNU_SOURCE, which Swift's Glibc
-    // module does not define, so it is looked up by name.
-    typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, CInt) -> CInt
-    guard let symbol = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np") else {
-        throw DovecotError("posix_spawn_file_actions_addclosefrom_np is missing (glibc 2.34 or later needed)")
-    }
-    let closeFrom = unsafeBitCast(symbol, to: AddCloseFrom.self)
-    guard closeFrom(&actions, 3) == 0 else { throw DovecotError("posix_spawn_file_actions_addclosefrom_np failed") }
-
-    var attributes = posix_spawnattr_t()
-    posix_spawnattr_init(&attributes)
-    defer { posix_spawnattr_destroy(&attributes) }
-    var emptyMask = sigset_t()
-    sigemptyset(&emptyMask)
-    var defaults = sigset_t()
-    sigfillset(&defaults)
-    sigdelset(&defaults, SIGKILL)
-    sigdelset(&defaults, SIGSTOP)
-    posix_spawnattr_setsigmask(&attributes, &emptyMask)
-    posix_spawnattr_setsigdefault(&attributes, &defaults)
-    posix_spawnattr_setpgroup(&attributes, 0)
-    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-
-    let argv = arguments.map { strdup($0) } + [nil]
-    let envp = ProcessInfo.processInfo.environment.sorted { $0.key < $1.key }.map { strdup("\($0.key)=\($0.value)") } + [nil]
-    defer {
-        argv.forEach { free($0) }
-        envp.forEach { free($0) }
-    }
-    var pid: pid_t = 0
-    let result = posix_spawn(&pid, arguments[0], &actions, &attributes, argv, envp)
-    guard result == 0 else { throw DovecotError("posix_spawn(\(arguments[0])): \(String(cString: strerror(result)))") }
-    return pid
-}
 #endif

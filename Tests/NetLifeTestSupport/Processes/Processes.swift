@@ -52,35 +52,22 @@ public struct TestFailure: Error, CustomStringConvertible {
     public init(_ description: String) { self.description = description }
 }
 
-/// Runs a program to completion (killing it after `timeout`) and captures its output.
+/// Runs a program to completion and captures its output. After `timeout` its whole process group is killed
+/// (a script's children too) and the result says so.
 public func run(_ arguments: [String], environment: [String: String]? = nil, timeout: TimeInterval = 20) -> ProcessResult {
     let scratch = TemporaryDirectory()
     defer { scratch.remove() }
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: arguments[0])
-    process.arguments = Array(arguments.dropFirst())
-    if let environment { process.environment = environment }
-    _ = FileManager.default.createFile(atPath: scratch.file("out"), contents: nil)
-    _ = FileManager.default.createFile(atPath: scratch.file("err"), contents: nil)
-    process.standardOutput = FileHandle(forWritingAtPath: scratch.file("out"))
-    process.standardError = FileHandle(forWritingAtPath: scratch.file("err"))
-    process.standardInput = FileHandle.nullDevice
+    let child: SpawnedProgram
     do {
-        try process.run()
+        child = try SpawnedProgram(arguments, output: scratch.file("out"), errors: scratch.file("err"), environment: environment)
     } catch {
-        return ProcessResult(status: -1, stdout: "", stderr: "cannot run \(arguments[0]): \(error)")
+        return ProcessResult(status: -1, stdout: "", stderr: "\(error)")
     }
-    let deadline = Date().addingTimeInterval(timeout)
-    while process.isRunning && Date() < deadline { usleep(2000) }
-    if process.isRunning {
-        process.terminate()
-        usleep(100_000)
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
+    let (status, timedOut) = child.wait(timeout: timeout)
+    if timedOut {
         return ProcessResult(status: -2, stdout: scratch.read("out"), stderr: "timed out after \(timeout)s\n" + scratch.read("err"))
     }
-    process.waitUntilExit()
-    return ProcessResult(status: process.terminationStatus, stdout: scratch.read("out"), stderr: scratch.read("err"))
+    return ProcessResult(status: status, stdout: scratch.read("out"), stderr: scratch.read("err"))
 }
 
 /// Polls `condition` every 5 ms until it holds or `timeout` passes.
@@ -94,43 +81,39 @@ public func waitUntil(timeout: TimeInterval = 5, _ condition: () -> Bool) -> Boo
     return condition()
 }
 
-/// A program started in the background, waited for later.
+/// A program started in the background (in a process group of its own), waited for later.
 public final class BackgroundProcess {
-    private let process = Process()
+    private let child: SpawnedProgram
     private let scratch = TemporaryDirectory()
     /// When it was started.
     public let started = Date()
 
     /// Starts `arguments[0]` (a path) with the rest as arguments, output captured.
     public init(_ arguments: [String]) throws {
-        process.executableURL = URL(fileURLWithPath: arguments[0])
-        process.arguments = Array(arguments.dropFirst())
-        _ = FileManager.default.createFile(atPath: scratch.file("out"), contents: nil)
-        _ = FileManager.default.createFile(atPath: scratch.file("err"), contents: nil)
-        process.standardOutput = FileHandle(forWritingAtPath: scratch.file("out"))
-        process.standardError = FileHandle(forWritingAtPath: scratch.file("err"))
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
+        do {
+            child = try SpawnedProgram(arguments, output: scratch.file("out"), errors: scratch.file("err"))
+        } catch {
+            scratch.remove()
+            throw error
+        }
     }
 
     /// Whether it still runs.
-    public var isRunning: Bool { process.isRunning }
+    public var isRunning: Bool { child.isRunning }
 
     /// What it has written to stdout so far.
     public var output: String { scratch.read("out") }
 
     /// Sends a signal to the program.
-    public func signal(_ signal: Int32) { kill(process.processIdentifier, signal) }
+    public func signal(_ signal: Int32) { child.signal(signal) }
 
-    /// Waits for the program (killing it after `timeout`); returns its result and how long it ran.
+    /// Waits for the program (killing its process group after `timeout`); returns its result and how long
+    /// it ran.
     public func wait(timeout: TimeInterval = 20) -> (result: ProcessResult, elapsed: TimeInterval) {
         defer { scratch.remove() }
-        if !waitUntil(timeout: timeout, { !process.isRunning }) {
-            kill(process.processIdentifier, SIGKILL)
-        }
-        process.waitUntilExit()
+        let status = child.wait(timeout: timeout).status
         let elapsed = Date().timeIntervalSince(started)
-        return (ProcessResult(status: process.terminationStatus, stdout: scratch.read("out"), stderr: scratch.read("err")), elapsed)
+        return (ProcessResult(status: status, stdout: scratch.read("out"), stderr: scratch.read("err")), elapsed)
     }
 
     /// Waits until the program has printed a port number on a line of its own (as the helper servers do
