@@ -26,6 +26,9 @@ final class ControlServer {
     private let dispatch: Dispatch
     private var listener: Listener?
     private var sessions: [ObjectIdentifier: ControlSession] = [:]
+    /// The socket's directory when `start()` made it (not when it was there before: systemd's
+    /// RuntimeDirectory=, /tmp), for the daemon to remove at exit if it is empty then.
+    private(set) var madeDirectory: String?
     /// The deadlines of sessions (shortened by unit tests).
     var timeouts = ControlSession.Timeouts()
 
@@ -73,7 +76,10 @@ final class ControlServer {
         let made = mkdir(directory, 0o700)
         let error = Errno.current
         umask(previous)
-        if made == 0 { return }
+        if made == 0 {
+            madeDirectory = directory
+            return
+        }
         guard error.rawValue == EEXIST else {
             throw ControlSocketError(description: "cannot create the control socket directory \(directory): \(error)")
         }

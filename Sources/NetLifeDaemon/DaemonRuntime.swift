@@ -175,8 +175,13 @@ final class DaemonRuntime {
         leftoverSweep = nil
         stallWatchdog?.stop()
         stallWatchdog = nil
+        let madeControlDirectory = controlServer?.madeDirectory
         controlServer?.close()
         controlServer = nil
+        // The control socket's directory, if this daemon made it, goes at the very end, once nothing more
+        // can be written there (the transfers' records, when it is also the state directory), and only if
+        // it is empty: a host is left as it was found, and nothing in the directory is lost.
+        defer { if let madeControlDirectory { rmdir(madeControlDirectory) } }
         // Closing a signal watcher restores the disposition libevent found when it was made: "ignore" (see
         // `run()`), so no signal can end the process during the rest of the teardown.
         let watched = signalWatchers.map(\.signal)

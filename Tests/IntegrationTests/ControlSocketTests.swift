@@ -18,6 +18,28 @@ struct ControlSocketTests {
         #expect(directoryMode == 0o700)
     }
 
+    /// A host is left as it was found: the directory netlifed made for its socket (/run/netlifed when run by
+    /// hand as root) goes when it exits, unless something else is in it by then.
+    @Test func theSocketsDirectoryGoesAtExitIfTheDaemonMadeItAndNothingElseIsInIt() throws {
+        let daemon = try TestDaemon(config: echoConfig(port: 0))
+        defer { daemon.stop() }
+        let directory = (daemon.controlPath as NSString).deletingLastPathComponent
+        #expect(FileManager.default.fileExists(atPath: directory))
+        daemon.signal(SIGTERM)
+        #expect(daemon.waitForExit())
+        #expect(!FileManager.default.fileExists(atPath: directory), "\(daemon.log)")
+
+        let kept = try TestDaemon(config: echoConfig(port: 0))
+        defer { kept.stop() }
+        let keptDirectory = (kept.controlPath as NSString).deletingLastPathComponent
+        kept.directory.write("control/notes", "not the daemon's")
+        kept.signal(SIGTERM)
+        #expect(kept.waitForExit())
+        #expect(kept.directory.read("control/notes") == "not the daemon's")
+        #expect(!FileManager.default.fileExists(atPath: kept.controlPath))
+        #expect(FileManager.default.fileExists(atPath: keptDirectory))
+    }
+
     @Test func malformedUnknownAndOversizedRequestsGetErrorsAndTheDaemonKeepsServing() throws {
         let daemon = try TestDaemon(config: echoConfig(port: 0))
         defer { daemon.stop() }
