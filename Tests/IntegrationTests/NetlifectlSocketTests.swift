@@ -8,12 +8,15 @@ import NetLifeTestSupport
 
 @Suite(.timeLimit(.minutes(1)))
 struct NetlifectlSocketTests {
-    /// The environment of this process without the variables that name a control socket.
-    static func environment(runtimeDirectory: String) -> [String: String] {
+    /// Runs `script` with sh in a mount namespace of its own whose /run is an empty tmpfs (the host's /run is
+    /// untouched), with this process's environment less the variables that name a control socket.
+    static func withPrivateRun(_ script: String) -> ProcessResult {
         var environment = ProcessInfo.processInfo.environment
         environment["NETLIFE_CONTROL"] = nil
-        environment["XDG_RUNTIME_DIR"] = runtimeDirectory
-        return environment
+        environment["NOTIFY_SOCKET"] = nil
+        return run(["/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
+                    "mount -t tmpfs tmpfs /run || exit 90\n" + script],
+                   environment: environment, timeout: 30)
     }
 
     @Test func jsonAndControlWorkAfterTheCommand() throws {
@@ -39,15 +42,10 @@ struct NetlifectlSocketTests {
         defer { directory.remove() }
         // nobody may look into it: its missing netlifed/control.sock is then "not there", not "not allowed".
         chmod(directory.path, 0o755)
-        let script = """
-            mount -t tmpfs tmpfs /run || exit 90
+        let result = Self.withPrivateRun("""
             XDG_RUNTIME_DIR='\(directory.path)' setpriv --reuid=65534 --regid=65534 --clear-groups '\(product("netlifectl"))' status
             echo "netlifectl exit $?"
-            """
-        var environment = Self.environment(runtimeDirectory: directory.path)
-        environment["NOTIFY_SOCKET"] = nil
-        let result = run(["/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", script],
-                         environment: environment, timeout: 30)
+            """)
         #expect(result.stdout == "netlifectl exit 3\n", "\(result)")
         #expect(result.stderr == "netlifectl: netlifed is not running (no socket at \(directory.path)/netlifed/control.sock nor at /run/netlifed/control.sock)\n")
     }
@@ -60,9 +58,8 @@ struct NetlifectlSocketTests {
         defer { directory.remove() }
         directory.write("netlifed.conf", echoConfig(port: 0, daemonLines: "control-group = nogroup"))
         chmod(directory.path, 0o755)
-        let script = """
+        let result = Self.withPrivateRun("""
             set -u
-            mount -t tmpfs tmpfs /run || exit 90
             '\(product("netlifed"))' --config '\(directory.file("netlifed.conf"))' --control /run/netlifed/control.sock \
                 > '\(directory.file("netlifed.log"))' 2>&1 &
             daemon=$!
@@ -74,12 +71,7 @@ struct NetlifectlSocketTests {
             XDG_RUNTIME_DIR='\(directory.path)' setpriv --reuid=65534 --regid=65534 --clear-groups \
                 '\(product("netlifectl"))' status --json
             echo "netlifectl exit $?"
-            """
-        var environment = ProcessInfo.processInfo.environment
-        environment["NETLIFE_CONTROL"] = nil
-        environment["NOTIFY_SOCKET"] = nil
-        let result = run(["/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", script],
-                         environment: environment, timeout: 30)
+            """)
         #expect(result.stdout.contains("netlifectl exit 0"), "\(result)\nlog: \(directory.read("netlifed.log"))")
         #expect(result.stdout.contains("\"name\":\"echo\""), "\(result)")
     }

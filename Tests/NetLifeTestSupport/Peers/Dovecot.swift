@@ -57,8 +57,10 @@ public final class Dovecot {
     public let configPath: String
     /// The directory where the imap process writes each session's rawlog.
     public let rawlogDirectory: String
-    /// The dovecot master process (0 when none runs), a child of this process until `stop()` reaps it.
-    public private(set) var pid: pid_t = 0
+    /// The dovecot master process, a child of this process until `stop()` reaps it.
+    private var master: SpawnedProgram?
+    /// The master's pid (0 when none runs).
+    public var pid: pid_t { master?.pid ?? 0 }
     private var deliveries = 0
     private var stopped = false
 
@@ -99,7 +101,7 @@ public final class Dovecot {
             directory.write("dovecot.log", "")
             directory.write("dovecot.stderr", "")
             // -F: in the foreground, so that this process is its parent and can stop it by PID.
-            pid = try SpawnedProgram([Self.executable, "-F", "-c", configPath], output: directory.file("dovecot.stderr")).pid
+            master = try SpawnedProgram([Self.executable, "-F", "-c", configPath], output: directory.file("dovecot.stderr"))
             // Connections are accepted at once, but the greeting waits until the auth process is ready.
             var lastError = "no attempt"
             let greeted = waitUntil(timeout: max(0, deadline.timeIntervalSinceNow)) {
@@ -268,21 +270,11 @@ public final class Dovecot {
         directory.remove()
     }
 
-    /// Ends the running dovecot, if any, and every process left in its process group.
+    /// Ends the running dovecot, if any, and every process left in its process group. The master stops its
+    /// children, then its log process, then sleeps a second before it exits: SIGKILL only after 5 s.
     private func terminate() {
-        guard pid > 0 else { return }
-        let master = pid
-        pid = 0
-        // The master stops its children, then its log process, then sleeps a second before it exits.
-        kill(master, SIGTERM)
-        if !waitUntil(timeout: 5, { processIsGone(master) }) {
-            kill(master, SIGKILL)
-            waitUntil(timeout: 5) { processIsGone(master) }
-        }
-        // Until it is reaped the master's PID, hence its group's id, cannot be reused: end what is left in it.
-        kill(-master, SIGKILL)
-        var status: CInt = 0
-        waitpid(master, &status, 0)
+        master?.end(grace: 5)
+        master = nil
     }
 }
 

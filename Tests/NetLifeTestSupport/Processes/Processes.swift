@@ -70,13 +70,13 @@ public func run(_ arguments: [String], environment: [String: String]? = nil, tim
     return ProcessResult(status: status, stdout: scratch.read("out"), stderr: scratch.read("err"))
 }
 
-/// Polls `condition` every 5 ms until it holds or `timeout` passes.
+/// Polls `condition` every `interval` (5 ms) until it holds or `timeout` passes.
 @discardableResult
-public func waitUntil(timeout: TimeInterval = 5, _ condition: () -> Bool) -> Bool {
+public func waitUntil(timeout: TimeInterval = 5, every interval: TimeInterval = 0.005, _ condition: () -> Bool) -> Bool {
     let deadline = Date().addingTimeInterval(timeout)
     while Date() < deadline {
         if condition() { return true }
-        usleep(5000)
+        usleep(useconds_t(interval * 1_000_000))
     }
     return condition()
 }

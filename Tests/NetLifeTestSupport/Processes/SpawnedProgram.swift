@@ -99,18 +99,21 @@ public final class SpawnedProgram: @unchecked Sendable {
     /// and whether the time ran out. Never waits much longer than `timeout`: what the program started and
     /// left running does not hold it.
     public func wait(timeout: TimeInterval) -> (status: Int32, timedOut: Bool) {
-        let deadline = Date().addingTimeInterval(timeout)
-        repeat {
-            if let status { return (status, false) }
-            usleep(2000)
-        } while Date() < deadline
-        if let status { return (status, false) }
-        // The program is not reaped before the SIGKILL, so that its pid, the group's id, cannot be reused.
-        return lock.withLock {
+        if waitUntil(timeout: timeout, every: 0.002, { !isRunning }), let status { return (status, false) }
+        return end(signallingGroup: true, grace: 0.1)
+    }
+
+    /// Ends the program now: SIGTERM to it (to its whole group with `signallingGroup`), then, once it has
+    /// ended or `grace` later, SIGKILL to it and to what is left of its group, and reaps it. Returns its
+    /// status, and whether it was still running.
+    @discardableResult
+    public func end(signallingGroup: Bool = false, grace: TimeInterval) -> (status: Int32, timedOut: Bool) {
+        lock.withLock {
             if let ended { return (ended, false) }
-            kill(-pid, SIGTERM)
-            let grace = Date().addingTimeInterval(0.1)
-            while !processIsGone(pid) && Date() < grace { usleep(2000) }   // a zombie until reaped below
+            kill(signallingGroup ? -pid : pid, SIGTERM)
+            // A zombie until reaped below: its pid, the group's id, cannot be reused before the SIGKILL.
+            waitUntil(timeout: grace, every: 0.002) { processIsGone(pid) }
+            kill(pid, SIGKILL)
             kill(-pid, SIGKILL)
             var raw: CInt = 0
             while waitpid(pid, &raw, 0) < 0 && errno == EINTR {}
