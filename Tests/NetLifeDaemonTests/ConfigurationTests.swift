@@ -5,6 +5,7 @@
 import NetLife
 import NetLifeEvent
 import NetLifeServices
+import NetLifeTestSupport
 import Testing
 
 private func parse(_ text: String) throws(ConfigErrors) -> DaemonConfiguration {
@@ -187,8 +188,8 @@ private func errors(_ text: String) -> [String] {
 
     @Test func aProgramsUserIsResolvedWhenTheConfigIsRead() throws {
         let config = try parse("[app web]\nexec = /usr/sbin/lighttpd -D\nuser = nobody\n")
-        let nobody = try #require(getpwnam("nobody")?.pointee)
-        #expect(config.apps.first?.program?.user == ProgramUser(name: "nobody", uid: nobody.pw_uid, gid: nobody.pw_gid))
+        let nobody = try #require(account(named: "nobody"))
+        #expect(config.apps.first?.program?.user == ProgramUser(name: "nobody", uid: nobody.uid, gid: nobody.gid))
         #expect(try parse("[app web]\nexec = /usr/sbin/lighttpd -D\n").apps.first?.program?.user == nil)
         #expect(errors("[app web]\nexec = /usr/sbin/lighttpd -D\nuser = no-such-user\n") == ["test.conf:3: user: no user named 'no-such-user'"])
         #expect(errors("[app web]\nexec = prog\nuser = nobody\u{0}x\n").first?.hasPrefix("test.conf:3: user: no user named") == true,
@@ -245,5 +246,18 @@ private func errors(_ text: String) -> [String] {
         #expect(errors("[app a]\n[socket a.s]\nconnect = 127.0.0.1:9\nprotocol = line\nkeepalive = 1h\nkeepalive-message = PING\n")
                 == ["test.conf:5: keepalive belongs to a VoIP socket (voip = yes): on iOS only a VoIP app has a keep-alive handler"])
         #expect(errors("[app a]\n[socket a.s]\nconnect = 127.0.0.1:9\nprotocol = line\nkeepalive = 1h\nkeepalive-message = PING\nvoip = yes\n").isEmpty)
+    }
+
+    @Test func accessKeysNameExistingUsersAndGroups() throws {
+        let config = try parse("[daemon]\nadmin-group = root\n[app a]\nallow-users = root 4242\nallow-groups = root 0\n[app b]\n")
+        #expect(config.adminGroup == NamedID(name: "root", id: 0))
+        #expect(config.appAccess["a"] == AppAccess(users: [NamedID(name: "root", id: 0), NamedID(name: "4242", id: 4242)],
+                                                  groups: [NamedID(name: "root", id: 0), NamedID(name: "0", id: 0)]))
+        #expect(config.appAccess["b"] == nil, "an app without the keys is open to every member")
+        #expect(errors("[app a]\nallow-users = root no-such-user-here\n") == ["test.conf:2: allow-users: no user named 'no-such-user-here'"])
+        #expect(errors("[app a]\nallow-groups = no-such-group-here\n") == ["test.conf:2: allow-groups: no group named 'no-such-group-here'"])
+        #expect(errors("[app a]\nallow-users =\n") == ["test.conf:2: allow-users needs at least one user name"])
+        #expect(errors("[daemon]\nadmin-group = root nogroup\n") == ["test.conf:2: admin-group takes one group, got 'root nogroup'"])
+        #expect(errors("[daemon]\nallow-users = root\n") == ["test.conf:2: unknown key 'allow-users' in [daemon]"])
     }
 }

@@ -123,10 +123,10 @@ struct ChildLaunchTests {
 
     @Test(.enabled(if: geteuid() == 0, "changing the user needs root"))
     func aChildGivenAUserRunsWithItsUidGidAndGroups() throws {
-        let nobody = try #require(getpwnam("nobody")?.pointee)
-        let options = ChildLaunchOptions(workingDirectory: "/", user: ChildUser(uid: nobody.pw_uid, gid: nobody.pw_gid))
+        let nobody = try #require(account(named: "nobody"))
+        let options = ChildLaunchOptions(workingDirectory: "/", user: ChildUser(uid: nobody.uid, gid: nobody.gid))
         let script = options.spawnArguments(["id"])[2]
-        #expect(!script.contains(String(nobody.pw_uid)) && !script.contains(String(nobody.pw_gid)), "\(script)")
+        #expect(!script.contains(String(nobody.uid)) && !script.contains(String(nobody.gid)), "\(script)")
 
         let loop = try EventLoop()
         var lines: [String] = []
@@ -137,7 +137,7 @@ struct ChildLaunchTests {
         #expect(runLoop(loop) { status != nil })
         #expect(status == .exited(0))
         let ids = lines.first?.split(separator: " ").map(String.init) ?? []
-        #expect(ids.prefix(2) == ["\(nobody.pw_uid)", "\(nobody.pw_gid)"], "\(lines)")
+        #expect(ids.prefix(2) == ["\(nobody.uid)", "\(nobody.gid)"], "\(lines)")
         #expect(lines.count == 2 && !(lines.last ?? "0").split(separator: " ").contains("0"), "root's groups are dropped: \(lines)")
 
         // Without setpriv the program does not run at all, rather than as root.
@@ -147,7 +147,7 @@ struct ChildLaunchTests {
                              onOutput: { if case .line(let line) = $0 { lines.append(line) } }, onExit: { status = $0 })
         #expect(runLoop(loop) { status != nil })
         #expect(status == .exited(ChildLaunchOptions.userExitStatus))
-        #expect(lines == ["netlife-exec: setpriv (util-linux) is not in PATH: cannot run the program as uid \(nobody.pw_uid)"])
+        #expect(lines == ["netlife-exec: setpriv (util-linux) is not in PATH: cannot run the program as uid \(nobody.uid)"])
         #expect(loop.registeredObjectCount == 0)
     }
 

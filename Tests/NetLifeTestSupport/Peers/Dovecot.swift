@@ -133,11 +133,11 @@ public final class Dovecot {
         directory.write("users", "\(user):{PLAIN}\(password)\n")
         directory.write("password", password + "\n")
         guard chmod(directory.path, 0o711) == 0, chmod(directory.file("users"), 0o644) == 0,
-              let nobody = getpwnam("nobody"), let nogroup = getgrnam("nogroup") else {
+              let nobody = userID(named: "nobody"), let nogroup = groupID(named: "nogroup") else {
             throw DovecotError("cannot set up \(directory.path) for dovecot's users: \(String(cString: strerror(errno)))")
         }
         for name in ["mail", "home", "home/\(user)", "home/\(user)/rawlog"] {
-            guard chown(directory.file(name), nobody.pointee.pw_uid, nogroup.pointee.gr_gid) == 0 else {
+            guard chown(directory.file(name), nobody, nogroup) == 0 else {
                 throw DovecotError("chown nobody:nogroup \(directory.file(name)): \(String(cString: strerror(errno)))")
             }
         }
