@@ -16,6 +16,11 @@ static inline CURLcode nl_easy_pointer(CURL *easy, CURLoption option, void *valu
 static inline CURLcode nl_easy_string(CURL *easy, CURLoption option, const char *value) {
     return curl_easy_setopt(easy, option, value);
 }
+/// libcurl copies the blob (CURL_BLOB_COPY): `data` need not outlive the call.
+static inline CURLcode nl_easy_blob(CURL *easy, CURLoption option, const void *data, size_t length) {
+    struct curl_blob blob = { (void *)data, length, CURL_BLOB_COPY };
+    return curl_easy_setopt(easy, option, &blob);
+}
 static inline CURLcode nl_easy_list(CURL *easy, CURLoption option, struct curl_slist *value) {
     return curl_easy_setopt(easy, option, value);
 }

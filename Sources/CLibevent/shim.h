@@ -98,6 +98,28 @@ static inline int netlife_get_peer_credentials(int fd, struct netlife_peer_crede
     return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, out, &len);
 }
 
+// The supplementary groups of a Unix socket's peer as they were when it connected (SO_PEERGROUPS, Linux 4.13;
+// its value is part of Linux's ABI). `*count` is the room in `groups` on entry, the number of groups on
+// return; ERANGE when they do not fit (then `*count` says how many there are).
+#define NETLIFE_SO_PEERGROUPS 59
+static inline int netlife_get_peer_groups(int fd, gid_t *groups, int *count) {
+    socklen_t len = (socklen_t)(*count * (int)sizeof(gid_t));
+    int result = getsockopt(fd, SOL_SOCKET, NETLIFE_SO_PEERGROUPS, groups, &len);
+    *count = (int)(len / sizeof(gid_t));
+    return result;
+}
+
+// The file-system identity of the calling thread alone. glibc's setgroups() changes every thread of the
+// process (POSIX asks it to), and setfsuid() is declared only under _GNU_SOURCE; the raw system calls change
+// the caller's credentials only, which is what acting for one requester on one thread needs. setfsuid and
+// setfsgid return the previous id whether or not they changed it (a value of -1 changes nothing, so it reads
+// the current one); setgroups returns 0 or -1.
+static inline int netlife_thread_setfsuid(uid_t uid) { return (int)syscall(SYS_setfsuid, uid); }
+static inline int netlife_thread_setfsgid(gid_t gid) { return (int)syscall(SYS_setfsgid, gid); }
+static inline int netlife_thread_setgroups(size_t count, const gid_t *groups) {
+    return (int)syscall(SYS_setgroups, count, groups);
+}
+
 // SCM_CREDENTIALS is declared only under _GNU_SOURCE, which the Swift Glibc module is not built with; its
 // value is part of Linux's ABI.
 #define NETLIFE_SCM_CREDENTIALS 0x02

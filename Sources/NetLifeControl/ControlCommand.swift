@@ -95,6 +95,18 @@ public struct ControlUsageError: Error, Equatable, Sendable {
     public init(_ message: String) { self.message = message }
 }
 
+/// Who may run a command (the daemon's access policy decides, per requester):
+public enum ControlAccess: String, Sendable {
+    /// Reads only (`status`, `watch`, `transfers`, `version`, `task list`): every peer the socket lets in.
+    case readOnly = "read-only"
+    /// Changes one app (its state, tasks, mode, transfers): root, the daemon's uid, and the users and groups
+    /// the app's `allow-users` and `allow-groups` name (every member of `control-group` when it names none).
+    case app
+    /// Changes the daemon as a whole (`reload`, `lock`, `memory-pressure`, `debug stall`): root, the daemon's
+    /// uid, and members of `[daemon] admin-group`.
+    case daemon
+}
+
 /// A control command: one entry of the table.
 public struct ControlCommand: Hashable, Sendable, CustomStringConvertible {
     /// The wire name, as `cmd` carries it.
@@ -111,9 +123,11 @@ public struct ControlCommand: Hashable, Sendable, CustomStringConvertible {
     public let resolvesApp: Bool
     /// Whether at least one of its optional members must be given.
     public let needsOne: Bool
+    /// Who may run it.
+    public let access: ControlAccess
 
     init(_ name: String, _ arguments: [ControlArgument] = [], oneWord: Bool = false, localFlags: [String] = [],
-         resolvesApp: Bool = true, needsOne: Bool = false, summary: String) {
+         resolvesApp: Bool = true, needsOne: Bool = false, access: ControlAccess = .app, summary: String) {
         self.name = name
         self.arguments = arguments
         self.summary = summary
@@ -121,6 +135,7 @@ public struct ControlCommand: Hashable, Sendable, CustomStringConvertible {
         self.localFlags = localFlags
         self.resolvesApp = resolvesApp
         self.needsOne = needsOne
+        self.access = access
     }
 
     public var description: String { name }

@@ -2,7 +2,7 @@
 // daemon keys a handler by each entry (NetLifeDaemon's ControlCommands.handlers).
 
 extension ControlCommand {
-    public static let status = ControlCommand("status", [appIfAny], summary: "Show the state of every app, or of APP.")
+    public static let status = ControlCommand("status", [appIfAny], access: .readOnly, summary: "Show the state of every app, or of APP.")
     public static let launch = ControlCommand("launch", [app, ControlArgument(.background, .flag("--background"))],
                                               summary: "Launch a not-running app (into the background with --background).")
     public static let foreground = ControlCommand("foreground", [app],
@@ -11,7 +11,7 @@ extension ControlCommand {
     public static let suspend = ControlCommand("suspend", [app], summary: "Suspend a background app (pending until it is suspend-eligible).")
     public static let reclaim = ControlCommand("reclaim", [app],
                                                summary: "Reclaim the sockets of a suspended app: its peers see a reset (VoIP sockets excepted).")
-    public static let lock = ControlCommand("lock", summary: "Lock the screen: the foreground apps go to the background, then every suspended app's sockets are reclaimed.")
+    public static let lock = ControlCommand("lock", access: .daemon, summary: "Lock the screen: the foreground apps go to the background, then every suspended app's sockets are reclaimed.")
     public static let terminate = ControlCommand("terminate", [app], summary: "Terminate an app (will-terminate runs, unless it is suspended).")
     /// An interruption of an active app begins (will-resign-active; it rests inactive) or ends.
     public static let interruptBegin = ControlCommand("interrupt-begin", [app],
@@ -22,12 +22,12 @@ extension ControlCommand {
     /// netlifectl does not link.
     public static let memoryPressure = ControlCommand("memory-pressure", [
         with(ControlArgument(.free, required: false, .option("--free", metavar: "BYTES"))) { $0.meaning = "takes a whole number of bytes (no suffix)" },
-    ], oneWord: true, summary: "Terminate suspended apps without callbacks, largest first, until BYTES (a plain number of bytes) are freed, or all of them; VoIP apps last, and relaunched into the background.")
+    ], oneWord: true, access: .daemon, summary: "Terminate suspended apps without callbacks, largest first, until BYTES (a plain number of bytes) are freed, or all of them; VoIP apps last, and relaunched into the background.")
     public static let taskBegin = ControlCommand("task-begin", [
         app, with(ControlArgument(.name, required: false, .option("--name", metavar: "N"))) { $0.maxBytes = ControlProtocol.maxTaskNameBytes },
     ], summary: "Begin a background task; prints its id (refused: the reason on stderr, exit status 1).")
     public static let taskEnd = ControlCommand("task-end", [app, ControlArgument(.id, .positional("ID"))], summary: "End a background task.")
-    public static let taskList = ControlCommand("task-list", [app], summary: "List an app's open background tasks.")
+    public static let taskList = ControlCommand("task-list", [app], access: .readOnly, summary: "List an app's open background tasks.")
     public static let mode = ControlCommand("mode", [app, with(ControlArgument(.mode, .positional("MODE"))) { $0.values = ["idle", "continuous"] }],
                                             summary: "Set an app's background execution mode.")
     /// `output` absent: the daemon's state directory (downloads/APP/NAME). `outputDirectory`: the device and
@@ -48,7 +48,7 @@ extension ControlCommand {
         ControlArgument(.insecure, required: false, .flag("--insecure")),
         ControlArgument(.sslRequired, required: false, .flag("--ssl-reqd")),
     ]
-    public static let transfers = ControlCommand("transfers", [appIfAny], summary: "Show downloads and uploads.")
+    public static let transfers = ControlCommand("transfers", [appIfAny], access: .readOnly, summary: "Show downloads and uploads.")
     /// Stops and forgets the transfers chosen by id, app or URL (at least one; all given must match).
     public static let transfersCancel = ControlCommand("transfers-cancel", [
         with(ControlArgument(.id, required: false, .positional("ID"))) {
@@ -59,10 +59,10 @@ extension ControlCommand {
         ControlArgument(.url, required: false, .option("--url", metavar: "URL")),
     ], resolvesApp: false, needsOne: true,
        summary: "Stop transfers and forget them: their part files and records are removed (a finished file stays).")
-    public static let watch = ControlCommand("watch", [appIfAny], summary: "Print lifecycle events as they happen.")
-    public static let reload = ControlCommand("reload", summary: "Reload the config file (nothing changes if it has errors).")
-    public static let version = ControlCommand("version", summary: "Print netlifectl's and netlifed's versions.")
-    public static let debugStall = ControlCommand("debug-stall", [ControlArgument(.duration, .positional("DURATION"))],
+    public static let watch = ControlCommand("watch", [appIfAny], access: .readOnly, summary: "Print lifecycle events as they happen.")
+    public static let reload = ControlCommand("reload", access: .daemon, summary: "Reload the config file (nothing changes if it has errors).")
+    public static let version = ControlCommand("version", access: .readOnly, summary: "Print netlifectl's and netlifed's versions.")
+    public static let debugStall = ControlCommand("debug-stall", [ControlArgument(.duration, .positional("DURATION"))], access: .daemon,
                                                   summary: "Block the event loop (needs [daemon] debug-commands = yes).")
 
     /// Every command, in the order of netlifectl's help.

@@ -34,6 +34,9 @@ public struct WatchEvent: Equatable, Sendable {
         case notify
         /// The config was reloaded: `added`, `removed`, `restarted`, `updated`.
         case reload
+        /// A request that changes something was accepted: `command` (its wire name), `app` when it names one,
+        /// and who asked: `uid`, `pid`. The events it causes follow.
+        case request
         /// The last line of a watch the daemon ends (`error`: why, e.g. the watcher did not read).
         case end
     }
@@ -63,6 +66,9 @@ public struct WatchEvent: Equatable, Sendable {
     public var removed: [String] = []
     public var restarted: [String] = []
     public var updated: [String] = []
+    /// Who asked (a `request`): the requester's uid and pid as the kernel reported them.
+    public var uid: UInt32?
+    public var pid: Int32?
 
     public init(kind: Kind, at: Double, app: String? = nil) {
         self.kind = kind
@@ -72,7 +78,7 @@ public struct WatchEvent: Equatable, Sendable {
 
     enum Key: String {
         case event, at, app, from, to, command, stages, id, name, stage, budget, elapsed, reason, by, listener,
-             address, socket, sockets, error, message, added, removed, restarted, updated
+             address, socket, sockets, error, message, added, removed, restarted, updated, uid, pid
     }
 
     public var json: JSON {
@@ -97,6 +103,8 @@ public struct WatchEvent: Equatable, Sendable {
         if kind == .reclaimed { members.set(.sockets, .array(sockets.map(JSON.string))) }
         members.setIfPresent(.error, error.map(JSON.string))
         members.setIfPresent(.message, message.map(JSON.string))
+        members.setIfPresent(.uid, uid.map { .number(Double($0)) })
+        members.setIfPresent(.pid, pid.map { .number(Double($0)) })
         if kind == .reload {
             for (key, names) in [(Key.added, added), (.removed, removed), (.restarted, restarted), (.updated, updated)] {
                 members.set(key, .array(names.map(JSON.string)))
@@ -133,6 +141,8 @@ public struct WatchEvent: Equatable, Sendable {
         removed = try fields.strings(.removed)
         restarted = try fields.strings(.restarted)
         updated = try fields.strings(.updated)
+        uid = fields.value(.uid) == nil ? nil : UInt32(exactly: try fields.count(.uid))
+        pid = fields.value(.pid) == nil ? nil : Int32(exactly: try fields.count(.pid))
     }
 
     /// The event as one line of readable text (without the time).
@@ -177,6 +187,8 @@ public struct WatchEvent: Equatable, Sendable {
             let parts = [("added", added), ("removed", removed), ("restarted", restarted), ("updated", updated)]
                 .filter { !$0.1.isEmpty }.map { "\($0.0) \($0.1.joined(separator: ", "))" }
             return "reloaded the config" + (parts.isEmpty ? ": no app changed" : ": " + parts.joined(separator: "; "))
+        case .request:
+            return "\(subject)\(command ?? "?") asked by uid \(uid.map(String.init) ?? "?") (pid \(pid.map(String.init) ?? "?"))"
         case .end:
             return "the daemon ended this watch: \(error ?? "no reason given")"
         }

@@ -18,6 +18,11 @@ public struct DaemonConfiguration: Sendable, Equatable {
     public var stateDirectory: String?
     /// `control-group`: a group whose members may use the control socket.
     public var controlGroup: String?
+    /// `admin-group`: a group whose members may run the daemon-wide commands (`reload`, `lock`,
+    /// `memory-pressure`, `debug stall`).
+    public var adminGroup: NamedID?
+    /// Each app's `allow-users` and `allow-groups` (apps that set neither are not listed).
+    public var appAccess: [String: AppAccess] = [:]
     /// `loop-stall`: how long the event loop may stall before the daemon aborts.
     public var loopStall: Duration = .seconds(2)
     /// `keepalive-min`: the shortest VoIP keep-alive interval allowed.
@@ -151,6 +156,11 @@ private struct ConfigReader {
                 } else {
                     configuration.controlGroup = entry.value
                 }
+            case "admin-group":
+                if let group = groups(entry)?.first {
+                    if entry.value.split(separator: " ").count > 1 { error(entry.line, "admin-group takes one group, got '\(entry.value)'") }
+                    configuration.adminGroup = group
+                }
             case "loop-stall":
                 if let value = duration(entry, OtherDurationKeys.loopStall) { configuration.loopStall = value }
             case "keepalive-min":
@@ -225,6 +235,10 @@ private struct ConfigReader {
                 app.voipDataHook = hook(entry)
             case "voip", "keepalive":
                 error(entry.line, "\(entry.key) belongs to an outbound TCP [socket APP.NAME] section, not to [app]")
+            case "allow-users":
+                if let users = users(entry) { configuration.appAccess[name, default: AppAccess()].users = users }
+            case "allow-groups":
+                if let groups = groups(entry) { configuration.appAccess[name, default: AppAccess()].groups = groups }
             case "exec":
                 if let command = hook(entry) { app.program = ProgramConfiguration(arguments: command.arguments) }
             case _ where Self.programKeys.contains(entry.key):
@@ -609,6 +623,40 @@ private struct ConfigReader {
         } else {
             error(entry.line, "unknown key '\(entry.key)' in [\(kind)]")
         }
+    }
+
+    /// The users an entry names (`alice bob 1001`: names, or numeric uids), each resolved now; nil after an
+    /// error naming the one that does not exist.
+    mutating func users(_ entry: INIEntry) -> [NamedID]? {
+        identities(entry, what: "user") { name in
+            if let id = UInt32(name) { return id }
+            return getpwnam(name).map { $0.pointee.pw_uid }
+        }
+    }
+
+    /// The groups an entry names (names, or numeric gids), each resolved now.
+    mutating func groups(_ entry: INIEntry) -> [NamedID]? {
+        identities(entry, what: "group") { name in
+            if let id = UInt32(name) { return id }
+            return getgrnam(name).map { $0.pointee.gr_gid }
+        }
+    }
+
+    private mutating func identities(_ entry: INIEntry, what: String, resolve: (String) -> UInt32?) -> [NamedID]? {
+        let names = entry.value.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+        guard !names.isEmpty else {
+            error(entry.line, "\(entry.key) needs at least one \(what) name")
+            return nil
+        }
+        var resolved: [NamedID] = []
+        for name in names {
+            guard let id = resolve(name) else {
+                error(entry.line, "\(entry.key): no \(what) named '\(name)'")
+                return nil
+            }
+            resolved.append(NamedID(name: name, id: id))
+        }
+        return resolved
     }
 
     /// The entry's duration, if it is one and lies in the key's range; otherwise an error naming the range.

@@ -18,7 +18,12 @@ enum ControlCommands {
         let daemon: DaemonRuntime
         /// The connection the request came on (a `watch` takes it over).
         let session: ControlSession?
+        /// Who asked.
+        let requester: Requester
         let reply: (JSON) -> Void
+
+        /// The identity the files this request names are opened with (nil: the daemon's own).
+        var fileOwner: FileCredentials? { requester.fileOwner(daemonUID: UInt32(geteuid())) }
     }
 
     /// Runs a request of its command.
@@ -49,7 +54,14 @@ enum ControlCommands {
         guard let handler = handlers[request.command] else {
             return reply(Reply.error(.unknownCommand, "unknown command '\(request.command)' (this netlifed has no handler for it)"))
         }
-        handler(Context(request: request, app: app, supervisor: supervisor, daemon: daemon, session: session, reply: reply))
+        // A request that came on no connection is the daemon's own.
+        let requester = session?.requester ?? Requester(uid: UInt32(geteuid()), gid: UInt32(getegid()), pid: getpid())
+        if let refusal = daemon.accessPolicy.refusal(request.command, app: app?.name, requester: requester) {
+            daemon.logger.notice("refused \(requester): \(refusal.message)")
+            return reply(refusal.json)
+        }
+        if request.command.access != .readOnly { daemon.attribute(request.command, app: app?.name ?? request.app, to: requester) }
+        handler(Context(request: request, app: app, supervisor: supervisor, daemon: daemon, session: session, requester: requester, reply: reply))
     }
 
     /// A handler for every entry of the command table (a test checks that none is missing).
@@ -151,19 +163,22 @@ enum ControlCommands {
             guard let app = context.app else { return context.reply(missingApp) }
             let request = context.request
             replyWithTransfer(context, context.daemon.transfers.download(app: app, url: request.string(.url), output: request.optionalString(.output),
-                                                                         clientSees: request.optionalString(.outputDirectory), tls: transferTLS(request)))
+                                                                         clientSees: request.optionalString(.outputDirectory), tls: transferTLS(request),
+                                                                         owner: context.fileOwner))
         },
         .upload: { context in
             guard let app = context.app else { return context.reply(missingApp) }
             replyWithTransfer(context, context.daemon.transfers.upload(app: app, file: context.request.string(.file), url: context.request.string(.url),
-                                                                       tls: transferTLS(context.request)))
+                                                                       tls: transferTLS(context.request), owner: context.fileOwner))
         },
         .transfers: { context in
             context.reply(TransfersReply(transfers: context.daemon.transfers.list(app: context.request.optionalString(.app))).json)
         },
         .transfersCancel: { context in
             let request = context.request
-            context.daemon.transfers.cancel(id: request.optionalCount(.id), app: request.optionalString(.app), url: request.optionalString(.url)) { result in
+            let policy = context.daemon.accessPolicy
+            context.daemon.transfers.cancel(id: request.optionalCount(.id), app: request.optionalString(.app), url: request.optionalString(.url),
+                                            refusal: { policy.refusal("transfers cancel", app: $0, requester: context.requester) }) { result in
                 switch result {
                 case .success(let cancelled): context.reply(cancelled.json)
                 case .failure(let error): context.reply(error.json)

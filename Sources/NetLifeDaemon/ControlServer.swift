@@ -146,7 +146,7 @@ final class ControlServer {
             sessions[ObjectIdentifier(victim)] = nil
             victim.end(.tooManyConnections, "closed to make room for another client: at most \(ControlProtocol.maxConnections) control connections are open at once")
         }
-        let session = ControlSession(connection: connection, peerProcess: credentials?.pid, server: self, loop: loop,
+        let session = ControlSession(connection: connection, requester: credentials.map(Requester.init), server: self, loop: loop,
                                      timeouts: timeouts)
         sessions[ObjectIdentifier(session)] = session
     }
@@ -157,21 +157,15 @@ final class ControlServer {
     }
 
     /// Why a peer may not use the socket, or nil when it may: root, the daemon's own uid, and members of
-    /// `control-group` are allowed.
+    /// `control-group` (its primary group, or one of the supplementary groups it had when it connected) are
+    /// allowed.
     private func refusal(for credentials: PeerCredentials?) -> String? {
         guard let credentials else { return "refused a control connection: SO_PEERCRED failed" }
         if credentials.uid == 0 || credentials.uid == geteuid() { return nil }
-        if let group, credentials.gid == group || Self.supplementaryGroups(of: credentials.pid).contains(group) {
+        if let group, credentials.gid == group || credentials.groups.contains(group) {
             return nil
         }
         return "refused a control connection from uid \(credentials.uid) (pid \(credentials.pid)): only root, uid \(geteuid())\(group.map { " and group \($0)" } ?? "") may use it"
-    }
-
-    /// The supplementary groups of a process, from /proc/PID/status.
-    private static func supplementaryGroups(of pid: pid_t) -> [gid_t] {
-        guard let text = ConfigLoader.readTextFile("/proc/\(pid)/status"),
-              let line = text.split(separator: "\n").first(where: { $0.hasPrefix("Groups:") }) else { return [] }
-        return line.dropFirst("Groups:".count).split(separator: " ").compactMap { gid_t($0.trimmingWhitespace()) }
     }
 
     func sessionClosed(_ session: ControlSession) {

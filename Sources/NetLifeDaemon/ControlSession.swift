@@ -32,8 +32,10 @@ final class ControlSession: ConnectionDelegate {
     static let timePerTurn = Duration.milliseconds(2)
 
     let connection: Connection
-    /// The client's process id, as the kernel recorded it at connect time (SO_PEERCRED).
-    let peerProcess: Int32?
+    /// Who the client is, as the kernel recorded it at connect time (SO_PEERCRED, SO_PEERGROUPS).
+    let requester: Requester?
+    /// The client's process id.
+    var peerProcess: Int32? { requester?.pid }
     private weak var server: ControlServer?
     private let timeouts: Timeouts
     /// What the session waits for from its client, against `deadline`.
@@ -67,9 +69,9 @@ final class ControlSession: ConnectionDelegate {
     /// Whether the last (unterminated) request before the client's half-close has been taken.
     private var tookFinalRequest = false
 
-    init(connection: Connection, peerProcess: Int32?, server: ControlServer, loop: EventLoop, timeouts: Timeouts) {
+    init(connection: Connection, requester: Requester?, server: ControlServer, loop: EventLoop, timeouts: Timeouts) {
         self.connection = connection
-        self.peerProcess = peerProcess
+        self.requester = requester
         self.server = server
         self.timeouts = timeouts
         deadline = EventTimer(loop: loop) { [weak self] in self?.deadlinePassed() }

@@ -51,6 +51,12 @@ final class Watchers {
         for (session, _) in sessions.values { end(session, reason) }
     }
 
+    /// Sends `event` to the watchers of `app` (and of every app).
+    func send(_ event: WatchEvent, app: String?) {
+        guard !sessions.isEmpty else { return }
+        broadcast(event, app: app)
+    }
+
     private func broadcast(_ event: WatchEvent, app: String?) {
         let line = event.json.serializedLine
         for (session, filter) in sessions.values where filter == nil || app == nil || filter == app {

@@ -11,10 +11,12 @@ enum ControlTool {
     /// Exit statuses.
     enum Exit {
         static let ok: Int32 = 0, refused: Int32 = 1, usage: Int32 = 2, unreachable: Int32 = 3
+        /// The daemon refused the requester (`permission-denied`): the command is not one it may run on that
+        /// app or daemon. As the LSB's init scripts' 4 (user had insufficient privilege).
+        static let notPermitted: Int32 = 4
         /// A transfer that ended paused by an error of the network or the server (refused, reset, timed out,
-        /// a transient FTP answer): its part is kept and it is tried again at the app's next foreground. As
-        /// wget's 4 (network failure).
-        static let transferError: Int32 = 4
+        /// a transient FTP answer): its part is kept and it is tried again at the app's next foreground.
+        static let transferError: Int32 = 7
         /// A transfer that failed: the server's answer (404, a bad redirect) or the file (a digest mismatch)
         /// rules out a retry. As wget's 8 (the server issued an error response).
         static let transferFailed: Int32 = 5
@@ -156,7 +158,7 @@ enum ControlTool {
 
     /// `download` or `upload` without --no-wait: starts the transfer, then follows it (every 200 ms, sooner
     /// near its end: `followDelay`; with a progress bar when stderr is a terminal) until it is done (exit 0),
-    /// paused by an error (exit 4), failed (exit 5) or paused by its app (exit 6), saying why on stderr. The transfer is followed by the id the
+    /// paused by an error (exit 7), failed (exit 5) or paused by its app (exit 6), saying why on stderr. The transfer is followed by the id the
     /// first reply gives (by `file` from a daemon that gives none): a new transfer to the same file is another.
     /// `file` nil: the file the daemon chose (a download without --output), as its first reply says.
     static func follow(_ request: ControlRequest, app: String, file: String?, controlPath: String?, json: Bool) -> Int32 {
@@ -315,7 +317,7 @@ enum ControlTool {
     static func refused(_ error: ControlError, reply: JSON, json: Bool) -> Int32 {
         if json { print(reply.serialized) }
         printError("netlifectl: \(error.message)")
-        return Exit.refused
+        return error.code == .permissionDenied ? Exit.notPermitted : Exit.refused
     }
 
     static func usage(_ message: String) -> Int32 {

@@ -43,6 +43,7 @@ func contents(_ path: String) -> String {
 let installedCopies: [String: String] = docsPages.reduce(into: [
     "/usr/share/doc/netlife/README.md": "README.md",
     "/usr/share/netlife/systemd/netlifed-process-apps.conf": "systemd/netlifed-process-apps.conf",
+    "/usr/share/netlife/systemd/netlifed-members.conf": "systemd/netlifed-members.conf",
     "/usr/share/netlife/examples/netlife_events.py": "Examples/netlife_events.py",
     "/usr/share/man/man8/netlifed.8": "man/netlifed.8",
     "/usr/share/man/man1/netlifectl.1": "man/netlifectl.1",

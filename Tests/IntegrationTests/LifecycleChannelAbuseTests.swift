@@ -35,6 +35,38 @@ private func channelProgram(_ directory: TemporaryDirectory, _ body: String) -> 
 
 @Suite(.timeLimit(.minutes(2)))
 struct LifecycleChannelAbuseTests {
+    @Test func aProgramsChannelsReachOnlyItsOwnApp() throws {
+        let scripts = TemporaryDirectory()
+        defer { scripts.remove() }
+        // On the lifecycle channel: requests that name another app or a daemon command; on the notify
+        // socket: a datagram that names another app. Nothing of it may touch `other` or the daemon.
+        let program = channelProgram(scripts, """
+            write_all(b'{"hello":1}\\n{"begin-task":"mine","app":"other"}\\n{"cmd":"reload"}\\n'
+                      b'{"cmd":"background","app":"other"}\\n{"end-task":1,"app":"other"}\\n{"cmd":"memory-pressure"}\\n')
+            import socket
+            notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            address = os.environ["NOTIFY_SOCKET"]
+            notify.sendto(b"STATUS=sent by prog\\nNETLIFE_APP=other", "\\0" + address[1:] if address.startswith("@") else address)
+            time.sleep(0.5)
+            """)
+        let daemon = try TestDaemon(config: "[app prog]\nexec = \(program)\n" + echoApp("other", appLines: "auto-suspend = never"))
+        defer { daemon.stop() }
+        #expect(daemon.ctl("task", "begin", "other", "--name", "root's").status == 0)
+        scripts.write("go", "")
+        #expect(waitUntil(timeout: 20) { FileManager.default.fileExists(atPath: scripts.file("done")) }, "\(daemon.log.suffix(3000))")
+        // The task it began is its own app's, and the end-task that named `other` ended that one (ids are per app).
+        #expect(daemon.log.contains("app prog: background task 1 begun ('mine')"), "\(daemon.log)")
+        #expect(daemon.log.contains("app prog: background task 1 ended"), "\(daemon.log)")
+        #expect(daemon.state("other") == "active", "another app is out of the program's reach")
+        let tasks = daemon.status("other")["tasks"] as? [[String: Any]] ?? []
+        #expect(tasks.count == 1 && tasks.first?["name"] as? String == "root's", "its task was not ended by the program: \(tasks)")
+        #expect(!daemon.log.contains("reloaded"), "no reload came of it")
+        #expect(!daemon.log.contains("asked: background") && !daemon.log.contains("asked: memory-pressure"), "no control request came of it")
+        #expect(daemon.state("prog") == "active", "the program runs on: \(daemon.log.suffix(2000))")
+        #expect(!(String(describing: daemon.status("other")).contains("sent by prog")), "the notify line went to its own app only")
+        #expect(daemon.isRunning)
+    }
+
     @Test func aProgramThatFloodsRequestsAndNeverReadsIsCutOffWithoutStallingTheLoop() throws {
         let scripts = TemporaryDirectory()
         defer { scripts.remove() }

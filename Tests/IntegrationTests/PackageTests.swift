@@ -219,7 +219,8 @@ struct PackageTests {
             "/usr/share/man/man8/netlifed.8.gz", "/usr/share/man/man1/netlifectl.1.gz", "/usr/share/man/man5/netlifed.conf.5.gz",
             "/usr/share/bash-completion/completions/netlifectl", "/usr/share/doc/netlife/README.md",
             "/usr/share/doc/netlife/copyright", "/usr/share/doc/netlife/changelog.Debian.gz",
-            "/usr/share/netlife/systemd/netlifed-process-apps.conf", "/usr/share/netlife/examples/netlife_events.py",
+            "/usr/share/netlife/systemd/netlifed-process-apps.conf", "/usr/share/netlife/systemd/netlifed-members.conf",
+            "/usr/share/netlife/examples/netlife_events.py",
         ]).union(installedCopies.keys.filter { $0.hasPrefix("/usr/share/doc/netlife/docs/") })
         #expect(listed == expected)
 

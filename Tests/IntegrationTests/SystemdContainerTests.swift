@@ -239,4 +239,44 @@ struct SystemdContainerTests {
             #expect(box.sh("cat /srv/downloads/report.txt").stdout == "a report\n")
         }
     }
+
+    @Test func aMembersRequestsRunWithItsRightsAndAreAttributedInTheJournal() throws {
+        try withInstalledBox { box in
+            box.sh("groupadd nlctl && useradd -M -N -g nlctl nlmember && mkdir -p /srv/downloads/member /srv/downloads/root-only"
+                   + " && chown nlmember:nlctl /srv/downloads/member && chmod 0755 /srv/downloads/root-only")
+            let uid = box.sh("id -u nlmember").stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            box.write("/var/www/html/report.txt", "a report\n")
+            box.sh("chmod 0644 /var/www/html/report.txt")
+            box.write("/etc/netlifed/netlifed.conf", config(daemon: "control-group = nlctl", apps: echoApp + """
+
+                [app files]
+                [listener files.http]
+                address = 127.0.0.1:8082
+                service = http
+                root = /var/www/html
+
+                [app fetcher]
+                """))
+            box.sh("mkdir -p /etc/systemd/system/netlifed.service.d && cp /usr/share/netlife/systemd/netlifed-members.conf /etc/systemd/system/netlifed.service.d/members.conf")
+            box.write("/etc/systemd/system/netlifed.service.d/site.conf", "[Service]\nSupplementaryGroups=nlctl\nReadWritePaths=/srv/downloads\n")
+            #expect(box.sh("systemctl daemon-reload && systemctl restart netlifed").status == 0, "\(box.sh("journalctl -u netlifed -o cat | tail -n 20"))")
+            let member = "setpriv --reuid=nlmember --regid=nlctl --init-groups netlifectl"
+            let background = box.sh("\(member) background echo")
+            #expect(background.status == 0, "\(background)")
+            // The journal says who asked, as fields a query can select.
+            let verbose = box.sh("journalctl -u netlifed NETLIFE_UID=\(uid) -o verbose").stdout
+            #expect(verbose.contains("asked: background echo") && verbose.contains("NETLIFE_PID=") && verbose.contains("NETLIFE_APP=echo")
+                    && verbose.contains("NETLIFE_COMMAND=background"), "\(verbose.prefix(3000))")
+            // Under the drop-in a member's download runs with its rights: its own directory yes, root's no.
+            let url = "http://127.0.0.1:8082/report.txt"
+            let own = box.sh("\(member) download fetcher \(url) --output /srv/downloads/member/report.txt")
+            #expect(own.status == 0, "\(own)")
+            #expect(box.sh("stat -c %U /srv/downloads/member/report.txt").stdout == "nlmember\n")
+            let refused = box.sh("\(member) download fetcher \(url) --output /srv/downloads/root-only/report.txt")
+            #expect(refused.status == 1 && refused.stderr.contains("uid \(uid) cannot write in /srv/downloads/root-only"), "\(refused)")
+            #expect(box.sh("ls -A /srv/downloads/root-only").stdout.isEmpty)
+            // Daemon-wide commands are root's (or admin-group's).
+            #expect(box.sh("\(member) reload").status == 4)
+        }
+    }
 }

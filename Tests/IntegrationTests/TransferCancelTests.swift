@@ -1,4 +1,4 @@
-// How a transfer that cannot finish ends for an operator: `netlifectl download` exits 4 when the download
+// How a transfer that cannot finish ends for an operator: `netlifectl download` exits 7 when the download
 // paused on an error (here a refused connection: the serving app is in the background, its listener
 // closed), and `transfers cancel` stops a transfer by id, app or URL, removes its part and record, forgets
 // it in the journal, and it is not tried again at the next foreground.
@@ -15,7 +15,7 @@ private func transfers(_ daemon: TestDaemon) -> [[String: Any]] {
 }
 
 @Suite(.timeLimit(.minutes(1))) struct TransferCancelTests {
-    @Test func aRefusedDownloadExits4AndCancelByURLForgetsIt() throws {
+    @Test func aRefusedDownloadExits7AndCancelByURLForgetsIt() throws {
         let files = TemporaryDirectory()
         let out = TemporaryDirectory()
         defer { files.remove(); out.remove() }
@@ -27,7 +27,7 @@ private func transfers(_ daemon: TestDaemon) -> [[String: Any]] {
         #expect(daemon.ctl("background", "files").status == 0)
         let output = out.file("a.bin")
         let refused = daemon.ctl("download", "fetcher", url, "--output", output)
-        #expect(refused.status == 4, "\(refused)")
+        #expect(refused.status == 7, "\(refused)")
         #expect(refused.stdout.contains("paused ("), "\(refused.stdout)")
         #expect(refused.stderr.contains("download paused:") && refused.stderr.lowercased().contains("refused"), "\(refused.stderr)")
         let listed = transfers(daemon)

@@ -40,9 +40,11 @@ struct WatchTests {
             case nil: return "?"
             }
         }
-        #expect(summary == ["active->inactive", "inactive->background", "listener-closed", "done background",
-                            "listener-opened", "background->inactive", "inactive->active", "done foreground",
-                            "task-began"], "\(summary)")
+        #expect(summary == ["request", "active->inactive", "inactive->background", "listener-closed", "done background",
+                            "request", "listener-opened", "background->inactive", "inactive->active", "done foreground",
+                            "request", "task-began"], "\(summary)")
+        #expect(events.filter { $0["event"] as? String == "request" }.compactMap { $0["command"] as? String }
+                == ["background", "foreground", "task-begin"], "each request is attributed before what it causes")
         #expect(events.allSatisfy { $0["app"] as? String == "app" })
         let done = events.first { $0["event"] as? String == "transition" }
         let stages = (done?["stages"] as? [[String: Any]])?.compactMap { $0["name"] as? String }

@@ -7,6 +7,7 @@ import NetLifeTestSupport
 import Testing
 
 @Suite struct FileCallsTests {
+    /// A directory where the temporary file goes cannot be removed to make room for a fresh one.
     @Test func anAtomicWriteThatCannotCreateItsTemporaryFileSaysSoAndLeavesTheOldFile() throws {
         let scratch = TemporaryDirectory()
         defer { scratch.remove() }
@@ -14,7 +15,7 @@ import Testing
         #expect(writeFileAtomically(path, Array("old\n".utf8)) == nil)
         #expect(mkdir(path + ".tmp", 0o755) == 0)
         let error = writeFileAtomically(path, Array("new\n".utf8))
-        #expect(error?.description.hasPrefix("open \(path).tmp") == true, "\(String(describing: error))")
+        #expect(error?.description.hasPrefix("unlink \(path).tmp") == true, "\(String(describing: error))")
         #expect(readSmallFile(path) == "old\n")
         rmdir(path + ".tmp")
     }
@@ -47,7 +48,7 @@ import Testing
         #expect(Array("bytes".utf8).withUnsafeBytes { part.append($0) } == nil)
         #expect(mkdir(part.recordPath + ".tmp", 0o755) == 0)
         let error = part.writeRecord(DownloadRecord(url: try URLParts(parsing: "http://h/"), offset: 5))
-        #expect(error?.description.hasPrefix("open \(part.recordPath).tmp") == true, "\(String(describing: error))")
+        #expect(error?.description.hasPrefix("unlink \(part.recordPath).tmp") == true, "\(String(describing: error))")
         part.close()
         #expect(removeFile(part.path) == nil)
     }

@@ -689,7 +689,7 @@ extension UploadTests {
             close(fd)
             let url = try URLParts(parsing: "http://127.0.0.1:\(server.port)/f.bin")
             let resourceURL = try url.resolving(ResumableUploadServer.resourcePrefix + resource.id)
-            let file = try #require(Upload.identity(of: scratch.file("local.bin")))
+            let file = try #require(Upload.identity(of: scratch.file("local.bin"), as: nil))
             scratch.write("record", bytes: Array(UploadRecord(url: url, resource: resourceURL, file: file).encoded().utf8))
 
             let curl = try #require(CurlMulti(loop: server.loop, logger: logger))

@@ -47,22 +47,65 @@ enum DownloadPlace {
 
     /// Why netlifed will not write `output` (nil: it will). `clientSees` is the identity ("DEV:INO") of the
     /// directory as netlifectl saw it; nil when the client did not say. `stateDirectory` names the place a
-    /// download without --output would go.
-    static func refusal(for output: String, clientSees: String?, app: String, stateDirectory: String?) -> ControlError? {
+    /// download without --output would go. Every look is taken with `owner`'s identity (nil: the daemon's),
+    /// so a directory that user cannot reach or write is refused here, before anything is created; the
+    /// kernel checks each file call again when it is made.
+    static func refusal(for output: String, clientSees: String?, app: String, stateDirectory: String?,
+                        owner: FileCredentials? = nil) -> ControlError? {
+        do {
+            return try FileCredentials.acting(as: owner) {
+                refusalWithIdentity(for: output, clientSees: clientSees, app: app, stateDirectory: stateDirectory, owner: owner)
+            }
+        } catch {
+            return ControlError(.permissionDenied, "netlifed cannot take the rights of \(owner.map(\.description) ?? "the requester"): \(error)")
+        }
+    }
+
+    private static func refusalWithIdentity(for output: String, clientSees: String?, app: String, stateDirectory: String?,
+                                            owner: FileCredentials?) -> ControlError? {
         let directory = directoryName(output)
-        let instead = stateDirectory.map { "; without --output the file goes to \($0)/downloads/\(app)/" } ?? ""
+        let who = owner.map { "uid \($0.uid)" } ?? "netlifed"
+        let instead = owner == nil ? stateDirectory.map { "; without --output the file goes to \($0)/downloads/\(app)/" } ?? "" : ""
         let remedy = "under the systemd unit, a drop-in with ReadWritePaths=\(directory) lets netlifed write there\(instead)"
         let mine = fileIdentity(directoryOf: output)
         guard let mine else {
             let why = Errno.current
-            return ControlError(.badRequest, "netlifed cannot see the directory \(directory) (\(why)): it may be hidden from it (the unit's ProtectHome=, PrivateTmp=); \(remedy)")
+            return ControlError(.badRequest, "\(who) cannot see the directory \(directory) (\(why)): it may be hidden from netlifed (the unit's ProtectHome=, PrivateTmp=); \(remedy)")
         }
         if let clientSees, clientSees != mine {
             return ControlError(.badRequest, "netlifed sees another \(directory) than netlifectl does (the unit's PrivateTmp= gives it a /tmp of its own, ProtectHome= an empty /home): the file would be where you cannot find it; \(remedy)")
         }
-        guard access(directory, W_OK) == 0 else {
+        guard faccessat(AT_FDCWD, directory, W_OK | X_OK, AT_EACCESS) == 0 else {
             let why = Errno.current
-            return ControlError(.badRequest, "netlifed cannot write in \(directory) (\(why)); \(remedy)")
+            return ControlError(.badRequest, "\(who) cannot write in \(directory) (\(why))\(owner == nil ? "; \(remedy)" : "")")
+        }
+        var place = stat()
+        guard stat(directory, &place) == 0 else { return ControlError(.badRequest, "\(who) cannot see \(directory) (\(Errno.current))") }
+        var existing = stat()
+        if lstat(output, &existing) == 0 {
+            if existing.st_mode & S_IFMT == S_IFDIR { return ControlError(.badRequest, "\(output) is a directory: --output names the file to write") }
+            // The finished file replaces what is at OUTPUT (a rename): a link there would be replaced, not
+            // written through, which is not what whoever made it meant.
+            if existing.st_mode & S_IFMT == S_IFLNK {
+                return ControlError(.badRequest, "\(output) is a symbolic link: the download would replace the link, not write where it points; name the file itself")
+            }
+            // In a sticky directory (/tmp) only the file's owner or the directory's may replace it: the
+            // kernel would refuse the final rename, after the whole download.
+            if let owner, place.st_mode & S_ISVTX != 0, existing.st_uid != owner.uid, place.st_uid != owner.uid {
+                return ControlError(.badRequest, "\(output) belongs to uid \(existing.st_uid) in the sticky directory \(directory): uid \(owner.uid) may not replace it")
+            }
+        }
+        // The part, its record and the record's temporary file are created and written by name: a link or
+        // anything but a regular file there (planted by anyone) is refused, never followed.
+        for name in [output + ".part", output + ".part.meta", output + ".part.meta.tmp"] {
+            var info = stat()
+            guard lstat(name, &info) == 0 else { continue }
+            if info.st_mode & S_IFMT == S_IFLNK {
+                return ControlError(.badRequest, "\(name) is a symbolic link: netlifed never follows one at a download's part or record; remove it")
+            }
+            if info.st_mode & S_IFMT != S_IFREG {
+                return ControlError(.badRequest, "\(name) is \(RegularFile.kind(info.st_mode)), not a download's part or record; remove it")
+            }
         }
         return nil
     }

@@ -62,10 +62,16 @@ final class Transfers {
 
     /// Starts (or resumes) downloading `url` to `output` for `app`; `output` nil: into the state directory,
     /// named after the URL (DownloadPlace). `clientSees`: the identity of output's directory as netlifectl saw it.
-    func download(app: App, url text: String, output: String?, clientSees: String? = nil, tls: TransferTLS = .verified) -> Result<TransferInfo, ControlError> {
+    /// `owner`: whose rights the files are used with (nil: the daemon's own, for root and the daemon's uid).
+    func download(app: App, url text: String, output: String?, clientSees: String? = nil, tls: TransferTLS = .verified,
+                  owner: FileCredentials? = nil) -> Result<TransferInfo, ControlError> {
+        if let refusal = Self.cannotActFor(owner) { return .failure(refusal) }
         guard let output else {
             guard let stateDirectory else {
                 return .failure(ControlError(.badRequest, "netlifed keeps no state directory: give --output PATH"))
+            }
+            if let owner {
+                return .failure(ControlError(.badRequest, "give --output PATH in a directory you can write: without it the file would go to \(stateDirectory)/downloads/\(app.name)/, which belongs to netlifed, not to uid \(owner.uid)"))
             }
             let url: URLParts
             do {
@@ -80,24 +86,60 @@ final class Transfers {
                     return .failure(ControlError(.badRequest, "cannot make \(path) for the download: \(error)"))
                 }
             }
-            return start(.download, app: app, url: text, file: directory + "/" + DownloadPlace.fileName(urlPath: url.path), what: "--output", tls: tls)
+            return start(.download, app: app, url: text, file: directory + "/" + DownloadPlace.fileName(urlPath: url.path), what: "--output", tls: tls, owner: nil)
         }
-        if output.hasPrefix("/"), let refusal = DownloadPlace.refusal(for: output, clientSees: clientSees, app: app.name, stateDirectory: stateDirectory) {
+        if output.hasPrefix("/"), !output.hasSuffix("/"),
+           let refusal = DownloadPlace.refusal(for: output, clientSees: clientSees, app: app.name, stateDirectory: stateDirectory, owner: owner) {
             return .failure(refusal)
         }
-        return start(.download, app: app, url: text, file: output, what: "--output", tls: tls)
+        return start(.download, app: app, url: text, file: output, what: "--output", tls: tls, owner: owner)
     }
 
-    /// Starts (or resumes) uploading `file` to `url` for `app`.
-    func upload(app: App, file: String, url text: String, tls: TransferTLS = .verified) -> Result<TransferInfo, ControlError> {
-        var info = stat()
-        guard file.hasPrefix("/"), stat(file, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+    /// Starts (or resumes) uploading `file` to `url` for `app`; the file is read with `owner`'s rights.
+    func upload(app: App, file: String, url text: String, tls: TransferTLS = .verified, owner: FileCredentials? = nil) -> Result<TransferInfo, ControlError> {
+        if let refusal = Self.cannotActFor(owner) { return .failure(refusal) }
+        guard file.hasPrefix("/") else {
             return .failure(ControlError(.badRequest, "FILE must be an existing regular file, got '\(file.prefix(256))'"))
         }
-        return start(.upload, app: app, url: text, file: file, what: "FILE", tls: tls)
+        switch Upload.open(file, as: owner) {
+        case .success(let fd): Glibc.close(fd)
+        case .failure(let error):
+            let who = owner.map { " as uid \($0.uid)" } ?? ""
+            return .failure(ControlError(.badRequest, "FILE must be an existing regular file you can read, got '\(file.prefix(256))': cannot read it\(who) (\(error))"))
+        }
+        return start(.upload, app: app, url: text, file: file, what: "FILE", tls: tls, owner: owner)
     }
 
-    private func start(_ direction: TransferDirection, app: App, url text: String, file: String, what: String, tls: TransferTLS) -> Result<TransferInfo, ControlError> {
+    /// Why a request whose files need `owner`'s rights cannot run here: this netlifed cannot take another
+    /// user's identity for files (no CAP_SETUID and CAP_SETGID, or a system call filter that blocks setfsuid).
+    private static func cannotActFor(_ owner: FileCredentials?) -> ControlError? {
+        guard let owner, !FileCredentials.isAvailable else { return nil }
+        return ControlError(.permissionDenied, "netlifed cannot open files with the rights of uid \(owner.uid) (it needs CAP_SETUID and CAP_SETGID and the setfsuid, setfsgid and setgroups system calls), so it runs transfers only for root and uid \(geteuid()); see \"Who may do what\" in docs/operations.md")
+    }
+
+    /// The TLS choices with the `--cacert` file's contents, read with `owner`'s rights (libcurl gets the bytes,
+    /// never the path); an error naming the file when it cannot be read.
+    private static func loadingCertificates(_ tls: TransferTLS, as owner: FileCredentials?) -> Result<TransferTLS, ControlError> {
+        guard let caFile = tls.caFile else { return .success(tls) }
+        let read = try? FileCredentials.acting(as: owner) { RegularFile.read(caFile, limit: maxCertificateBytes) }
+        switch read {
+        case .success(let bytes)?:
+            var loaded = tls
+            loaded.caCertificates = bytes
+            return .success(loaded)
+        case .failure(let failure)?:
+            let who = owner.map { " as uid \($0.uid)" } ?? ""
+            return .failure(ControlError(.badRequest, "--cacert \(caFile.prefix(256)): cannot read it\(who): \(failure)"))
+        case nil:
+            return .failure(ControlError(.permissionDenied, "--cacert \(caFile.prefix(256)): netlifed cannot take uid \(owner?.uid ?? 0)'s rights to read it"))
+        }
+    }
+
+    /// The largest `--cacert` file read (Debian's whole trust store is about 200 KiB).
+    static let maxCertificateBytes = 4 << 20
+
+    private func start(_ direction: TransferDirection, app: App, url text: String, file: String, what: String, tls: TransferTLS,
+                       owner: FileCredentials?) -> Result<TransferInfo, ControlError> {
         let url: URLParts
         do {
             url = try URLParts(parsing: text)
@@ -112,14 +154,11 @@ final class Transfers {
         case .suspended, .notRunning:
             return .failure(ControlError(.invalidTransition, "app \(app.name) is \(app.state): a transfer needs a running app (foreground it first)"))
         }
-        if let caFile = tls.caFile, access(caFile, R_OK) != 0 {
-            return .failure(ControlError(.badRequest, "--cacert \(caFile.prefix(256)): \(Errno.current)"))
-        }
         if let running = entries.first(where: { $0.transfer.output == file && $0.transfer.direction == direction && $0.transfer.state == .running }) {
             return .failure(ControlError(.badRequest, "\(file) is already being \(direction == .download ? "downloaded" : "uploaded") by app \(running.app)"))
         }
         let transfer: any Transfer
-        switch make(direction, app: app.name, url: url, file: file, tls: tls) {
+        switch make(direction, app: app.name, url: url, file: file, tls: tls, owner: owner) {
         case .success(let made): transfer = made
         case .failure(let error): return .failure(error)
         }
@@ -131,12 +170,18 @@ final class Transfers {
 
     /// The shell for one transfer, not started. An upload's record (the server's upload resource) lives in
     /// the state directory, named after the file and the URL.
-    private func make(_ direction: TransferDirection, app: String, url: URLParts, file: String, tls: TransferTLS) -> Result<any Transfer, ControlError> {
+    private func make(_ direction: TransferDirection, app: String, url: URLParts, file: String, tls tlsChoices: TransferTLS,
+                      owner: FileCredentials?) -> Result<any Transfer, ControlError> {
+        let tls: TransferTLS
+        switch Self.loadingCertificates(tlsChoices, as: owner) {
+        case .success(let loaded): tls = loaded
+        case .failure(let error): return .failure(error)
+        }
         let logger = logger.labeled("app \(app)").adding(field: "NETLIFE_APP", app)
         guard let curl = curlMulti() else { return .failure(ControlError(.unsupported, "libcurl cannot make a multi handle")) }
         switch direction {
         case .download:
-            return makeDownload(url: url, output: file, tls: tls, curl: curl, loop: loop, logger: logger, limits: limits)
+            return makeDownload(url: url, output: file, tls: tls, owner: owner, curl: curl, loop: loop, logger: logger, limits: limits)
         case .upload:
             guard let journalPath else {
                 return .failure(ControlError(.unsupported, "uploads need a state directory for their records"))
@@ -146,7 +191,7 @@ final class Transfers {
             digest.update(Array((file + "\n" + url.description).utf8))
             let name = digest.finish().prefix(16).map { String($0, radix: 16).leftPadded(to: 2) }.joined()
             let record = directoryName(journalPath) + "/upload-" + name + ".json"
-            return .success(Upload(file: file, url: url, recordPath: record, tls: tls, curl: curl, loop: loop, logger: logger, limits: limits))
+            return .success(Upload(file: file, url: url, recordPath: record, tls: tls, owner: owner, curl: curl, loop: loop, logger: logger, limits: limits))
         }
     }
 
@@ -206,7 +251,11 @@ final class Transfers {
     /// files they kept to resume from and forgets them (the journal too). Replies with what was removed; an
     /// error when nothing matches. The files are removed after the disk work the transfers queued (a paused
     /// download's last record), off the loop, and `reply` is called then.
-    func cancel(id: UInt64?, app: String?, url: String?, reply: @escaping (Result<TransfersCancelReply, ControlError>) -> Void) {
+    /// `refusal` says why the requester may not cancel a transfer of an app (nil: it may); when it may not
+    /// cancel one of those chosen, nothing is cancelled. The files are removed with the rights of whoever
+    /// asked for each transfer.
+    func cancel(id: UInt64?, app: String?, url: String?, refusal: (String) -> ControlError? = { _ in nil },
+                reply: @escaping (Result<TransfersCancelReply, ControlError>) -> Void) {
         // A URL matches as given or as the transfer list spells it (`transfers` shows the parsed form).
         let spellings = url.map { [$0] + [(try? URLParts(parsing: $0))?.description].compactMap { $0 } }
         let chosen = entries.filter { entry in
@@ -218,8 +267,9 @@ final class Transfers {
                 .compactMap { $0 }.joined(separator: " and ")
             return reply(.failure(ControlError(.unknownTransfer, "no transfer with \(what) (see netlifectl transfers)")))
         }
+        for entry in chosen { if let refused = refusal(entry.app) { return reply(.failure(refused)) } }
         var cancelled: [TransferInfo] = []
-        var doomed: [String] = []
+        var doomed: [(path: String, owner: FileCredentials?)] = []
         for entry in chosen {
             // The pause closes its connections and files and, through changed(), ends its background task.
             if entry.transfer.state == .running { entry.transfer.pause("cancelled") }
@@ -230,18 +280,24 @@ final class Transfers {
             cancelled.append(info)
             switch entry.transfer.state {
             case .done: break   // a finished download's part became the file; an upload's record is gone
-            case .idle, .running, .paused, .failed: doomed += entry.transfer.resumeFiles
+            case .idle, .running, .paused, .failed:
+                // An upload's record is in the state directory: the daemon's own.
+                let owner = entry.transfer.direction == .download ? entry.transfer.owner : nil
+                doomed += entry.transfer.resumeFiles.map { ($0, owner) }
             }
             logger.info("app \(entry.app): \(entry.transfer.direction.rawValue) \(entry.id) of \(entry.transfer.url) cancelled")
         }
         entries.removeAll { entry in chosen.contains { $0 === entry } }
         saveJournal()
         let answer = { (removed: [String]) in reply(.success(TransfersCancelReply(cancelled: cancelled, removed: removed))) }
-        guard let disk = curl?.disk else { return answer(doomed.filter { unlink($0) == 0 }) }
+        let remove = { @Sendable (files: [(path: String, owner: FileCredentials?)]) -> [String] in
+            files.filter { file in (try? FileCredentials.acting(as: file.owner) { unlink(file.path) == 0 }) == true }.map(\.path)
+        }
+        guard let disk = curl?.disk else { return answer(remove(doomed)) }
         let removed = RemovedFiles()
-        let paths = doomed
+        let files = doomed
         disk.run({
-            removed.paths = paths.filter { unlink($0) == 0 }
+            removed.paths = remove(files)
             return nil
         }, done: { _ in answer(removed.paths) })
     }
@@ -277,7 +333,14 @@ final class Transfers {
             // An entry without an id (an older journal) or with one already taken gets a new one.
             let recorded = item["id"]?.doubleValue.flatMap { $0 >= 1 && $0 < 9e15 && $0.rounded() == $0 ? UInt64($0) : nil }
             let id = recorded.flatMap { id in entries.contains { $0.id == id } ? nil : id }
-            switch make(direction, app: app, url: url, file: output, tls: tls) {
+            let owner: FileCredentials?
+            switch Self.owner(item["owner"]) {
+            case .success(let found): owner = found
+            case .failure(let reason):
+                logger.warning("app \(app): not resuming \(urlText.prefix(256)) (\(output)): \(reason.message)")
+                continue
+            }
+            switch make(direction, app: app, url: url, file: output, tls: tls, owner: owner) {
             case .success(let transfer):
                 _ = add(id: id, app: app, transfer)
                 logger.info("app \(app): \(direction.rawValue) of \(url) (\(output)) will resume at \(transfer.bytesDone) bytes")
@@ -318,7 +381,8 @@ final class Transfers {
         }
         let items: [JSON] = unfinished.map { entry in
             .object(["id": .number(Double(entry.id)), "app": .string(entry.app), "direction": .string(entry.transfer.direction.rawValue),
-                     "url": .string(entry.transfer.url.text), "output": .string(entry.transfer.output), "tls": Self.json(entry.transfer.tls)])
+                     "url": .string(entry.transfer.url.text), "output": .string(entry.transfer.output), "tls": Self.json(entry.transfer.tls),
+                     "owner": entry.transfer.owner.map(Self.json) ?? .null])
         }
         let text = JSON.object(["transfers": .array(items)]).serialized + "\n"
         guard text != lastJournal else { return }
@@ -327,6 +391,40 @@ final class Transfers {
             return
         }
         lastJournal = text
+    }
+
+    /// Who asked for a transfer, as the journal keeps it: the identity its files are used with.
+    private static func json(_ owner: FileCredentials) -> JSON {
+        .object(["uid": .number(Double(owner.uid)), "gid": .number(Double(owner.gid)),
+                 "groups": .array(owner.groups.map { .number(Double($0)) })])
+    }
+
+    /// The identity a journal entry's files are used with: nil (the daemon's own) when it has none; a
+    /// failure when that user cannot be acted for any more (removed, or this netlifed cannot take another
+    /// user's identity). Its groups are those it had when it asked, less any it has left since.
+    static func owner(_ json: JSON?) -> Result<FileCredentials?, ControlError> {
+        guard let json, json != .null else { return .success(nil) }
+        func id(_ value: JSON?) -> UInt32? { value?.doubleValue.flatMap { $0 >= 0 && $0 < 4294967295 && $0.rounded() == $0 ? UInt32($0) : nil } }
+        guard let uid = id(json["uid"]), let gid = id(json["gid"]) else {
+            return .failure(ControlError(.badRequest, "its requester does not read back"))
+        }
+        let recorded = (json["groups"]?.arrayValue ?? []).prefix(65536).compactMap(id)
+        guard let user = getpwuid(uid) else {
+            return .failure(ControlError(.permissionDenied, "it was asked for by uid \(uid), which no longer exists"))
+        }
+        guard FileCredentials.isAvailable else {
+            return .failure(ControlError(.permissionDenied, "it was asked for by uid \(uid), and this netlifed cannot take that user's rights for files (it needs CAP_SETUID and CAP_SETGID)"))
+        }
+        let primary = user.pointee.pw_gid
+        var count: Int32 = 256
+        var current = [gid_t](repeating: 0, count: Int(count))
+        if getgrouplist(user.pointee.pw_name, primary, &current, &count) < 0, count > 256, count <= 65536 {
+            current = [gid_t](repeating: 0, count: Int(count))
+            _ = getgrouplist(user.pointee.pw_name, primary, &current, &count)
+        }
+        let now = Set(current.prefix(Int(max(0, count))))
+        return .success(FileCredentials(uid: uid, gid: gid == primary || now.contains(gid) ? gid : primary,
+                                        groups: recorded.filter { now.contains($0) }))
     }
 
     /// A transfer's TLS choices as the journal keeps them.

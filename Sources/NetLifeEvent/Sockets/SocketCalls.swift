@@ -9,6 +9,15 @@ public struct PeerCredentials: Equatable, Sendable {
     public var pid: Int32
     public var uid: UInt32
     public var gid: UInt32
+    /// The supplementary groups the peer had when it connected (SO_PEERGROUPS).
+    public var groups: [UInt32] = []
+
+    public init(pid: Int32, uid: UInt32, gid: UInt32, groups: [UInt32] = []) {
+        self.pid = pid
+        self.uid = uid
+        self.gid = gid
+        self.groups = groups
+    }
 }
 
 /// A stream socket made before the listener that binds it: `socket()` (with SO_REUSEADDR for TCP), not
@@ -145,7 +154,20 @@ public enum SocketCalls {
     public static func peerCredentials(of fd: CInt) throws(SystemError) -> PeerCredentials {
         var credentials = netlife_peer_credentials()
         try sys("getsockopt(SO_PEERCRED)") { netlife_get_peer_credentials(fd, &credentials) }
-        return PeerCredentials(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid)
+        return PeerCredentials(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid, groups: try peerGroups(of: fd))
+    }
+
+    /// The supplementary groups of a Unix socket's peer as they were when it connected: read from the
+    /// kernel's record of the connection, not from /proc (whose pid may be another process by then).
+    public static func peerGroups(of fd: CInt) throws(SystemError) -> [UInt32] {
+        var groups = [gid_t](repeating: 0, count: 64)
+        var count = CInt(groups.count)
+        if netlife_get_peer_groups(fd, &groups, &count) != 0 {
+            guard errno == ERANGE, count > 0, count <= 65536 else { throw SystemError("getsockopt(SO_PEERGROUPS)", Errno.current) }
+            groups = [gid_t](repeating: 0, count: Int(count))
+            try sys("getsockopt(SO_PEERGROUPS)") { netlife_get_peer_groups(fd, &groups, &count) }
+        }
+        return Array(groups.prefix(Int(count)))
     }
 
     /// Turns off Nagle's algorithm, so that small request/response exchanges are not delayed.

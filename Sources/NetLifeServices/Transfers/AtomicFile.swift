@@ -9,10 +9,26 @@
 @preconcurrency import Glibc
 import NetLifeEvent
 
-/// Replaces the file at `path` with `bytes` atomically; the error names the call that failed.
-public func writeFileAtomically(_ path: String, _ bytes: [UInt8]) -> SystemError? {
+/// Replaces the file at `path` with `bytes` atomically; the error names the call that failed. With `owner`,
+/// every call runs with that identity. The temporary file is made anew (whatever was at its name is removed
+/// first, a symbolic link as a link) and never opened through a link.
+public func writeFileAtomically(_ path: String, _ bytes: [UInt8], as owner: FileCredentials? = nil) -> SystemError? {
+    acting(as: owner) { writeFileAtomically(path, bytes) }
+}
+
+/// Runs `body` with `owner`'s identity (nil: the daemon's); an error when that identity cannot be taken.
+public func acting(as owner: FileCredentials?, _ body: () -> SystemError?) -> SystemError? {
+    do {
+        return try FileCredentials.acting(as: owner, body)
+    } catch {
+        return error
+    }
+}
+
+private func writeFileAtomically(_ path: String, _ bytes: [UInt8]) -> SystemError? {
     let temporary = path + ".tmp"
-    let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+    if let error = removeFile(temporary) { return error }
+    let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
     guard fd >= 0 else { return SystemError("open \(temporary)", Errno.current) }
     let error = writeAll(fd, bytes, to: temporary) ?? syncFile(fd, temporary)
     close(fd)
@@ -71,9 +87,10 @@ public func syncDirectory(of path: String) -> SystemError? {
     return syncFile(fd, name)
 }
 
-/// The contents of a small file (at most 64 KiB), or nil when it cannot be read.
-public func readSmallFile(_ path: String) -> String? {
-    let fd = open(path, O_RDONLY | O_CLOEXEC)
+/// The contents of a small file (at most 64 KiB), or nil when it cannot be read. `followLinks: false`
+/// refuses a symbolic link.
+public func readSmallFile(_ path: String, followLinks: Bool = true) -> String? {
+    let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (followLinks ? 0 : O_NOFOLLOW))
     guard fd >= 0 else { return nil }
     defer { close(fd) }
     var bytes = [UInt8](repeating: 0, count: 65536)

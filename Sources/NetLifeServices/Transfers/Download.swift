@@ -24,6 +24,8 @@ public final class Download: Transfer {
     public var onChange: ((any Transfer) -> Void)?
     /// How the server is checked over TLS.
     public let tls: TransferTLS
+    /// Whose rights its files are used with (nil: the daemon's own).
+    public var owner: FileCredentials? { part.owner }
 
     private var machine: ResumableDownload
     private let curl: CurlMulti
@@ -43,7 +45,7 @@ public final class Download: Transfer {
     private var bytesReceived = 0
 
     /// Reads what an earlier run left (`OUTPUT.part` and its record), ready to `start()`.
-    public init(url: URLParts, output: String, tls: TransferTLS = .verified, curl: CurlMulti, loop: EventLoop, logger: Logger,
+    public init(url: URLParts, output: String, tls: TransferTLS = .verified, owner: FileCredentials? = nil, curl: CurlMulti, loop: EventLoop, logger: Logger,
                 limits: TransferLimits = .defaults) {
         self.url = url
         self.output = output
@@ -53,7 +55,7 @@ public final class Download: Transfer {
         pace = TransferPaceTimer(loop: loop)
         slices = DigestSlices(loop: loop)
         self.logger = logger.labeled("\(logger.label) download \(output)")
-        part = PartFile(output: output)
+        part = PartFile(output: output, owner: owner)
         let (partSize, existing) = part.leftOver()
         machine = ResumableDownload(url: url, existing: existing, partSize: partSize)
     }
@@ -217,7 +219,7 @@ public final class Download: Transfer {
         }
         hasher = nil
         logger.info("\(algorithm.rawValue) digest of the resumed part read back in slices")
-        slices.hash(partPath, algorithm) { [weak self] result in
+        slices.hash(part.openForReading(), path: partPath, algorithm) { [weak self] result in
             guard let self else { return }
             switch result {
             case .success(let digest): perform(machine.digestComputed(digest))
@@ -235,10 +237,15 @@ final class DigestSlices {
 
     init(loop: EventLoop) { self.loop = loop }
 
-    func hash(_ path: String, _ algorithm: DigestAlgorithm, done: @escaping (Result<ContentDigest, SystemError>) -> Void) {
+    /// Hashes what `opened` (the part, opened for reading) holds; `path` names it in errors. Takes the
+    /// descriptor over.
+    func hash(_ opened: Result<CInt, SystemError>, path: String, _ algorithm: DigestAlgorithm,
+              done: @escaping (Result<ContentDigest, SystemError>) -> Void) {
         stop()
-        fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return done(.failure(SystemError("open \(path)", Errno.current))) }
+        switch opened {
+        case .success(let descriptor): fd = descriptor
+        case .failure(let error): return done(.failure(error))
+        }
         let hasher = ContentHasher(algorithm)
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
         work = EventTimer(loop: loop) { [weak self] in

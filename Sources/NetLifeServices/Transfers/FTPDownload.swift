@@ -17,6 +17,8 @@ public final class FTPDownload: Transfer {
     public var resumeFiles: [String] { [part.path, part.recordPath] }
     public var onChange: ((any Transfer) -> Void)?
     public let tls: TransferTLS
+    /// Whose rights its files are used with (nil: the daemon's own).
+    public var owner: FileCredentials? { part.owner }
     public let limits: TransferLimits
 
     private var machine: ResumableFTPDownload
@@ -29,7 +31,7 @@ public final class FTPDownload: Transfer {
     private let pace: TransferPaceTimer
     private var bytesReceived = 0
 
-    public init(url: URLParts, output: String, tls: TransferTLS = .verified, curl: CurlMulti, loop: EventLoop, logger: Logger,
+    public init(url: URLParts, output: String, tls: TransferTLS = .verified, owner: FileCredentials? = nil, curl: CurlMulti, loop: EventLoop, logger: Logger,
                 limits: TransferLimits = .defaults) {
         self.url = url
         self.output = output
@@ -38,7 +40,7 @@ public final class FTPDownload: Transfer {
         self.limits = limits
         pace = TransferPaceTimer(loop: loop)
         self.logger = logger.labeled("\(logger.label) download \(output)")
-        part = PartFile(output: output)
+        part = PartFile(output: output, owner: owner)
         let (partSize, existing) = part.leftOver()
         machine = ResumableFTPDownload(url: url, existing: existing, partSize: partSize)
     }

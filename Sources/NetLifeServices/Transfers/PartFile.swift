@@ -2,6 +2,11 @@
 // file `OUTPUT.part`, opened for appending on first need, and its record `OUTPUT.part.meta`, replaced
 // atomically after the part's bytes are on disk. The shells perform their machines' file actions here and
 // turn an error into a pause.
+//
+// Every call by name here (open, stat, rename, unlink) runs with the identity of whoever asked for the download
+// (`owner`; nil: the daemon's own, for root's requests), so it can do nothing that user could not; the part,
+// its record and the record's temporary file are never opened through a symbolic link (O_NOFOLLOW), and the
+// part must be a regular file. Appends and fsyncs work on the open descriptor and need no identity.
 
 @preconcurrency import Glibc
 import NetLifeEvent
@@ -19,24 +24,66 @@ final class PartFile {
     private var pacing = RecordPacing()
     /// Wakes a record held for `RecordPacing.spacing`.
     private var heldRecordTimer: EventTimer?
+    /// Whose rights the files are used with (nil: the daemon's).
+    let owner: FileCredentials?
 
-    init(output: String) {
+    init(output: String, owner: FileCredentials? = nil) {
         self.output = output
+        self.owner = owner
     }
 
     /// What an earlier run left: the part's size (0 when there is none) and its record (nil when there is
     /// none or it does not decode).
     func leftOver() -> (size: Int, record: DownloadRecord?) {
-        var info = stat()
-        let size = stat(path, &info) == 0 ? Int(info.st_size) : 0
-        return (size, readSmallFile(recordPath).flatMap(DownloadRecord.decode))
+        let (path, recordPath) = (self.path, self.recordPath)
+        let found = try? FileCredentials.acting(as: owner) { () -> (Int, DownloadRecord?) in
+            var info = stat()
+            let size = lstat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFREG ? Int(info.st_size) : 0
+            return (size, readSmallFile(recordPath, followLinks: false).flatMap(DownloadRecord.decode))
+        }
+        return found ?? (0, nil)
     }
 
-    /// Opens the part for appending (creating it) unless it is open.
+    /// Opens the part for appending (creating it) unless it is open: not through a symbolic link, and only a
+    /// regular file (opened without blocking, so a FIFO planted there is refused, not waited on).
     private func open() -> SystemError? {
         if fd >= 0 { return nil }
-        fd = Glibc.open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
-        return fd < 0 ? SystemError("open \(path)", Errno.current) : nil
+        let path = self.path
+        let opened = asOwner { () -> Result<CInt, SystemError> in
+            let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0o644)
+            guard fd >= 0 else { return .failure(SystemError("open \(path)", Errno.current)) }
+            var info = stat()
+            guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+                Glibc.close(fd)
+                return .failure(SystemError("open \(path) (not a regular file)", Errno(rawValue: EINVAL)))
+            }
+            return .success(fd)
+        }
+        switch opened {
+        case .success(let descriptor):
+            fd = descriptor
+            return nil
+        case .failure(let error):
+            return error
+        }
+    }
+
+    /// Runs `body` with the owner's identity; the error when it cannot be taken.
+    private func asOwner<T>(_ body: () -> Result<T, SystemError>) -> Result<T, SystemError> {
+        do {
+            return try FileCredentials.acting(as: owner, body)
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// Opens the part for reading (a resumed part's digest), with the owner's identity, not through a link.
+    func openForReading() -> Result<CInt, SystemError> {
+        let path = self.path
+        return asOwner {
+            let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY)
+            return fd >= 0 ? .success(fd) : .failure(SystemError("open \(path)", Errno.current))
+        }
     }
 
     /// Cuts the part to `length` bytes (creating it empty when it does not exist).
@@ -54,7 +101,7 @@ final class PartFile {
     /// The record, atomically: the part's bytes reach the disk first, then the record replaces the old one.
     func writeRecord(_ record: DownloadRecord) -> SystemError? {
         if fd >= 0, let error = syncFile(fd, path) { return error }
-        return writeFileAtomically(recordPath, Array(record.encoded().utf8))
+        return writeFileAtomically(recordPath, Array(record.encoded().utf8), as: owner)
     }
 
     /// Why the part may not go into place as the finished file: nil when it holds exactly `expectedLength`
@@ -62,7 +109,8 @@ final class PartFile {
     /// nobody knows, a machine's bug) is refused, so that a short or long file is never shown as finished.
     func lengthMismatch(expectedLength: Int?) -> String? {
         var info = stat()
-        let size = stat(path, &info) == 0 ? Int(info.st_size) : 0
+        let path = self.path
+        let size = (try? FileCredentials.acting(as: owner) { lstat(path, &info) == 0 ? Int(info.st_size) : 0 }) ?? 0
         guard let expectedLength else { return "the file's length is unknown; \(size) bytes not renamed into place" }
         return size == expectedLength ? nil : "the part holds \(size) bytes, not the \(expectedLength) of the file; not renamed into place"
     }
@@ -70,8 +118,8 @@ final class PartFile {
     /// The same, off the loop (TransferDisk): the part's bytes written so far reach the disk, then the record
     /// replaces the old one; `done` on the loop.
     func writeRecord(_ record: DownloadRecord, on disk: TransferDisk, done: @escaping (SystemError?) -> Void) {
-        let (recordPath, text) = (self.recordPath, Array(record.encoded().utf8))
-        sync(duplicate(), on: disk, then: { writeFileAtomically(recordPath, text) }, done: done)
+        let (recordPath, text, owner) = (self.recordPath, Array(record.encoded().utf8), self.owner)
+        sync(duplicate(), on: disk, then: { writeFileAtomically(recordPath, text, as: owner) }, done: done)
     }
 
     /// A record off the loop, as `writeRecord(_:on:done:)`, paced by `RecordPacing`: one that only moves the
@@ -150,14 +198,16 @@ final class PartFile {
         if let error = open() { return done(error) }
         let copy = duplicate()
         close()
-        let (path, output) = (self.path, self.output)
-        sync(copy, on: disk, then: { renameFile(path, to: output) ?? syncDirectory(of: output) }, done: done)
+        let (path, output, owner) = (self.path, self.output, self.owner)
+        sync(copy, on: disk, then: {
+            acting(as: owner) { renameFile(path, to: output) ?? syncDirectory(of: output) }
+        }, done: done)
     }
 
     /// Deletes the record (and fsyncs its directory), off the loop, after the work queued before it.
     func removeRecord(on disk: TransferDisk, done: @escaping (SystemError?) -> Void) {
-        let recordPath = self.recordPath
-        disk.run({ removeFile(recordPath) ?? syncDirectory(of: recordPath) }, done: done)
+        let (recordPath, owner) = (self.recordPath, self.owner)
+        disk.run({ acting(as: owner) { removeFile(recordPath) ?? syncDirectory(of: recordPath) } }, done: done)
     }
 
     /// A duplicate of the open part's descriptor (-1 when it is not open), for work off the loop.

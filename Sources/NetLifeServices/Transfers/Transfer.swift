@@ -2,6 +2,8 @@
 // whatever its protocol: HTTP and HTTPS downloads (Download), FTP and FTPS downloads (FTPDownload),
 // resumable HTTP and HTTPS uploads (Upload), all on libcurl. Each is a thin shell over a pure machine; this is only the face they show.
 
+import NetLifeEvent
+
 /// Where a transfer is, as `transfers` shows it.
 public enum TransferState: Equatable, Sendable {
     /// Made, not started.
@@ -28,6 +30,9 @@ public protocol Transfer: AnyObject {
     var url: URLParts { get }
     /// How the server is checked over TLS.
     var tls: TransferTLS { get }
+    /// Whose rights the local files are used with: the requester's (nil: the daemon's own, for root's and
+    /// the daemon's uid's requests).
+    var owner: FileCredentials? { get }
     /// The local file: where a download goes, or what an upload sends.
     var output: String { get }
     var direction: TransferDirection { get }

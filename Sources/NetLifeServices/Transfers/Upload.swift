@@ -28,6 +28,9 @@ public final class Upload: Transfer {
 
     /// How the server is checked over TLS.
     public let tls: TransferTLS
+    /// Whose rights the file is read with (nil: the daemon's own). The record, in the state directory, is
+    /// the daemon's.
+    public let owner: FileCredentials?
 
     private var machine: ResumableUpload
     private let curl: CurlMulti
@@ -42,9 +45,10 @@ public final class Upload: Transfer {
     private var bytesMoved = 0
 
     /// Reads the record an earlier run left at `recordPath`, ready to `start()`.
-    public init(file: String, url: URLParts, recordPath: String, tls: TransferTLS = .verified, curl: CurlMulti, loop: EventLoop,
-                logger: Logger, limits: TransferLimits = .defaults) {
+    public init(file: String, url: URLParts, recordPath: String, tls: TransferTLS = .verified, owner: FileCredentials? = nil,
+                curl: CurlMulti, loop: EventLoop, logger: Logger, limits: TransferLimits = .defaults) {
         self.tls = tls
+        self.owner = owner
         self.curl = curl
         self.limits = limits
         pace = TransferPaceTimer(loop: loop)
@@ -64,7 +68,7 @@ public final class Upload: Transfer {
 
     /// Begins or resumes: a new upload, or HEAD for the server's offset when the record names a resource.
     public func start() {
-        perform(machine.start(file: Self.identity(of: output)))
+        perform(machine.start(file: Self.identity(of: output, as: owner)))
     }
 
     /// Stops it, keeping the record (the task expired, the app suspends, the daemon stops).
@@ -74,12 +78,28 @@ public final class Upload: Transfer {
 
     public func resetConnections() { request?.resetSockets() }
 
-    /// The identity of the file at `path` (size, modification time, inode); nil when it is no readable
-    /// regular file.
-    static func identity(of path: String) -> UploadFileIdentity? {
+    /// The identity of the file at `path` (size, modification time, inode); nil when `owner` cannot open it
+    /// for reading or it is no regular file.
+    static func identity(of path: String, as owner: FileCredentials?) -> UploadFileIdentity? {
+        guard case .success(let fd) = open(path, as: owner) else { return nil }
+        defer { close(fd) }
         var info = stat()
-        guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, access(path, R_OK) == 0 else { return nil }
-        return identity(info)
+        return fstat(fd, &info) == 0 ? identity(info) : nil
+    }
+
+    /// Opens the regular file at `path` for reading, with `owner`'s identity (without blocking on a FIFO).
+    public static func open(_ path: String, as owner: FileCredentials?) -> Result<CInt, SystemError> {
+        let opened = try? FileCredentials.acting(as: owner) { () -> Result<CInt, SystemError> in
+            let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
+            guard fd >= 0 else { return .failure(SystemError("open \(path)", Errno.current)) }
+            var info = stat()
+            guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+                close(fd)
+                return .failure(SystemError("open \(path) (not a regular file)", Errno(rawValue: EINVAL)))
+            }
+            return .success(fd)
+        }
+        return opened ?? .failure(SystemError("setfsuid", Errno(rawValue: EPERM)))
     }
 
     private static func identity(_ info: stat) -> UploadFileIdentity {
@@ -127,11 +147,11 @@ public final class Upload: Transfer {
         if let body, body.count > 0 {
             // Opened now and checked against the identity the upload started with: the bytes sent are that
             // file's.
-            file = open(output, O_RDONLY | O_CLOEXEC)
+            file = (try? Self.open(output, as: owner).get()) ?? -1
             var info = stat()
             guard file >= 0, fstat(file, &info) == 0, Self.identity(info) == machine.file else {
                 if file >= 0 { close(file) }
-                return perform(machine.fileChanged(Self.identity(of: output)))
+                return perform(machine.fileChanged(Self.identity(of: output, as: owner)))
             }
         }
         let method: CurlRequestSpec.Method = spec.method == "HEAD" ? .head : .send(spec.method, length: body?.count ?? 0)

@@ -17,6 +17,9 @@ import NetLifeEvent
 public struct TransferTLS: Equatable, Sendable {
     /// A file of CA certificates (PEM) to verify the server against, instead of the system's trust store.
     public var caFile: String?
+    /// The contents of `caFile`, read with the requester's rights when the transfer was asked for or
+    /// resumed: libcurl is given these bytes, never the path (which it would open with the daemon's rights).
+    public var caCertificates: [UInt8]?
     /// No verification of the server's certificate or name (`--insecure`): anyone on the path can read
     /// and change the transfer.
     public var insecure: Bool
@@ -192,7 +195,11 @@ final class CurlRequest {
             nl_easy_long(easy, CURLOPT_SSL_VERIFYPEER, spec.tls.insecure ? 0 : 1),
             nl_easy_long(easy, CURLOPT_SSL_VERIFYHOST, spec.tls.insecure ? 0 : 2),
         ]
-        if let caFile = spec.tls.caFile { codes.append(nl_easy_string(easy, CURLOPT_CAINFO, caFile)) }
+        if let certificates = spec.tls.caCertificates {
+            codes.append(certificates.withUnsafeBytes { nl_easy_blob(easy, CURLOPT_CAINFO_BLOB, $0.baseAddress, $0.count) })
+        } else if let caFile = spec.tls.caFile {
+            codes.append(nl_easy_string(easy, CURLOPT_CAINFO, caFile))
+        }
         if spec.url.scheme.isHTTP {
             codes.append(nl_easy_long(easy, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS)))
         } else {
