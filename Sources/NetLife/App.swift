@@ -51,6 +51,8 @@ public final class App {
     var adoptionTimer: EventTimer?
     /// The termination of the app this one replaced, until this one has its own.
     var inheritedTermination: TerminationRecord?
+    /// What the program says on its NOTIFY_SOCKET is logged within this limit (a program may send without end).
+    var notifyLog = LogLimiter()
     /// What `on-background = wake` listeners need watched and counted; nil without such a listener.
     let connectionWake: ConnectionWake?
 

@@ -57,7 +57,7 @@ enum ControlCommands {
         // A request that came on no connection is the daemon's own.
         let requester = session?.requester ?? Requester(uid: UInt32(geteuid()), gid: UInt32(getegid()), pid: getpid())
         if let refusal = daemon.accessPolicy.refusal(request.command, app: app?.name, requester: requester) {
-            daemon.logger.notice("refused \(requester): \(refusal.message)")
+            daemon.refusalLog.log(daemon.logger, .notice, "refused \(requester): \(refusal.message)")
             return reply(refusal.json)
         }
         if request.command.access != .readOnly { daemon.attribute(request.command, app: app?.name ?? request.app, to: requester) }

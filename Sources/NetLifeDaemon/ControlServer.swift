@@ -29,6 +29,8 @@ final class ControlServer {
     /// The socket's directory when `start()` made it (not when it was there before: systemd's
     /// RuntimeDirectory=, /tmp), for the daemon to remove at exit if it is empty then.
     private(set) var madeDirectory: String?
+    /// Refused connections are logged within this limit (anyone on the host may connect).
+    private var refusalLog = LogLimiter()
     /// The deadlines of sessions (shortened by unit tests).
     var timeouts = ControlSession.Timeouts()
 
@@ -130,7 +132,7 @@ final class ControlServer {
         connection.outputHighWaterMark = ControlProtocol.maxUnreadReplyBytes
         let credentials = try? SocketCalls.peerCredentials(of: connection.fd)
         if let refusal = refusal(for: credentials) {
-            logger.warning(refusal)
+            refusalLog.log(logger, .warning, refusal)
             reject(connection, .permissionDenied, refusal)
             return
         }

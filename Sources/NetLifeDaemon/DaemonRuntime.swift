@@ -31,6 +31,8 @@ final class DaemonRuntime {
     let hookEnvironment: [String: String]
     let options: DaemonOptions
     var isReloading = false
+    /// Refused control requests are logged within this limit (a member may send them without end).
+    var refusalLog = LogLimiter()
     private var controlServer: ControlServer?
     private var signalWatchers: [SignalWatcher] = []
     private var stallWatchdog: LoopStallWatchdog?

@@ -35,6 +35,37 @@ private func channelProgram(_ directory: TemporaryDirectory, _ body: String) -> 
 
 @Suite(.timeLimit(.minutes(2)))
 struct LifecycleChannelAbuseTests {
+    @Test func aProgramFloodingItsNotifySocketCostsACounterNotTheLog() throws {
+        let scripts = TemporaryDirectory()
+        defer { scripts.remove() }
+        // 14,000 READY=1 in a burst (a line each were 500 KB of log), then one more after a pause.
+        let program = channelProgram(scripts, """
+            import socket
+            address = os.environ["NOTIFY_SOCKET"]
+            target = "\\0" + address[1:] if address.startswith("@") else address
+            notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            for _ in range(14000):
+                try:
+                    notify.sendto(b"READY=1", target)
+                except BlockingIOError:
+                    time.sleep(0.001)
+            time.sleep(1.5)
+            notify.sendto(b"READY=1", target)
+            time.sleep(0.5)
+            """)
+        let daemon = try TestDaemon(config: "[app noisy]\nexec = \(program)\n" + echoApp("other"))
+        defer { daemon.stop() }
+        let started = Date()
+        scripts.write("go", "")
+        #expect(waitUntil(timeout: 30) { FileManager.default.fileExists(atPath: scripts.file("done")) })
+        let seconds = Date().timeIntervalSince(started)
+        let said = daemon.log.components(separatedBy: "the program says READY=1").count - 1
+        // The burst (20) and 5 a second after it, whatever the program sends.
+        #expect(said >= 20 && Double(said) <= 21 + 5 * seconds, "\(said) records in \(seconds) s")
+        #expect(daemon.log.contains("more such record(s) dropped (at most 20 at once, then 5 a second)"), "\(daemon.log.suffix(1500))")
+        #expect(daemon.state("other") == "active")
+    }
+
     @Test func aProgramsChannelsReachOnlyItsOwnApp() throws {
         let scripts = TemporaryDirectory()
         defer { scripts.remove() }

@@ -146,7 +146,7 @@ extension App {
     private func programNotified(_ action: ProgramNotifyState.Action) {
         switch action {
         case .notify(let notification):
-            logger.info("the program says \(notification.rawValue)")
+            notifyLog.log(logger, .info, "the program says \(notification.rawValue)")
             emit(.programNotified(notification))
             if notification == .ready { send(.programReady) }
         case .watchdogKill(let timeout):
