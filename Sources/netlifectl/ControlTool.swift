@@ -71,7 +71,11 @@ enum ControlTool {
         guard !words.isEmpty else { return usage("no command given") }
         guard let command = ControlCommand.find(words) else {
             if let family = ControlCommand.usage(of: [words[0]]) {
-                return usage("unknown command '\(words.prefix(2).joined(separator: " "))'\n\(family)")
+                // A family (`interrupt`, `task`, `transfers`) whose second word is missing or not one of its own.
+                let choices = ControlCommand.all.filter { $0.words.count > 1 && $0.words[0] == words[0] }.map { $0.words[1] }
+                let given = words.count > 1 ? ", got '\(words[1].prefix(64))'" : ""
+                let list = choices.count == 2 ? "\(choices[0]) or \(choices[1])" : choices.dropLast().joined(separator: ", ") + " or " + (choices.last ?? "")
+                return usage("\(words[0]) needs \(list)\(given)\n\(family)")
             }
             return usage("unknown command '\(words[0])'")
         }

@@ -153,6 +153,10 @@ struct ControlSocketTests {
         #expect(unknown.status == 2)
         #expect(unknown.stderr.contains("unknown command 'fly'"))
         #expect(unknown.stderr.contains("See 'netlifectl --help'."))
+        // A family's second word missing or wrong says which words it takes.
+        let family = run([product("netlifectl"), "--control", missing, "interrupt", "a"])
+        #expect(family.status == 2 && family.stderr.hasPrefix("netlifectl: interrupt needs begin or end, got 'a'\n"), "\(family)")
+        #expect(run([product("netlifectl"), "--control", missing, "task"]).stderr.hasPrefix("netlifectl: task needs begin, end or list\n"))
         let missingArgument = run([product("netlifectl"), "--control", missing, "background"])
         #expect(missingArgument.status == 2)
         #expect(missingArgument.stderr.contains("USAGE: netlifectl background APP"))

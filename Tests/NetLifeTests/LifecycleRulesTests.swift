@@ -76,7 +76,20 @@ private func stages(_ plan: TransitionPlan?) -> [String] {
             Issue.record("launch --background of an app that exits on suspend was not refused")
             return
         }
-        #expect(why.contains("never runs in the background"))
+        #expect(why == "exits-on-suspend = yes: it never runs in the background (launch it without --background)")
+        // The reason names the key the app has.
+        var noMultitasking = traits
+        noMultitasking.exitsOnSuspendKey = "multitasking = no"
+        guard case .refused(let named) = LifecycleRules.decide(.launch(background: true), in: .notRunning, traits: noMultitasking) else {
+            Issue.record("launch --background of an app without multitasking was not refused")
+            return
+        }
+        #expect(named.hasPrefix("multitasking = no: "))
+        var configuration = AppConfiguration(name: "a")
+        configuration.multitasking = false
+        #expect(configuration.traits(hasDelegate: false).exitsOnSuspendKey == "multitasking = no")
+        configuration.exitsOnSuspend = true
+        #expect(configuration.traits(hasDelegate: false).exitsOnSuspendKey == "exits-on-suspend = yes")
     }
 
     @Test func delegateAndHookStepsFollowThePolicySteps() {

@@ -183,7 +183,9 @@ public struct AppConfiguration: Sendable, Equatable {
 
     /// The rules' view of the app.
     public func traits(hasDelegate: Bool) -> LifecycleTraits {
-        LifecycleTraits(exitsOnSuspend: exitsOnSuspend || !multitasking, hasDelegate: hasDelegate,
-                        hooks: Set(hooks.keys), hasProgram: program != nil)
+        var traits = LifecycleTraits(exitsOnSuspend: exitsOnSuspend || !multitasking, hasDelegate: hasDelegate,
+                                     hooks: Set(hooks.keys), hasProgram: program != nil)
+        if !exitsOnSuspend && !multitasking { traits.exitsOnSuspendKey = "multitasking = no" }
+        return traits
     }
 }

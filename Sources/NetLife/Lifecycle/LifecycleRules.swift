@@ -72,6 +72,8 @@ public enum LifecycleDecision: Equatable, Sendable {
 public struct LifecycleTraits: Equatable, Sendable {
     /// `exits-on-suspend = yes` or `multitasking = no`: leaving the foreground terminates the app.
     public var exitsOnSuspend = false
+    /// The key that makes it so, as the config writes it (for the reasons of refusals).
+    public var exitsOnSuspendKey = "exits-on-suspend = yes"
     /// The app has a Swift delegate.
     public var hasDelegate = false
     /// The events for which the app has a hook.
@@ -123,7 +125,7 @@ public enum LifecycleRules {
             // so that the same steps hold whatever the path into the background.
             // An app that exits on suspend (UIApplicationExitsOnSuspend) never runs in the background.
             if traits.exitsOnSuspend {
-                return .refused("exits on suspend: it never runs in the background (launch it without --background)")
+                return .refused("\(traits.exitsOnSuspendKey): it never runs in the background (launch it without --background)")
             }
             return plan(.launch, .background, [stage(.didFinishLaunching, .background, [.connectDataSockets] + startProgram),
                                               stage(.didEnterBackground, .background, enterBackground)])
