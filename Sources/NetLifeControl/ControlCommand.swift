@@ -203,10 +203,14 @@ extension ControlArgument {
         case .bool:
             return .bool(true)
         case .count:
-            guard let number = UInt64(text), number >= minimum, number < 9_000_000_000_000_000 else {
+            // Digits only: Swift's UInt64("+5") is 5, which no user means. Up to 2^64 - 1; past 2^53 the JSON
+            // number is the nearest a double holds, and the daemon reads it as at least that much.
+            guard text.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }), let number = UInt64(text),
+                  number >= minimum else {
                 throw ControlUsageError("\(label) \(meaning ?? "must be a whole number"), got '\(text)'")
             }
-            return .number(Double(number))
+            // The double nearest 2^64 - 1 is 2^64, one past every count: the largest double below it instead.
+            return .number(min(Double(number), (0x1p64 as Double).nextDown))
         case .string:
             guard isPath else { return .string(text) }
             guard !text.isEmpty else { throw ControlUsageError("\(label) needs a \(metavar ?? "PATH")") }

@@ -6,6 +6,13 @@
 
 /// The protocol's constants.
 public enum ControlProtocol {
+    /// Whether a JSON number is a count: a whole number from 0 to 2^64 - 1 (a UInt64 takes it without trapping).
+    /// Past 2^53 a double holds only every other integer and fewer: a count that large is read as the nearest
+    /// one, which for a size (`memory-pressure --free`) means "at least this much".
+    public static func isCount(_ number: Double) -> Bool {
+        number >= 0 && number.rounded() == number && number < 0x1p64
+    }
+
     /// The protocol version this daemon speaks. A request may carry `"protocol": N`; a larger N is refused.
     public static let version = 1
     /// The daemon's version.

@@ -49,7 +49,9 @@ public struct ControlRequest: Equatable, Sendable {
     }
 
     /// A count member; nil when it was not given.
-    public func optionalCount(_ member: ControlMember) -> UInt64? { values[member]?.doubleValue.map { UInt64($0) } }
+    public func optionalCount(_ member: ControlMember) -> UInt64? {
+        values[member]?.doubleValue.flatMap { ControlProtocol.isCount($0) ? UInt64($0) : nil }
+    }
 
     /// A count member the command requires.
     public func count(_ member: ControlMember) -> UInt64 {
@@ -107,8 +109,8 @@ extension ControlArgument {
         case (.bool, _):
             throw ControlError(.badRequest, "\"\(key)\" must be true or false")
         case (.count, .number(let number)):
-            guard number >= 0, number.rounded() == number, number < 9.0e15 else {
-                throw ControlError(.badRequest, "\"\(key)\" must be a whole number")
+            guard ControlProtocol.isCount(number) else {
+                throw ControlError(.badRequest, "\"\(key)\" must be a whole number from 0 to 2^64 - 1")
             }
             return value
         case (.count, _):

@@ -66,7 +66,7 @@ public struct JSONFields<Key: RawRepresentable> where Key.RawValue == String {
     /// A whole number from 0 to 2^53.
     public func count(_ key: Key) throws(ControlError) -> UInt64 {
         let number = try number(key)
-        guard number >= 0, number.rounded() == number, number < 9.0e15 else { throw wrong(key, "a whole number") }
+        guard ControlProtocol.isCount(number) else { throw wrong(key, "a whole number") }
         return UInt64(number)
     }
 
@@ -85,7 +85,7 @@ public struct JSONFields<Key: RawRepresentable> where Key.RawValue == String {
 
     public func counts(_ key: Key) throws(ControlError) -> [Int] {
         try array(key) { item throws(ControlError) in
-            guard case .number(let number) = item, number >= 0, number.rounded() == number, number < 9.0e15 else {
+            guard case .number(let number) = item, ControlProtocol.isCount(number), number < 0x1p63 else {
                 throw wrong(key, "an array of whole numbers")
             }
             return Int(number)

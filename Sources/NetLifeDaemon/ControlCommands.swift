@@ -155,7 +155,7 @@ enum ControlCommands {
             backgroundForegroundApps(context.supervisor.apps) { reclaimSuspended(context.supervisor, context.reply) }
         },
         .memoryPressure: { context in
-            context.daemon.relieveMemoryPressure(free: context.request.optionalCount(.free).map { Int($0) }) { terminated in
+            context.daemon.relieveMemoryPressure(free: context.request.optionalCount(.free).map { Int(clamping: $0) }) { terminated in
                 context.reply(MemoryPressureReply(terminated: terminated).json)
             }
         },

@@ -76,12 +76,56 @@ private func voipSocket(_ app: String, _ server: PeerServer, name: String = "v")
 
     @Test func anAmountThatIsNoNumberOfBytesIsAUsageError() {
         // Refused before any daemon is asked.
-        for value in ["1M", "-1", "lots"] {
+        for value in ["1M", "-1", "lots", "+5", " 5", "0x10"] {
             let result = run([product("netlifectl"), "--control", "/nonexistent/control.sock", "memory-pressure", "--free", value],
                              timeout: 10)
             #expect(result.status == 2, "\(result)")
             #expect(result.stderr.contains("--free takes a whole number of bytes"), "\(result)")
         }
+    }
+
+    @Test func aSizeUpToTheLargestCountIsAcceptedAndMeansEverything() throws {
+        // 2^53 + 1 and 2^64 - 1 are whole numbers of bytes: taken (the daemon ends every suspended app).
+        for value in ["9007199254740993", "18446744073709551615"] {
+            let parsed = run([product("netlifectl"), "--control", "/nonexistent/control.sock", "memory-pressure", "--free", value], timeout: 10)
+            #expect(parsed.status == 3, "parsed, then no daemon: \(parsed)")
+        }
+        #expect(run([product("netlifectl"), "--control", "/nonexistent/control.sock", "memory-pressure", "--free", "18446744073709551616"],
+                    timeout: 10).status == 2, "2^64 is past every size")
+        let server = try #require(PeerServer())
+        defer { server.close() }
+        let daemon = try TestDaemon(config: "[daemon]\n" + lineSocketApp("held", server))
+        defer { daemon.stop() }
+        let peer = try #require(server.accept())
+        defer { peer.close() }
+        #expect(daemon.ctl("background", "held").status == 0)
+        #expect(daemon.ctl("suspend", "held").status == 0)
+        let terminated = daemon.memoryPressure("--free", "18446744073709551615")
+        #expect(terminated.map { $0["app"] as? String } == ["held"], "\(terminated)")
+    }
+
+    @Test func aReclaimedSocketThatHoldsNothingCountsForNothing() throws {
+        // One app's socket is reclaimed (dissolved: the kernel freed its queues); the other's holds 30,000
+        // bytes its peer sent while it was suspended. Freeing 1 byte ends the one that holds something.
+        let emptyServer = try #require(PeerServer())
+        let fullServer = try #require(PeerServer())
+        defer { emptyServer.close(); fullServer.close() }
+        let daemon = try TestDaemon(config: "[daemon]\n" + lineSocketApp("aempty", emptyServer) + lineSocketApp("zfull", fullServer))
+        defer { daemon.stop() }
+        let emptyPeer = try #require(emptyServer.accept())
+        let fullPeer = try #require(fullServer.accept())
+        defer { emptyPeer.close(); fullPeer.close() }
+        for app in ["aempty", "zfull"] {
+            #expect(daemon.ctl("background", app).status == 0)
+            #expect(daemon.ctl("suspend", app).status == 0)
+        }
+        #expect(daemon.ctl("reclaim", "aempty").status == 0)
+        _ = fullPeer.send(bytes: [UInt8](repeating: 0x61, count: 30_000))
+        usleep(200_000)
+        let terminated = daemon.memoryPressure("--free", "1")
+        #expect(terminated.map { $0["app"] as? String } == ["zfull"], "\(terminated)")
+        #expect((terminated.first?["bytes"] as? Int ?? 0) >= 30_000, "\(terminated)")
+        #expect(daemon.state("aempty") == "suspended", "a dissolved socket holds nothing")
     }
 
     @Test func aVoIPAppIsEndedLastAndRelaunchedIntoTheBackground() throws {

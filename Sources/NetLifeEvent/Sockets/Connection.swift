@@ -705,7 +705,12 @@ public final class Connection {
     /// decision weighs).
     public var heldBytes: Int {
         guard currentState != .closed else { return 0 }
-        return (inputStorage?.count ?? 0) + unsentBytes + max(0, Int(netlife_unread_bytes(fd)))
+        let buffers = (inputStorage?.count ?? 0) + outputCount
+        // A dissolved connection (reclaimed: TCP's CLOSE state) has no kernel queues left, whatever SIOCOUTQ
+        // says: Linux moves a disconnected socket's write sequence on by its window (about 64 KiB), which
+        // SIOCOUTQ then reports as unsent.
+        if SocketCalls.tcpState(fd) == .closed { return buffers }
+        return buffers + max(0, Int(netlife_unsent_bytes(fd))) + max(0, Int(netlife_unread_bytes(fd)))
     }
 
     /// The bytes the peer has not taken yet: those in `output` and those in the kernel's send queue. Writing
