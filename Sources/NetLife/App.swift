@@ -101,6 +101,13 @@ public final class App {
 
     /// Whether a transition's pipeline is running now.
     public var isInTransition: Bool { lifecycle.isInTransition }
+
+    /// The hook of the transition in progress whose process group is `group` (`hook on-did-become-active`),
+    /// or nil. A command for this app asked from there would be queued behind the transition, which waits for
+    /// the hook, which waits for the command's reply: the daemon refuses it at once instead.
+    public func transitionHook(inProcessGroup group: Int32) -> String? {
+        isInTransition ? hooks.runningHook(inProcessGroup: group) : nil
+    }
     /// Whether `suspend` was asked while the app was not yet suspend-eligible.
     public var suspendPending: Bool { lifecycle.suspendPending }
     /// How and when the app last stopped running.

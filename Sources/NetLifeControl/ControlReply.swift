@@ -21,22 +21,27 @@ public struct TransitionReply: Equatable, Sendable, JSONRecord {
     public var already: Bool
     /// `suspend` of an app not yet suspend-eligible; `reason` says what keeps it in background.
     public var suspendPending: Bool
+    /// Asked from a hook of the app's own transition in progress: queued to run once that transition is done,
+    /// answered at once (waiting would deadlock); `state` is the state now, `reason` says why.
+    public var queued: Bool
     public var reason: String?
     public var stages: [StageTiming]
 
-    public init(app: String, state: String, already: Bool = false, suspendPending: Bool = false,
+    public init(app: String, state: String, already: Bool = false, suspendPending: Bool = false, queued: Bool = false,
                 reason: String? = nil, stages: [StageTiming] = []) {
         self.app = app
         self.state = state
         self.already = already
         self.suspendPending = suspendPending
+        self.queued = queued
         self.reason = reason
         self.stages = stages
     }
 
     public static let schema = JSONSchema<TransitionReply>("a reply", blank: TransitionReply(app: "", state: ""), [
         .ok, .string("app", \.app), .string("state", \.state), .bool("already", \.already),
-        .when({ $0.suspendPending }, .bool("suspendPending", \.suspendPending)), .when({ $0.suspendPending }, .string("reason", \.reason)),
+        .when({ $0.suspendPending }, .bool("suspendPending", \.suspendPending)), .when({ $0.queued }, .bool("queued", \.queued)),
+        .when({ $0.suspendPending || $0.queued }, .string("reason", \.reason)),
         .records("stages", \.stages),
     ])
 }

@@ -227,6 +227,15 @@ enum ControlCommands {
         guard !context.daemon.isShuttingDown else {
             return context.reply(Reply.error(.shuttingDown, "netlifed is shutting down"))
         }
+        if let group = context.session?.peerProcess.map({ getpgid($0) }), group > 0, let hook = app.transitionHook(inProcessGroup: group) {
+            // Asked from a hook of the transition in progress: waiting for the reply would deadlock (the
+            // command runs after the transition, which waits for the hook). Queued, and answered at once.
+            let words = context.request.command.words.joined(separator: " ")
+            let logger = context.daemon.logger.labeled("app \(app.name)")
+            app.perform(command) { outcome in logger.info("\(words) asked by \(hook): \(Reply.transition(app: app, outcome).serialized)") }
+            return context.reply(TransitionReply(app: app.name, state: app.state.rawValue, queued: true,
+                                                 reason: "asked by its own \(hook) during its transition, '\(words)' runs once that transition is done").json)
+        }
         app.perform(command) { outcome in context.reply(Reply.transition(app: app, outcome)) }
     }
 }

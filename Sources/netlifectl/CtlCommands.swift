@@ -62,6 +62,9 @@ struct ReplyText: Sendable {
 func renderTransition(_ reply: JSON) throws(ControlError) -> String {
     let transition = try TransitionReply(json: reply)
     if transition.already { return "\(transition.app): already \(transition.state)" }
+    if transition.queued {
+        return "\(transition.app): queued: \(transition.reason ?? "it runs once the transition in progress is done") (now \(transition.state))"
+    }
     if transition.suspendPending {
         return "\(transition.app): suspend pending: stays \(transition.state) because \(transition.reason ?? "it is not suspend-eligible yet")"
     }

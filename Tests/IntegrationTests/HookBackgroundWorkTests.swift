@@ -32,6 +32,34 @@ private func jobPid(_ directory: TemporaryDirectory, sourceLocation: SourceLocat
 
 @Suite(.timeLimit(.minutes(2)))
 struct HookBackgroundWorkTests {
+    @Test func aHookThatAsksForItsOwnAppsTransitionIsAnsweredAtOnceAndQueued() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        // Waiting for the reply would deadlock: the command runs after the transition, which waits for the
+        // hook. The daemon answers at once (queued) and runs the command once the transition is done.
+        let hook = script(directory, "become-active", """
+            [ -e \(directory.file("once")) ] && exit 0
+            touch \(directory.file("once"))
+            \(product("netlifectl")) background "$NETLIFE_APP" > \(directory.file("stdout")) 2>&1
+            echo $? > \(directory.file("status"))
+            """)
+        let started = Date()
+        let daemon = try TestDaemon(config: "[daemon]\n" + echoApp("app", appLines: """
+            auto-suspend = never
+            on-did-become-active = \(hook)
+            """))
+        defer { daemon.stop() }
+        #expect(Date().timeIntervalSince(started) < 5, "the launch did not wait out its budget")
+        #expect(directory.read("status") == "0\n")
+        #expect(directory.read("stdout").hasPrefix("app: queued: asked by its own hook on-did-become-active during its transition, 'background' runs once that transition is done"),
+                "\(directory.read("stdout"))")
+        #expect(waitUntil(timeout: 5) { daemon.state("app") == "background" }, "the queued background ran: \(daemon.log.suffix(2000))")
+        #expect(!daemon.log.contains("watchdog"), "no budget ran out")
+        // Asked from outside any hook, the same command waits for its transition, as always.
+        let foreground = daemon.ctl("foreground", "app")
+        #expect(foreground.status == 0 && foreground.stdout.hasPrefix("app: active ("), "\(foreground)")
+    }
+
     @Test func workAHookStartsUnderItsOwnTaskFinishesThenTheTaskEndsAndTheAppSuspends() throws {
         let directory = TemporaryDirectory()
         defer { directory.remove() }

@@ -117,6 +117,11 @@ final class HookRunner {
         runs.first(where: { $0.value.process.pid == group })?.key
     }
 
+    /// What the log calls the hook whose main process runs with process group `group` (nil: none does).
+    func runningHook(inProcessGroup group: Int32) -> String? {
+        runs.first(where: { $0.value.process.pid == group && $0.value.process.exitStatus == nil })?.value.label
+    }
+
     /// Task `id` was begun over the control socket by a process in process group `group`: if that is the group
     /// of one of the app's hooks, the task holds what the hook leaves there.
     func taskBegun(_ id: BackgroundTaskIdentifier, inProcessGroup group: Int32) {
