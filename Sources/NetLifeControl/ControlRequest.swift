@@ -110,7 +110,7 @@ extension ControlArgument {
             throw ControlError(.badRequest, "\"\(key)\" must be true or false")
         case (.count, .number(let number)):
             guard ControlProtocol.isCount(number) else {
-                throw ControlError(.badRequest, "\"\(key)\" must be a whole number from 0 to 2^64 - 1")
+                throw ControlError(.badRequest, "\"\(key)\" must be a whole number")
             }
             return value
         case (.count, _):
