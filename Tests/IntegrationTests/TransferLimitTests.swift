@@ -252,4 +252,35 @@ private func expectPausedByTheIdleLimit(_ daemon: TestDaemon, _ transfer: [Strin
         #expect(sizeOf(output + ".part") == -1 && sizeOf(output + ".part.meta") == -1)
         daemon.expectHealthy(comparedTo: nil, label: "an empty FTP file")
     }
+
+    @Test func anHTTPServerThatSwitchesProtocolsAndFallsSilentPausesTheDownload() throws {
+        let server = try MisbehavingServer(http: .switchingProtocols)
+        defer { server.stop() }
+        let out = TemporaryDirectory()
+        defer { out.remove() }
+        let daemon = try TestDaemon(config: limitsConfig)
+        defer { daemon.stop() }
+        let (transfer, seconds) = downloadUntilStopped(daemon, "http://127.0.0.1:\(server.port)/file.bin", out.file("file.bin"))
+        #expect(transfer["state"] as? String == "paused" && transfer["reason"] as? String == "no data for 1s", "\(transfer)")
+        #expect(seconds < 5 * slowdown, "stopped after \(seconds) s")
+        #expect(sizeOf(out.file("file.bin")) == -1, "nothing renamed into place")
+        daemon.expectHealthy(comparedTo: nil, label: "an HTTP server that switches protocols")
+    }
+
+    @Test func anFTPSizeThatIsNoSaneNumberFailsTheDownloadWithAReason() throws {
+        let server = try MisbehavingServer(ftp: .hugeSize, content: patternBytes(10_000, seed: 36))
+        defer { server.stop() }
+        let out = TemporaryDirectory()
+        defer { out.remove() }
+        let daemon = try TestDaemon(config: limitsConfig)
+        defer { daemon.stop() }
+        let output = out.file("file.bin")
+        let result = daemon.ctl("download", "fetcher", "ftp://127.0.0.1:\(server.port)/file.bin", "--output", output)
+        #expect(result.status != 0, "\(result)")
+        let listed = transfer(daemon, output)
+        #expect(listed["state"] as? String == "failed" || listed["state"] as? String == "paused", "\(listed)")
+        #expect((listed["reason"] as? String ?? "").contains("SIZE"), "\(listed)")
+        #expect(sizeOf(output) == -1, "no empty file renamed into place")
+        daemon.expectHealthy(comparedTo: nil, label: "an FTP SIZE of 26 digits")
+    }
 }

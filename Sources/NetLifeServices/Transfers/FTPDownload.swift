@@ -157,8 +157,10 @@ public final class FTPDownload: Transfer {
             switch result {
             case .success where probe:
                 let (size, modified) = request.fileFacts()
+                if let size, let problem = request.sizeAnswerProblem(size: size) { return perform(machine.requestFailed(problem)) }
                 perform(machine.probed(size: size, modified: modified))
             case .failure(let failure) where probe && failure.code == CURLE_ABORTED_BY_CALLBACK.rawValue && facts != nil:
+                if let size = facts?.size, let problem = request.sizeAnswerProblem(size: size) { return perform(machine.requestFailed(problem)) }
                 perform(machine.probed(size: facts?.size, modified: facts?.modified))
             case .success:
                 perform(machine.retrieved())

@@ -30,6 +30,8 @@ public final class MisbehavingServer {
         case digest
         /// As `digest`, with the digest of other bytes.
         case wrongDigest = "wrong-digest"
+        /// Answers `101 Switching Protocols` and two bytes, then holds the connection.
+        case switchingProtocols = "switching-protocols"
     }
 
     /// What the FTP server does.
@@ -42,6 +44,8 @@ public final class MisbehavingServer {
         case no226 = "no-226"
         /// Serves the file (empty in the empty-file test) and says `226`.
         case normal
+        /// As `normal`, but answers SIZE with a number of 26 digits.
+        case hugeSize = "huge-size"
     }
 
     /// The server's directory: the file served, the script and the request log.
@@ -138,6 +142,9 @@ public final class MisbehavingServer {
                         state["gets"] += 1
                     first = state["gets"] == 1
                 base = [("ETag", '"v1"'), ("Accept-Ranges", "bytes"), ("Connection", "close")]
+                if mode == "switching-protocols":
+                    conn.sendall(b"HTTP/1.1 101 Switching Protocols\\r\\nUpgrade: x\\r\\nConnection: Upgrade\\r\\n\\r\\nab")
+                    return hold(conn)
                 if mode == "trickle":
                     answer(conn, "200 OK", base + [("Content-Length", str(len(data)))])
                     for byte in data:
@@ -184,6 +191,8 @@ public final class MisbehavingServer {
                         conn.sendall(b"230 logged in\\r\\n")
                     elif verb == "TYPE":
                         conn.sendall(b"200 binary\\r\\n")
+                    elif verb == "SIZE" and mode == "huge-size":
+                        conn.sendall(b"213 99999999999999999999999999\\r\\n")
                     elif verb == "SIZE":
                         conn.sendall(b"213 %d\\r\\n" % len(data))
                     elif verb == "MDTM":

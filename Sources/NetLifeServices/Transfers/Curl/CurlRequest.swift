@@ -69,6 +69,9 @@ final class CurlRequest {
     private(set) var sockets: Set<CInt> = []
     /// The status line of the head being read (the first line after an end of head).
     private var statusLine: String?
+    /// FTP: the last `213` reply the server sent (libcurl asks MDTM, then SIZE): what SIZE said, checked
+    /// against libcurl's reading of it, which turns a number it cannot hold into 0.
+    private var lastFTP213: String?
     private(set) var isFinished = false
     private var cancelled = false
     /// Held while libcurl has a socket of ours open.
@@ -159,6 +162,15 @@ final class CurlRequest {
         return (size >= 0 ? Int(size) : nil, time >= 0 ? Int64(time) : nil)
     }
 
+    /// After an FTP probe whose server told a size: why that size is not one (nil when it is). libcurl reads a
+    /// SIZE answer it cannot hold (`213 99999999999999999999999999`) as 0, which would make any file an
+    /// empty one; the answer itself must be the decimal digits of exactly the size libcurl reports.
+    func sizeAnswerProblem(size: Int) -> String? {
+        guard let answer = lastFTP213 else { return nil }
+        if answer.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }), Int(answer) == size { return nil }
+        return "the server's SIZE answer '213 \(answer.prefix(40))' is not a size this file can have"
+    }
+
     /// The codes of a TLS failure: the server's certificate or the handshake.
     private static let tlsCodes: Set<UInt32> = [CURLE_PEER_FAILED_VERIFICATION.rawValue, CURLE_SSL_CONNECT_ERROR.rawValue,
                                                 CURLE_SSL_CACERT_BADFILE.rawValue, CURLE_SSL_CERTPROBLEM.rawValue,
@@ -241,6 +253,9 @@ final class CurlRequest {
 
     fileprivate func header(_ line: UnsafeRawBufferPointer) -> Bool {
         if cancelled { return false }
+        if line.starts(with: Array("213 ".utf8)) {
+            lastFTP213 = String(decoding: line.dropFirst(4).prefix(64).filter { $0 != 0x0D && $0 != 0x0A && $0 != 0x20 }, as: UTF8.self)
+        }
         let isEnd = line.count <= 2 && line.allSatisfy { $0 == 0x0D || $0 == 0x0A }
         guard isEnd else {
             if statusLine == nil { statusLine = String(decoding: line.prefix(512), as: UTF8.self) }
