@@ -6,6 +6,8 @@
 #include <openssl/evp.h>
 #include <openssl/ssl.h>
 #include <openssl/err.h>
+#include <openssl/pem.h>
+#include <string.h>
 
 // A server context's settings. The protocol range and the modes are macros over SSL_CTX_ctrl, and the
 // options are built with macros Swift does not import. Returns 1, or 0 with OpenSSL's error queue set.
@@ -42,6 +44,64 @@ static inline int netlife_alpn_select_http11(SSL *ssl, const unsigned char **out
 
 static inline void netlife_ssl_ctx_select_http11(SSL_CTX *ctx) {
     SSL_CTX_set_alpn_select_cb(ctx, netlife_alpn_select_http11, NULL);
+}
+
+// A pass-phrase callback that gives none: OpenSSL asks for one when a key is encrypted, and its default
+// prompts on the terminal (and blocks the caller until someone types). Returning 0 makes the read fail.
+static inline int netlife_refuse_passphrase(char *buf, int size, int rwflag, void *userdata) {
+    (void)buf; (void)size; (void)rwflag; (void)userdata;
+    return 0;
+}
+
+// Whether PEM text holds an encrypted private key (PKCS#8 "ENCRYPTED PRIVATE KEY", or a traditional key with
+// a "Proc-Type: 4,ENCRYPTED" header).
+static inline int netlife_pem_is_encrypted_key(const char *data, size_t length) {
+    static const char *markers[] = { "-----BEGIN ENCRYPTED PRIVATE KEY-----", "Proc-Type: 4,ENCRYPTED" };
+    for (size_t m = 0; m < 2; m++) {
+        size_t n = strlen(markers[m]);
+        for (size_t i = 0; i + n <= length; i++) {
+            if (memcmp(data + i, markers[m], n) == 0) return 1;
+        }
+    }
+    return 0;
+}
+
+// SSL_CTX_use_certificate_chain_file, from PEM text already read (the file is read by the caller, without
+// blocking and within a bound): the first certificate is the server's, the rest its chain. Returns 1, or 0
+// with OpenSSL's error queue set. Never prompts.
+static inline int netlife_ssl_ctx_use_chain_pem(SSL_CTX *ctx, const void *data, int length) {
+    SSL_CTX_set_default_passwd_cb(ctx, netlife_refuse_passphrase);
+    BIO *bio = BIO_new_mem_buf(data, length);
+    if (bio == NULL) return 0;
+    X509 *leaf = PEM_read_bio_X509_AUX(bio, NULL, netlife_refuse_passphrase, NULL);
+    int ok = leaf != NULL && SSL_CTX_use_certificate(ctx, leaf) == 1 && SSL_CTX_clear_chain_certs(ctx) == 1;
+    X509_free(leaf);
+    while (ok) {
+        X509 *next = PEM_read_bio_X509(bio, NULL, netlife_refuse_passphrase, NULL);
+        if (next == NULL) {
+            // The end of the text: the queue holds PEM_R_NO_START_LINE, which is no error here.
+            unsigned long error = ERR_peek_last_error();
+            if (ERR_GET_LIB(error) == ERR_LIB_PEM && ERR_GET_REASON(error) == PEM_R_NO_START_LINE) ERR_clear_error();
+            else ok = 0;
+            break;
+        }
+        if (SSL_CTX_add0_chain_cert(ctx, next) != 1) { X509_free(next); ok = 0; }
+    }
+    BIO_free(bio);
+    return ok;
+}
+
+// SSL_CTX_use_PrivateKey_file for PEM text already read. Returns 1, or 0 with OpenSSL's error queue set.
+// Never prompts: an encrypted key fails.
+static inline int netlife_ssl_ctx_use_key_pem(SSL_CTX *ctx, const void *data, int length) {
+    BIO *bio = BIO_new_mem_buf(data, length);
+    if (bio == NULL) return 0;
+    EVP_PKEY *key = PEM_read_bio_PrivateKey(bio, NULL, netlife_refuse_passphrase, NULL);
+    BIO_free(bio);
+    if (key == NULL) return 0;
+    int ok = SSL_CTX_use_PrivateKey(ctx, key);
+    EVP_PKEY_free(key);
+    return ok;
 }
 
 #endif

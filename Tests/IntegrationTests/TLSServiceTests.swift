@@ -153,6 +153,17 @@ private func curl(_ certificates: PeerCertificates, _ arguments: [String], timeo
         #expect(refused.status != 0, "\(refused)")
         #expect((refused.stdout + refused.stderr).contains("netlifed.conf:") && (refused.stdout + refused.stderr).contains(certificates.certificatePath), "\(refused)")
         #expect(PeerCertificates.servedFingerprint(port: port) == renewed)
+
+        // A key replaced by a FIFO: the reload answers at once with the reason and the old key serves on
+        // (it used to wait on the FIFO until the loop-stall watchdog aborted the daemon).
+        try FileManager.default.removeItem(atPath: certificates.keyPath)
+        #expect(mkfifo(certificates.keyPath, 0o600) == 0)
+        let started = Date()
+        let fifo = daemon.ctl("reload")
+        #expect(Date().timeIntervalSince(started) < 2 * slowdown, "answered at once")
+        #expect(fifo.status != 0 && (fifo.stdout + fifo.stderr).contains("not a regular file (a FIFO)"), "\(fifo)")
+        #expect(daemon.isRunning)
+        #expect(PeerCertificates.servedFingerprint(port: port) == renewed)
     }
 
     @Test func backgroundClosesTheTLSListenerAndForegroundReopensIt() throws {
@@ -232,6 +243,25 @@ private func curl(_ certificates: PeerCertificates, _ arguments: [String], timeo
         let wrongKey = check("wrong.conf", "tls-certificate = \(certificates.certificatePath)\ntls-key = \(certificates.caPath)")
         #expect(wrongKey.status == 1)
         #expect(wrongKey.stderr.contains("wrong.conf:7: service http: tls-key \(certificates.caPath) is not the PEM private key"), "\(wrongKey)")
+
+        // A FIFO where the key should be is refused at once, never waited on; an encrypted key is refused,
+        // saying so, with no pass phrase asked for (OpenSSL would prompt on the terminal and block).
+        #expect(mkfifo(directory.file("fifo.key"), 0o600) == 0)
+        let started2 = Date()
+        let fifo = check("fifo.conf", "tls-certificate = \(certificates.certificatePath)\ntls-key = \(directory.file("fifo.key"))")
+        #expect(Date().timeIntervalSince(started2) < 5, "no wait on the FIFO")
+        #expect(fifo.stderr.contains("fifo.conf:7:") && fifo.stderr.contains("not a regular file (a FIFO)"), "\(fifo)")
+        let encrypted = run(["/usr/bin/openssl", "pkey", "-in", certificates.keyPath, "-aes256", "-passout", "pass:secret",
+                             "-out", directory.file("encrypted.key")])
+        #expect(encrypted.status == 0, "\(encrypted)")
+        let locked = check("locked.conf", "tls-certificate = \(certificates.certificatePath)\ntls-key = \(directory.file("encrypted.key"))")
+        #expect(locked.status == 1)
+        #expect(locked.stderr.contains("locked.conf:7: service http: tls-key \(directory.file("encrypted.key")) is an encrypted key"), "\(locked)")
+        #expect(!locked.stderr.contains("pass phrase:") && !locked.stdout.contains("pass phrase:"), "nothing prompted")
+        // The config file itself as a FIFO.
+        #expect(mkfifo(directory.file("fifo-config.conf"), 0o600) == 0)
+        let fifoConfig = run([product("netlifed"), "--check-config", directory.file("fifo-config.conf")], timeout: 10)
+        #expect(fifoConfig.status == 1 && fifoConfig.stderr.contains("not a regular file (a FIFO)"), "\(fifoConfig)")
 
         // One without the other, and TLS on a service that does not serve it.
         let alone = check("alone.conf", "tls-certificate = \(certificates.certificatePath)")

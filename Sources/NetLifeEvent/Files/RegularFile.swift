@@ -18,7 +18,8 @@ public enum RegularFile {
 
         public var description: String {
             switch self {
-            case .system(let error): "\(error)"
+            // The caller names the file: the reason alone.
+            case .system(let error): "\(error.errno)"
             case .notRegular(let kind): "not a regular file (\(kind))"
             case .tooLarge(let limit): "larger than \(limit) bytes"
             }

@@ -28,18 +28,15 @@ public final class IMAPProtocol: DataSocketHandler {
     /// The first line of the file at `path`, without its line ending. The file is small by nature: at most
     /// 4 KiB are read.
     static func readPassword(_ path: String) throws(ServiceOptionError) -> String {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else {
-            let error = Errno.current
-            throw ServiceOptionError(key: "password-file", "cannot read password-file '\(path)': \(error)",
-                                     isAboutThisHost: error.rawValue == ENOENT)
+        // Read as every file a config names: without blocking on a FIFO, a regular file, bounded.
+        let bytes: [UInt8]
+        switch RegularFile.read(path, limit: 65536) {
+        case .success(let read): bytes = read
+        case .failure(let failure):
+            let missing = failure == .system(SystemError("open \(path)", Errno(rawValue: ENOENT)))
+            throw ServiceOptionError(key: "password-file", "cannot read password-file '\(path)': \(failure)", isAboutThisHost: missing)
         }
-        defer { close(fd) }
-        var bytes = [UInt8](repeating: 0, count: 4096)
-        let count = read(fd, &bytes, bytes.count)
-        guard count >= 0 else {
-            throw ServiceOptionError(key: "password-file", "cannot read password-file '\(path)': \(Errno.current)")
-        }
+        let count = bytes.count
         let line = bytes[0..<count].prefix { $0 != 10 && $0 != 13 }
         guard !line.isEmpty else {
             throw ServiceOptionError(key: "password-file", "password-file '\(path)' is empty")

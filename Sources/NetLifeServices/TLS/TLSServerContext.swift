@@ -12,19 +12,32 @@ import NetLifeEvent
 final class TLSServerContext {
     let pointer: OpaquePointer
 
+    /// The largest certificate chain or key file read (a chain of a few certificates is a few KiB).
+    static let maxFileBytes = 1 << 20
+
     /// Reads the certificate chain and the key, and checks that they belong together. The error names the
-    /// key at fault (`tls-certificate` or `tls-key`) and the file. The corresponding C functions are
-    /// `SSL_CTX_new`, `SSL_CTX_use_certificate_chain_file`, `SSL_CTX_use_PrivateKey_file` and
+    /// key at fault (`tls-certificate` or `tls-key`) and the file. Each file is read as netlifed reads every
+    /// file a config names: opened without blocking (a FIFO is refused, not waited on), a regular file of at
+    /// most `maxFileBytes`; OpenSSL gets the bytes and never prompts for a pass phrase (an encrypted key is
+    /// refused, saying so). The corresponding C functions are `SSL_CTX_new`, `SSL_CTX_use_certificate`,
+    /// `SSL_CTX_add0_chain_cert`, `PEM_read_bio_PrivateKey`, `SSL_CTX_use_PrivateKey` and
     /// `SSL_CTX_check_private_key`.
     init(certificatePath: String, keyPath: String) throws(ServiceOptionError) {
+        var contents: [String: [UInt8]] = [:]
         for (key, path) in [("tls-certificate", certificatePath), ("tls-key", keyPath)] {
             guard path.hasPrefix("/") else {
                 throw ServiceOptionError(key: key, "\(key) must be an absolute path, got '\(path)'")
             }
-            // Checked first, so that the message says what errno says rather than OpenSSL's "system lib".
-            guard access(path, R_OK) == 0 else {
-                throw ServiceOptionError(key: key, "\(key) \(path) cannot be read: \(Errno.current)", isAboutThisHost: true)
+            switch RegularFile.read(path, limit: Self.maxFileBytes) {
+            case .success(let bytes): contents[key] = bytes
+            case .failure(let failure):
+                throw ServiceOptionError(key: key, "\(key) \(path) cannot be read: \(failure)", isAboutThisHost: true)
             }
+        }
+        let certificate = contents["tls-certificate"] ?? []
+        let key = contents["tls-key"] ?? []
+        if key.withUnsafeBytes({ netlife_pem_is_encrypted_key($0.baseAddress, $0.count) }) == 1 {
+            throw ServiceOptionError(key: "tls-key", "tls-key \(keyPath) is an encrypted key, which netlifed does not read (it would have to ask for the pass phrase): store it decrypted, readable by root alone (openssl pkey -in KEY -out KEY.plain; chmod 0600)")
         }
         let context: OpaquePointer
         do {
@@ -40,12 +53,16 @@ final class TLSServerContext {
             }
             netlife_ssl_ctx_select_http11(context)
             do {
-                try OpenSSLCalls.check("SSL_CTX_use_certificate_chain_file") { SSL_CTX_use_certificate_chain_file(context, certificatePath) }
+                try OpenSSLCalls.check("SSL_CTX_use_certificate") {
+                    certificate.withUnsafeBytes { netlife_ssl_ctx_use_chain_pem(context, $0.baseAddress, Int32($0.count)) }
+                }
             } catch {
                 throw ServiceOptionError(key: "tls-certificate", "tls-certificate \(certificatePath) is not a PEM certificate chain OpenSSL accepts (\(error))")
             }
             do {
-                try OpenSSLCalls.check("SSL_CTX_use_PrivateKey_file") { SSL_CTX_use_PrivateKey_file(context, keyPath, SSL_FILETYPE_PEM) }
+                try OpenSSLCalls.check("PEM_read_bio_PrivateKey") {
+                    key.withUnsafeBytes { netlife_ssl_ctx_use_key_pem(context, $0.baseAddress, Int32($0.count)) }
+                }
                 try OpenSSLCalls.check("SSL_CTX_check_private_key") { SSL_CTX_check_private_key(context) }
             } catch {
                 throw ServiceOptionError(key: "tls-key", "tls-key \(keyPath) is not the PEM private key of \(certificatePath) (\(error))")
