@@ -140,7 +140,7 @@ public final class App {
             entered(to, from: from)
         case .perform(let step, let launchingInBackground):
             sockets.perform(step, launchingInBackground: launchingInBackground)
-            if step == .resumeApp { resume(firingTimers: true) }
+            if step == .resumeApp { resume() }
             if step == .openListeners { lookAgainAtAdoptedListenersHolders() }
         case .callDelegate(let event):
             if let delegate { event.deliver(to: delegate, app: self) }
@@ -177,13 +177,13 @@ public final class App {
             hooks.killAll()
             wakeHook = nil
             backgroundTasks.suspend()
-            timers.isSuspended = true
+            timers.suspend()
             sockets.suspend()
             program?.freeze()
         case .reclaim:
             _ = reclaim()
         case .resumeForWake:
-            resume(firingTimers: false)
+            resume()
             sockets.wake()
         case .startWakeHandler(let reason):
             startWakeHandler(reason)
@@ -231,10 +231,9 @@ public final class App {
         }
     }
 
-    private func resume(firingTimers: Bool) {
+    private func resume() {
         program?.thaw()
-        timers.isSuspended = false
-        if firingTimers { timers.fireDeferred() }
+        timers.resume()
     }
 
     /// Stops everything the app runs: hooks (killed and abandoned), its program, sockets, tasks, timers.
@@ -249,7 +248,6 @@ public final class App {
         sockets.closeAll(mode)
         backgroundTasks.removeAll()
         timers.cancelAll()
-        timers.isSuspended = false
         wakeHook = nil
     }
 

@@ -319,6 +319,36 @@ extension Peer {
         #expect(daemon.isRunning)
     }
 
+    /// A suspended app's clock stands still: kept connections that sent their request while it was suspended
+    /// for longer than `request-timeout` are answered at foreground, not closed (each timer resumes with the
+    /// time it had left, as iOS freezes a suspended app's run loop).
+    @Test(.timeLimit(.minutes(1)))
+    func requestTimersStandStillWhileTheAppIsSuspended() throws {
+        let files = TemporaryDirectory()
+        defer { files.remove() }
+        files.write("a.txt", "aaaa")
+        let daemon = try TestDaemon(config: httpApp(root: files.path, listenerLines: "request-timeout = 2s"))
+        defer { daemon.stop() }
+        let port = daemon.port(of: "files")
+        let peers = try (0..<5).map { _ in try #require(Peer.connect(port: port)) }
+        defer { for peer in peers { peer.close() } }
+        for peer in peers { #expect(peer.http("GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n")?.status == 200) }
+        usleep(1_000_000)   // half of each connection's 2 s is gone
+        #expect(daemon.ctl("background", "files").status == 0)
+        #expect(daemon.ctl("suspend", "files").status == 0)
+        #expect(daemon.state("files") == "suspended")
+        for peer in peers { peer.send("GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n") }
+        usleep(3_000_000)   // longer than the whole request-timeout
+        #expect(daemon.ctl("foreground", "files").status == 0)
+        for (index, peer) in peers.enumerated() {
+            var received: [UInt8] = []
+            while !String(decoding: received, as: UTF8.self).hasSuffix("aaaa"), case .bytes(let bytes) = peer.read(timeout: 2) { received += bytes }
+            #expect(String(decoding: received, as: UTF8.self).hasPrefix("HTTP/1.1 200"), "connection \(index): \(String(decoding: received, as: UTF8.self))")
+        }
+        // The time left runs on after the foreground: an idle kept connection is closed within it.
+        #expect(peers[0].readEnd(timeout: 4) != .timedOut, "closed once its request-timeout has run in the foreground")
+    }
+
     /// The body-stall timer (a request body that stops arriving) and the send-stall timer (a client that stops
     /// taking its response) fire `request-timeout` after the stall began, not up to twice that.
     @Test(.timeLimit(.minutes(1)))

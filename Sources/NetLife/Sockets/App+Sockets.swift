@@ -28,7 +28,6 @@ extension App {
             }
             wakeHook = run
         }
-        timers.fireDeferred()
         if wakeHook == nil {
             // The protocol handler runs right after this (same loop turn); then the wake-up is over.
             loop.schedule(after: .zero) { [weak self] in self?.send(.wakeHandlerDone) }
