@@ -85,6 +85,28 @@ struct ProcessAppTests {
         #expect(kept.read(timeout: 1) == .endOfStream)
     }
 
+    @Test func aProgramThatSpeaksTheProtocolFollowsAutoSuspendInTheBackground() throws {
+        // A silent program is frozen at once (it would poll its shut-down listener); one that said hello is
+        // told to stop polling and runs on in the background until auto-suspend, serving what it holds.
+        let daemon = try TestDaemon(config: demoApp("demo", appLines: "auto-suspend = 1s"))
+        defer { daemon.stop() }
+        let port = daemon.port(of: "demo")
+        #expect(waitUntil { daemon.program("demo")["protocol"] as? Bool == true }, "the demo says hello")
+        let kept = try #require(Peer.connect(port: port))
+        defer { kept.close() }
+        #expect(kept.roundTrip("before\n") == "before\n")
+        let background = daemon.ctl("background", "demo")
+        let returned = Date()
+        #expect(background.status == 0, "\(background)")
+        #expect(daemon.log.contains("listeners=stop-polling") || waitUntil { daemon.log.contains("listeners=stop-polling") })
+        #expect(daemon.currentState("demo") == "background", "not frozen at once")
+        #expect(kept.roundTrip("in the background\n") == "in the background\n", "it serves its kept connection in the background")
+        #expect(waitUntil(timeout: 5) { daemon.currentState("demo") == "suspended" })
+        let suspendedAfter = milliseconds(since: returned)
+        #expect(suspendedAfter >= 900, "suspended \(suspendedAfter) ms after background returned: by auto-suspend")
+        #expect(daemon.program("demo")["frozen"] as? Bool == true)
+    }
+
     @Test func theDemoSpeaksTheProtocolAndStagesWaitForItsAnswers() throws {
         // Each stage answered 200 ms late; a 1.5 s task begun on did-enter-background.
         let daemon = try TestDaemon(config: demoApp("demo", environment: ["NETLIFE_DEMO_DELAY": "0.2", "NETLIFE_DEMO_TASK": "1.5"],

@@ -11,6 +11,7 @@ extension App {
     func attachProgram() {
         program?.onExit = { [weak self] status in self?.send(.programExited(status, reason: nil)) }
         program?.onNotify = { [weak self] action in self?.programNotified(action) }
+        program?.onProtocolChange = { [weak self] in self?.settingsChanged() }
         program?.tasks = ProgramTasks(
             begin: { [weak self] name in self?.beginProgramTask(name: name) ?? 0 },
             end: { [weak self] id in self?.endProgramTask(id) },

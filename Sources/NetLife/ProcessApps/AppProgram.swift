@@ -58,6 +58,10 @@ public protocol AppProgram: AnyObject {
     /// Told what the current run says on its NOTIFY_SOCKET, and when its watchdog (`watchdog`) runs out; set by
     /// the App. After `stop()` only STOPPING=1 is told (until the run exits); nothing after `kill()`.
     var onNotify: ((ProgramNotifyState.Action) -> Void)? { get set }
+    /// Told when `speaksProtocol` changes (the program said hello, or its channel closed); set by the App,
+    /// whose lifecycle freezes a silent program at once in the background but lets one that speaks the
+    /// protocol, told to stop polling, follow auto-suspend.
+    var onProtocolChange: (() -> Void)? { get set }
     /// The app's background tasks as the program's requests reach them (begin, end, which are its own);
     /// set by the App. A task's expiration is told to the program (`taskExpiring`).
     var tasks: ProgramTasks { get set }

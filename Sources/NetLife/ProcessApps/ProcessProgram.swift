@@ -56,6 +56,9 @@ public final class ProcessProgram: AppProgram {
 
     public var isRunning: Bool { current?.isRunning ?? false }
     public var speaksProtocol: Bool { channel.isSubscribed && !channel.isClosed }
+    public var onProtocolChange: (() -> Void)?
+    /// `speaksProtocol` as last told to `onProtocolChange`.
+    private var toldSpeaksProtocol = false
     public var isGone: Bool { current == nil && endingRuns.isEmpty }
 
     // MARK: Starting
@@ -126,7 +129,11 @@ public final class ProcessProgram: AppProgram {
         notifySession = notify
         do {
             let session = try LifecycleChannelSession(loop: loop, fd: pair[0]) { [weak self] bytes in self?.received(bytes) }
-                closed: { [weak self] in self?.perform(self?.channel.peerClosed() ?? []) }
+                closed: { [weak self] in
+                    guard let self else { return }
+                    perform(channel.peerClosed())
+                    tellProtocolChange()
+                }
             channelSession = session
         } catch {
             Glibc.close(pair[0])
@@ -208,6 +215,14 @@ public final class ProcessProgram: AppProgram {
         channelSession?.close()
         channelSession = nil
         answered = nil
+        tellProtocolChange()
+    }
+
+    /// Tells the app when the program began or stopped speaking the protocol.
+    private func tellProtocolChange() {
+        guard speaksProtocol != toldSpeaksProtocol else { return }
+        toldSpeaksProtocol = speaksProtocol
+        onProtocolChange?()
     }
 
     // MARK: The protocol
@@ -218,15 +233,18 @@ public final class ProcessProgram: AppProgram {
         if actions.contains(.stageCompleted(event)) { return false }
         self.answered = answered
         perform(actions)
+        tellProtocolChange()
         return true
     }
 
     public func taskExpiring(_ id: BackgroundTaskIdentifier, budget: Duration) {
         perform(channel.taskExpiring(id, budget: budget))
+        tellProtocolChange()
     }
 
     private func received(_ bytes: [UInt8]) {
         perform(channel.receive(bytes, tasks: tasks))
+        tellProtocolChange()
     }
 
     private func perform(_ actions: [LifecycleChannelState.Action]) {

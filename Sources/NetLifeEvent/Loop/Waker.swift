@@ -3,12 +3,11 @@
 
 @preconcurrency import Glibc
 internal import CLibevent
-import Synchronization
 
 /// Runs closures on the loop thread on behalf of other threads.
 public final class Waker: Sendable {
     private let fd: CInt
-    private let queue = Mutex<Queue>(Queue())
+    private let queue = ThreadLock<Queue>(Queue())
 
     private struct Queue {
         var work: [@Sendable () -> Void] = []
