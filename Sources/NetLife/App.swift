@@ -51,6 +51,9 @@ public final class App {
     var adoptionTimer: EventTimer?
     /// The termination of the app this one replaced, until this one has its own.
     var inheritedTermination: TerminationRecord?
+    /// The state the app was in when its last `terminate` began: what a reload that restarts it brings it
+    /// back to, whatever commands were queued when the reload was asked.
+    public private(set) var stateWhenTerminateBegan: AppState?
     /// What the program says on its NOTIFY_SOCKET is logged within this limit (a program may send without end).
     var notifyLog = LogLimiter()
     /// What `on-background = wake` listeners need watched and counted; nil without such a listener.
@@ -136,6 +139,7 @@ public final class App {
         switch action {
         case .transitionStarted(let plan):
             logger.debug("\(plan.command): \(plan.stages.map(\.event.rawValue).joined(separator: ", "))")
+            if plan.command == .terminate { stateWhenTerminateBegan = state }
         case .enter(let from, let to):
             entered(to, from: from)
         case .perform(let step, let launchingInBackground):

@@ -133,13 +133,16 @@ extension DaemonRuntime {
                 launch(app.configuration.launch)
                 continue
             }
-            // Launched again the way it was running: foreground if it was in the foreground.
-            let relaunch: LaunchMode = switch old.state {
-            case .notRunning: .no
-            case .active, .inactive: .foreground
-            case .background, .suspended: .background
-            }
-            old.perform(.terminate, cause: .reload) { [weak self] _ in
+            // Launched again the way it was running when its terminate began (foreground if it was in the
+            // foreground), not when the reload was asked: the commands queued before the terminate run first.
+            let asked = old.state
+            old.perform(.terminate, cause: .reload) { [weak self] outcome in
+                let running: AppState = if case .already = outcome { .notRunning } else { old.stateWhenTerminateBegan ?? asked }
+                let relaunch: LaunchMode = switch running {
+                case .notRunning: .no
+                case .active, .inactive: .foreground
+                case .background, .suspended: .background
+                }
                 app.inheritLastTermination(from: old)
                 self?.supervisor.replace(old, with: app, reason: "app \(name) was restarted by a reload; send the command again")
                 launch(relaunch)

@@ -6,6 +6,9 @@ import Foundation
 import Testing
 import NetLifeTestSupport
 
+/// A hook that sleeps `seconds`.
+private func daemonHookSleeping(_ seconds: Int) -> String { "/bin/sleep \(seconds)" }
+
 @Suite(.timeLimit(.minutes(5)))
 struct ReloadTests {
     private func config(_ apps: [(name: String, port: UInt16, extra: String)]) -> String {
@@ -51,6 +54,29 @@ struct ReloadTests {
             #expect(peer.roundTrip("x\n") == "x\n")
             peer.close()
         }
+    }
+
+    @Test func anAppRestartedByAReloadComesBackTheWayItRanWhenItsTerminateBegan() throws {
+        // background (a 1 s hook) runs, foreground waits behind it, and the reload that restarts the app is
+        // asked meanwhile: it queues the terminate behind both, and the app, active by then, comes back active.
+        let hook = daemonHookSleeping(1)
+        let daemon = try TestDaemon(config: config([("lag", 0, "on-did-enter-background = \(hook)")]))
+        defer { daemon.stop() }
+        let background = try BackgroundProcess([product("netlifectl"), "--control", daemon.controlPath, "background", "lag"])
+        #expect(waitUntil { daemon.log.contains("lag: active -> inactive") })
+        let foreground = try BackgroundProcess([product("netlifectl"), "--control", daemon.controlPath, "foreground", "lag"])
+        usleep(100_000)
+        let moved = PortReservation()
+        defer { moved.close() }
+        daemon.directory.write("netlifed.conf", config([("lag", moved.port, "on-did-enter-background = \(hook)")]))
+        let reload = daemon.ctl("reload")
+        #expect(reload.status == 0 && reload.stdout.contains("restarted: lag\n"), "\(reload)")
+        #expect(background.wait(timeout: 10).result.status == 0)
+        #expect(foreground.wait(timeout: 10).result.status == 0)
+        #expect(waitUntil(timeout: 10) { daemon.state("lag") == "active" }, "\(daemon.log.suffix(2000))")
+        let peer = try #require(Peer.connect(port: moved.port))
+        defer { peer.close() }
+        #expect(peer.roundTrip("back\n") == "back\n", "its listener is open")
     }
 
     @Test func aConfigWithErrorsChangesNothing() throws {
