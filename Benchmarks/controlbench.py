@@ -259,6 +259,8 @@ def run_control(args):
         if len(status) % 10 == 0:
             _, elapsed = control.round_trip(version_line)
             version.append(elapsed)
+        if args.interval > 0:
+            time.sleep(args.interval)
     control.close()
     print(json.dumps({
         "scenario": "control",
@@ -384,6 +386,7 @@ def main():
     control.add_argument("--samples", type=int, default=2000)
     control.add_argument("--wait", type=float, default=0.0, help="seconds to wait before sampling")
     control.add_argument("--max-seconds", type=float, default=10.0)
+    control.add_argument("--interval", type=float, default=0.0, help="seconds between two status requests (0: back to back)")
     voip = commands.add_parser("voip", help="VoIP wake-up latency")
     voip.add_argument("--control", required=True)
     voip.add_argument("--app", default="bench")

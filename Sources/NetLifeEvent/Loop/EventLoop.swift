@@ -36,6 +36,10 @@ public final class EventLoop {
     /// Whether a restricted-mode run is in progress (they do not nest).
     public private(set) var isRunningRestricted = false
 
+    /// The most normal-priority callbacks one dispatch runs before libevent polls again (the control socket's
+    /// are not counted, and run first).
+    static let dispatchBatch: Int32 = 64
+
     /// The 64 KiB scratch area of `readContext`.
     var readScratch: UnsafeMutableRawBufferPointer { readContext.scratch }
 
@@ -49,6 +53,12 @@ public final class EventLoop {
         // is CLOCK_MONOTONIC_COARSE (4 ms ticks) and epoll waits in whole milliseconds; `EventTimer` checks
         // its deadline on the precise clock, so a timer is late by at most a few milliseconds and never early.
         _ = event_config_set_flag(config, Int32(EVENT_BASE_FLAG_NOLOCK.rawValue))
+        // Bounded turns: libevent runs every ready callback of a priority before it polls again, so a control
+        // request that arrives while 1,000 busy connections are served waited for all of them (status p99
+        // 4.6 to 7 ms with 4 KB in flight on each). After `dispatchBatch` normal callbacks it polls again,
+        // and a ready control callback runs first; control callbacks themselves are not limited.
+        var noInterval = timeval(tv_sec: -1, tv_usec: 0)
+        _ = event_config_set_max_dispatch_interval(config, &noInterval, Self.dispatchBatch, EventPriority.normal.rawValue)
         let base = try libevent("event_base_new_with_config") { event_base_new_with_config(config) }
         // Two priorities: the control socket before everything else (`EventPriority`).
         do {
