@@ -49,6 +49,11 @@ public final class App {
     var wakeHook: HookRun?
     /// Looks again for the program's own listeners (`adopt = yes`) while a launch waits for them.
     var adoptionTimer: EventTimer?
+    /// The sockets the last look for adopted listeners found (by address, their inodes): a launch takes them
+    /// once two looks in a row agree.
+    var adoptionLastLook: [SocketAddress: Set<UInt64>]?
+    /// Looks at the adopted listeners' sockets while they listen (`watchAdoptedListeners`).
+    var adoptedWatchTimer: EventTimer?
     /// The termination of the app this one replaced, until this one has its own.
     var inheritedTermination: TerminationRecord?
     /// The state the app was in when its last `terminate` began: what a reload that restarts it brings it
@@ -143,9 +148,20 @@ public final class App {
         case .enter(let from, let to):
             entered(to, from: from)
         case .perform(let step, let launchingInBackground):
+            // Before the listeners are shut down: every socket the program holds at their ports now is shut
+            // down with them.
+            if step == .closeListeners {
+                followAdoptedListeners()
+                adoptedWatchTimer?.close()
+                adoptedWatchTimer = nil
+            }
             sockets.perform(step, launchingInBackground: launchingInBackground)
             if step == .resumeApp { resume() }
-            if step == .openListeners { lookAgainAtAdoptedListenersHolders() }
+            // Listening again: the sockets the program bound or let go meanwhile, and who holds them.
+            if step == .openListeners {
+                followAdoptedListeners()
+                watchAdoptedListeners()
+            }
         case .callDelegate(let event):
             if let delegate { event.deliver(to: delegate, app: self) }
         case .runHook(let event):
@@ -245,6 +261,9 @@ public final class App {
         hooks.killAll()
         adoptionTimer?.close()
         adoptionTimer = nil
+        adoptionLastLook = nil
+        adoptedWatchTimer?.close()
+        adoptedWatchTimer = nil
         // Also when it does not run: an earlier run may still be ending, or a launch waiting for it.
         if let program {
             if mode == .now { program.kill() } else { program.stop(grace: configuration.budgets.terminate) }

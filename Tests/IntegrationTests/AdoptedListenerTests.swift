@@ -35,6 +35,124 @@ struct AdoptedListenerTests {
         try checkLifecycle(AdoptedServer(.redis), processes: 1, sockets: 1, keepsConnections: true)
     }
 
+    /// An echo server in Python on `host`:`port` with SO_REUSEPORT: it binds `count` sockets (in batches of
+    /// 100, 10 ms apart), serves every one, and once the file `rebind` appears closes its first socket and
+    /// binds a new one, as a server reloading its listeners does.
+    private func reusePortEchoProgram(_ scratch: TemporaryDirectory, host: String, port: UInt16, count: Int) -> String {
+        scratch.write("echo.py", """
+            import os, select, socket, time
+            here = os.path.dirname(os.path.abspath(__file__))
+            def bound():
+                s = socket.socket()
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+                s.bind(("\(host)", \(port)))
+                s.listen(64)
+                s.setblocking(False)
+                return s
+            listeners = []
+            for i in range(\(count)):
+                listeners.append(bound())
+                if i % 100 == 99:
+                    time.sleep(0.01)
+            poller = select.epoll()
+            for s in listeners:
+                poller.register(s.fileno(), select.EPOLLIN)
+            by_fd = {s.fileno(): s for s in listeners}
+            clients = {}
+            rebound = False
+            while True:
+                if not rebound and os.path.exists(os.path.join(here, "rebind")):
+                    old = listeners.pop(0)
+                    poller.unregister(old.fileno())
+                    del by_fd[old.fileno()]
+                    old.close()
+                    new = bound()
+                    listeners.append(new)
+                    by_fd[new.fileno()] = new
+                    poller.register(new.fileno(), select.EPOLLIN)
+                    open(os.path.join(here, "rebound"), "w").close()
+                    rebound = True
+                for fd, _ in poller.poll(0.05):
+                    if fd in by_fd:
+                        try:
+                            conn, _ = by_fd[fd].accept()
+                        except (BlockingIOError, OSError):
+                            continue
+                        conn.setblocking(False)
+                        clients[conn.fileno()] = conn
+                        poller.register(conn.fileno(), select.EPOLLIN)
+                    elif fd in clients:
+                        try:
+                            data = clients[fd].recv(4096)
+                        except BlockingIOError:
+                            continue
+                        except OSError:
+                            data = b""
+                        if data:
+                            clients[fd].sendall(data)
+                        else:
+                            poller.unregister(fd)
+                            clients.pop(fd).close()
+
+            """)
+        return "/usr/bin/python3 \(scratch.file("echo.py"))"
+    }
+
+    /// How many of `count` connects to the port get their echo back within `timeout`, and how many are refused.
+    private func echoes(host: String, port: UInt16, count: Int, timeout: TimeInterval = 1) -> (echoed: Int, refused: Int) {
+        var echoed = 0, refused = 0
+        for index in 0..<count {
+            switch connectTCP(host: host, port: port) {
+            case .failed(ECONNREFUSED): refused += 1
+            case .failed: break
+            case .connected(let fd):
+                let peer = Peer(fd: fd)
+                if peer.roundTrip("echo \(index)\n", timeout: timeout) == "echo \(index)\n" { echoed += 1 }
+                peer.close()
+            }
+        }
+        return (echoed, refused)
+    }
+
+    @Test func aSocketTheProgramReplacesIsFollowedAndTheOldCopyLetGo() throws {
+        let server = AdoptedServer(.pythonHTTP)
+        let scratch = TemporaryDirectory()
+        defer { server.remove(); scratch.remove() }
+        let program = reusePortEchoProgram(scratch, host: server.host, port: server.port, count: 2)
+        let daemon = try TestDaemon(config: "[daemon]\n[app echo]\nauto-suspend = never\nexec = \(program)\n\n[listener echo.main]\naddress = \(server.host):\(server.port)\nadopt = yes\n")
+        defer { daemon.stop() }
+        #expect(daemon.log.contains("adopted 2 socket(s)"), "\(daemon.log.suffix(1500))")
+        #expect(echoes(host: server.host, port: server.port, count: 20) == (20, 0))
+        // The program closes one socket and binds another: netlifed's copy of the old one would take half the
+        // connects with nobody to accept them. It is let go, and the new one taken, within the watch interval.
+        scratch.write("rebind", "")
+        #expect(waitUntil(timeout: 5) { FileManager.default.fileExists(atPath: scratch.file("rebound")) })
+        #expect(waitUntil(timeout: 5) { daemon.log.contains("1 taken, 1 it closed let go; 2 held") }, "\(daemon.log.suffix(1500))")
+        #expect(echoes(host: server.host, port: server.port, count: 40) == (40, 0), "no connect lands on a socket nobody accepts on")
+        // In the background every socket of the port refuses; in the foreground every one serves again.
+        #expect(daemon.ctl("background", "echo").status == 0)
+        #expect(echoes(host: server.host, port: server.port, count: 20).refused == 20)
+        #expect(daemon.ctl("foreground", "echo").status == 0)
+        #expect(echoes(host: server.host, port: server.port, count: 40) == (40, 0))
+    }
+
+    @Test func aThousandSocketsBoundOverSomeMillisecondsAreAllAdopted() throws {
+        let server = AdoptedServer(.pythonHTTP)
+        let scratch = TemporaryDirectory()
+        defer { server.remove(); scratch.remove() }
+        let program = reusePortEchoProgram(scratch, host: server.host, port: server.port, count: 1000)
+        let daemon = try TestDaemon(config: "[daemon]\n[app echo]\nauto-suspend = never\nexec = \(program)\n\n[listener echo.main]\naddress = \(server.host):\(server.port)\nadopt = yes\n")
+        defer { daemon.stop() }
+        #expect(daemon.log.contains("adopted 1000 socket(s)"), "\(daemon.log.components(separatedBy: "\n").filter { $0.contains("adopted") })")
+        #expect(daemon.ctl("background", "echo").status == 0)
+        // A connect that lands on a socket netlifed did not take would be accepted by the kernel into a
+        // program that no longer polls: every one must be refused.
+        #expect(echoes(host: server.host, port: server.port, count: 200).refused == 200)
+        #expect(daemon.ctl("foreground", "echo").status == 0)
+        #expect(echoes(host: server.host, port: server.port, count: 40) == (40, 0))
+    }
+
     @Test func aProgramLaunchedIntoTheBackgroundHasItsListenerShutDownOnceAdopted() throws {
         let server = AdoptedServer(.pythonHTTP)
         defer { server.remove() }

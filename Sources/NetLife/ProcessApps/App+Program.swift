@@ -53,8 +53,10 @@ extension App {
     /// of its start, so a launch waits at most this much longer than it must.
     static let adoptionPollInterval = Duration.milliseconds(25)
 
-    /// Looks for the listeners the program binds itself (`adopt = yes`) until every one is found (the copies
-    /// are then taken and the launch goes on) or the launch is over (its budget ran out: the watchdog names
+    /// Looks for the listeners the program binds itself (`adopt = yes`) until every one is found and the set
+    /// of sockets found is the same in two looks in a row (a program that binds many SO_REUSEPORT sockets,
+    /// or a master and then its workers, is still binding when the first is found); the copies are then
+    /// taken and the launch goes on. Or until the launch is over (its budget ran out: the watchdog names
     /// stage `adopt-listeners`, and the log which listeners were missing).
     func lookForAdoptedListeners() {
         adoptionTimer?.close()
@@ -64,28 +66,50 @@ extension App {
         do {
             let found = try program.findListeners(at: adopted.map(\.address))
             let allFound = adopted.allSatisfy { !(found[$0.address]?.isEmpty ?? true) }
-            if allFound, take(found, into: adopted, from: program) {
+            let seen = found.mapValues { Set($0.map(\.inode)) }
+            if allFound, seen == adoptionLastLook, take(found, into: adopted, from: program) {
+                adoptionLastLook = nil
                 // In the background from the start: listening stops as soon as netlifed holds them.
                 if state == .background { for listener in adopted where !listener.wakesApp { listener.close() } }
+                else { watchAdoptedListeners() }
                 return send(.listenersAdopted)
             }
+            adoptionLastLook = allFound ? seen : nil
         } catch {
             logger.warning("cannot look for the program's listeners: \(error)")
         }
         adoptionTimer = loop.schedule(after: Self.adoptionPollInterval) { [weak self] in self?.lookForAdoptedListeners() }
     }
 
-    /// Listening again (will-enter-foreground): which of the program's processes hold each adopted listener
-    /// now, for `status`. They were looked at when the sockets were adopted, as soon as they were bound, and
-    /// processes come and go since: nginx's master binds before it forks its workers, and a reload of nginx
-    /// replaces them. (One look: the program's /proc/PID/fd and the TCP tables, as at adoption.)
-    func lookAgainAtAdoptedListenersHolders() {
+    /// How often the sockets of adopted listeners are looked at while they listen: a program may close one
+    /// and bind another at any time (nginx's reload does), and a copy netlifed holds of a socket the program
+    /// let go would take connects that nobody accepts.
+    static let adoptedListenersWatchInterval = Duration.seconds(1)
+
+    /// Follows the program's sockets of every listening adopted listener now (`HandedListener.follow`), and
+    /// again after `adoptedListenersWatchInterval` while they listen. Also called before the listeners are
+    /// shut down (background) and after they listen again (foreground), so that a transition acts on every
+    /// socket of the port.
+    func followAdoptedListeners() {
         let adopted = sockets.handedListeners.filter { $0.isAdopted && $0.isListening }
-        guard let program, !adopted.isEmpty else { return }
-        guard let found = try? program.findListeners(at: adopted.map(\.address)) else { return }
+        guard let program, !adopted.isEmpty, let found = try? program.findListeners(at: adopted.map(\.address)) else { return }
         for listener in adopted {
-            let holders = Self.holders(of: found[listener.address] ?? [])
+            let current = found[listener.address] ?? []
+            _ = listener.follow(current) { held throws(SystemError) in try program.take(held) }
+            let holders = Self.holders(of: current)
             if !holders.isEmpty { listener.holdersChanged(to: holders) }
+        }
+    }
+
+    /// Looks at the adopted listeners' sockets every `adoptedListenersWatchInterval` while they listen.
+    func watchAdoptedListeners() {
+        adoptedWatchTimer?.close()
+        adoptedWatchTimer = nil
+        guard sockets.handedListeners.contains(where: { $0.isAdopted && $0.isListening && !$0.wakesApp }) else { return }
+        adoptedWatchTimer = loop.schedule(after: Self.adoptedListenersWatchInterval) { [weak self] in
+            guard let self else { return }
+            followAdoptedListeners()
+            watchAdoptedListeners()
         }
     }
 
@@ -106,16 +130,16 @@ extension App {
 
     /// Takes a copy of every socket found for each adopted listener; false (nothing kept) if one fails.
     private func take(_ found: [SocketAddress: [HeldListener]], into adopted: [HandedListener], from program: any AppProgram) -> Bool {
-        var taken: [(HandedListener, [CInt], [Int32])] = []
+        var taken: [(HandedListener, [(fd: CInt, inode: UInt64)], [Int32])] = []
         for listener in adopted {
-            var copies: [CInt] = []
+            var copies: [(fd: CInt, inode: UInt64)] = []
             for held in found[listener.address] ?? [] {
                 do {
-                    copies.append(try program.take(held))
+                    copies.append((try program.take(held), held.inode))
                 } catch {
                     logger.warning("cannot take the program's socket at \(listener.address) from pid \(held.pid): \(error)")
-                    for (_, fds, _) in taken { for fd in fds { SocketCalls.close(fd) } }
-                    for fd in copies { SocketCalls.close(fd) }
+                    for (_, fds, _) in taken { for copy in fds { SocketCalls.close(copy.fd) } }
+                    for copy in copies { SocketCalls.close(copy.fd) }
                     return false
                 }
             }

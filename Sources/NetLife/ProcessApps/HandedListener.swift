@@ -28,6 +28,8 @@ final class HandedListener {
     var fd: CInt { fds.first ?? -1 }
     /// netlifed's descriptors: one socket, or an adopted listener's sockets (several with SO_REUSEPORT).
     private var fds: [CInt] = []
+    /// An adopted listener's sockets by descriptor: the inode each is, to tell which the program still holds.
+    private var inodes: [CInt: UInt64] = [:]
     /// The processes that hold an adopted listener's sockets (empty for a handed one, and until adopted).
     private(set) var owners: [Int32] = []
     /// Whether the program binds it itself (`adopt = yes`).
@@ -115,20 +117,54 @@ final class HandedListener {
         close()
         for fd in fds { SocketCalls.close(fd) }
         fds = []
+        inodes = [:]
         owners = []
     }
 
-    /// Takes the program's own sockets at the address (netlifed's copies, `pidfd_getfd`), held by the
-    /// processes `owners`: the listener listens, as after `open()`.
-    func adopt(_ copies: [CInt], owners: [Int32]) {
+    /// Takes the program's own sockets at the address (netlifed's copies, `pidfd_getfd`, each with the inode
+    /// it is), held by the processes `owners`: the listener listens, as after `open()`.
+    func adopt(_ copies: [(fd: CInt, inode: UInt64)], owners: [Int32]) {
         stopWatching()
         for fd in fds { SocketCalls.close(fd) }
-        fds = copies
+        fds = copies.map(\.fd)
+        inodes = Dictionary(copies.map { ($0.fd, $0.inode) }, uniquingKeysWith: { first, _ in first })
         self.owners = owners
         isListening = true
         openError = nil
         logger.info("adopted \(copies.count) socket(s) at \(address) held by pid \(owners.map(String.init).joined(separator: ", "))")
         onEvent?(.listenerOpened(name: configuration.name, address: address, mdns: configuration.mdns))
+    }
+
+    /// Follows what the program holds at the address now (`found`, looked at while the sockets listen): a
+    /// copy is taken (`take`) of each socket the program bound since, and netlifed's copy of each socket the
+    /// program no longer holds is closed at once, since nobody would accept on it (a connect that landed
+    /// there would hang, and in the background it would not be refused). Returns the counts taken and dropped.
+    func follow(_ found: [HeldListener], take: (HeldListener) throws(SystemError) -> CInt) -> (taken: Int, dropped: Int) {
+        guard isAdopted, !fds.isEmpty else { return (0, 0) }
+        let held = Set(found.map(\.inode))
+        let mine = Set(inodes.values)
+        var taken = 0
+        for socket in found where !mine.contains(socket.inode) {
+            do {
+                let fd = try take(socket)
+                fds.append(fd)
+                inodes[fd] = socket.inode
+                if !isListening, shutdown(fd, CInt(SHUT_RD)) != 0 { logger.warning("shutdown: \(Errno.current)") }
+                taken += 1
+            } catch {
+                logger.warning("cannot take the program's new socket at \(address) from pid \(socket.pid): \(error)")
+            }
+        }
+        let orphans = fds.filter { inodes[$0].map { !held.contains($0) } ?? false }
+        for fd in orphans {
+            SocketCalls.close(fd)
+            inodes[fd] = nil
+        }
+        fds.removeAll { orphans.contains($0) }
+        if taken > 0 || !orphans.isEmpty {
+            logger.info("the program's sockets at \(address) changed: \(taken) taken, \(orphans.count) it closed let go; \(fds.count) held")
+        }
+        return (taken, orphans.count)
     }
 
     /// The processes that hold an adopted listener's sockets now (looked at again on will-enter-foreground).
