@@ -99,6 +99,11 @@ struct AdoptedListenerTests {
         return "/usr/bin/python3 \(scratch.file("echo.py"))"
     }
 
+    /// An app `echo` running `program`, whose listener at the server's address is adopted.
+    private func adoptedEchoApp(_ program: String, _ server: AdoptedServer) -> String {
+        "[daemon]\n[app echo]\nauto-suspend = never\nexec = \(program)\n\n[listener echo.main]\naddress = \(server.host):\(server.port)\nadopt = yes\n"
+    }
+
     /// How many of `count` connects to the port get their echo back within `timeout`, and how many are refused.
     private func echoes(host: String, port: UInt16, count: Int, timeout: TimeInterval = 1) -> (echoed: Int, refused: Int) {
         var echoed = 0, refused = 0
@@ -120,7 +125,7 @@ struct AdoptedListenerTests {
         let scratch = TemporaryDirectory()
         defer { server.remove(); scratch.remove() }
         let program = reusePortEchoProgram(scratch, host: server.host, port: server.port, count: 2)
-        let daemon = try TestDaemon(config: "[daemon]\n[app echo]\nauto-suspend = never\nexec = \(program)\n\n[listener echo.main]\naddress = \(server.host):\(server.port)\nadopt = yes\n")
+        let daemon = try TestDaemon(config: adoptedEchoApp(program, server))
         defer { daemon.stop() }
         #expect(daemon.log.contains("adopted 2 socket(s)"), "\(daemon.log.suffix(1500))")
         #expect(echoes(host: server.host, port: server.port, count: 20) == (20, 0))
@@ -142,7 +147,7 @@ struct AdoptedListenerTests {
         let scratch = TemporaryDirectory()
         defer { server.remove(); scratch.remove() }
         let program = reusePortEchoProgram(scratch, host: server.host, port: server.port, count: 1000)
-        let daemon = try TestDaemon(config: "[daemon]\n[app echo]\nauto-suspend = never\nexec = \(program)\n\n[listener echo.main]\naddress = \(server.host):\(server.port)\nadopt = yes\n")
+        let daemon = try TestDaemon(config: adoptedEchoApp(program, server))
         defer { daemon.stop() }
         #expect(daemon.log.contains("adopted 1000 socket(s)"), "\(daemon.log.components(separatedBy: "\n").filter { $0.contains("adopted") })")
         #expect(daemon.ctl("background", "echo").status == 0)
