@@ -14,6 +14,9 @@ enum ControlTool {
         /// The daemon refused the requester (`permission-denied`): the command is not one it may run on that
         /// app or daemon. As the LSB's init scripts' 4 (user had insufficient privilege).
         static let notPermitted: Int32 = 4
+        /// `status` of a degraded daemon (a listener that could not open, a failed app): the reply is printed
+        /// as always; a health check can use the status alone, as `systemctl is-failed` is used.
+        static let degraded: Int32 = 5
         /// A transfer that ended paused by an error of the network or the server (refused, reset, timed out,
         /// a transient FTP answer): its part is kept and it is tried again at the app's next foreground.
         static let transferError: Int32 = 7
@@ -103,15 +106,17 @@ enum ControlTool {
                 printError("netlifectl: \(refusal)")
                 return Exit.refused
             }
+            // A degraded daemon's status: printed as always, exit status 5.
+            let done = command == .status && reply["degraded"]?.boolValue == true ? Exit.degraded : Exit.ok
             if json {
                 print(reply.serialized)
-                return Exit.ok
+                return done
             }
             if let warning = reply["warning"]?.stringValue { printError("netlifectl: warning: \(warning)") }
             do {
                 let printed = try text.render(reply)
                 if !printed.isEmpty { print(printed) }
-                return Exit.ok
+                return done
             } catch {
                 printError("netlifectl: netlifed sent a reply this netlifectl cannot read: \(error.message)")
                 return Exit.unreachable
@@ -305,8 +310,9 @@ enum ControlTool {
             return 2
         }
         switch exchange(request, controlPath: controlPath) {
-        case .failure(let status):
-            return status.code
+        case .failure:
+            // netlifectl's own version is what was asked for; why the daemon's is missing is on stderr.
+            return Exit.ok
         case .success(let reply):
             guard let daemon = try? VersionReply(json: reply) else {
                 printError("netlifectl: netlifed did not say its version")

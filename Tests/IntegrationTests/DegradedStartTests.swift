@@ -35,7 +35,10 @@ import NetLifeTestSupport
         let peer = try #require(Peer.connect(port: daemon.port(of: "other")))
         #expect(peer.roundTrip("served\n") == "served\n", "the other app serves")
         peer.close()
-        #expect(daemon.ctl("status").stdout.hasPrefix("netlifed: degraded: listener taken.main on 127.0.0.1:\(port): "))
+        let degraded = daemon.ctl("status")
+        #expect(degraded.stdout.hasPrefix("netlifed: degraded: listener taken.main on 127.0.0.1:\(port): "))
+        #expect(degraded.status == 5, "a health check can use the exit status: \(degraded)")
+        #expect(result.status == 5, "with --json too")
 
         // The port comes free: the open is retried with back-off and the daemon is whole again.
         held?.close()
@@ -46,6 +49,7 @@ import NetLifeTestSupport
         #expect(waitUntil(timeout: 2) {
             daemon.notify.messages.last { $0.hasPrefix("STATUS=") }.map { !$0.contains("degraded") } == true
         }, "\(daemon.notify.messages.suffix(3))")
-        #expect(!daemon.ctl("status").stdout.contains("degraded"))
+        let whole = daemon.ctl("status")
+        #expect(!whole.stdout.contains("degraded") && whole.status == 0, "\(whole)")
     }
 }
