@@ -341,8 +341,7 @@ enum ControlTool {
 
     static var help: String {
         let lines = ControlCommand.all.map { ($0.usage, $0.summary) } + [("help [COMMAND]", "Show this help, or a command's usage.")]
-        let width = (lines.map(\.0.count).max() ?? 0) + 2
-        let text = lines.map { usage, summary in "  " + usage.padding(to: width) + summary }
+        let text = lines.map { usage, summary in HelpLayout.entry(usage: usage, summary: summary, width: HelpLayout.terminalWidth) }
         return """
             OVERVIEW: netlifectl - drive the apps of netlifed through its control socket
 
@@ -355,16 +354,19 @@ enum ControlTool {
                                $XDG_RUNTIME_DIR/netlifed/control.sock, or when that does
                                not exist the system daemon's /run/netlifed/control.sock).
               --json           Print the daemon's JSON reply as is.
-              --version        Print netlifectl's version and the daemon's.
+              --version        Print netlifectl's version and the daemon's (its own alone,
+                               exit status 0, when no daemon answers).
               -h, --help       Show this help; after a command, that command's usage.
 
             SUBCOMMANDS:
             \(text.joined(separator: "\n"))
 
-            EXIT STATUS: 0 ok, 1 the daemon refused, 2 usage error, 3 no daemon reachable.
-              download and upload (unless --no-wait): 4 the transfer paused on a network or
-              server error (kept, retried at the app's next foreground), 5 it failed (the
-              server's answer or the file rules out a retry), 6 the app's lifecycle paused it.
+            EXIT STATUS: 0 ok, 1 the daemon refused, 2 usage error, 3 no daemon reachable,
+              4 not permitted (this user may not run the command), 5 (status) the daemon is
+              degraded. download and upload (unless --no-wait): 5 the transfer failed (the
+              server's answer or the file rules out a retry), 6 the app's lifecycle paused
+              it, 7 it paused on a network or server error (kept, retried at the app's next
+              foreground).
             """
     }
 }

@@ -170,5 +170,8 @@ struct ControlSocketTests {
             #expect(help.stdout.contains(command))
         }
         #expect(run([product("netlifectl"), "help"]).stdout == help.stdout)
+        // Not a terminal: the help fits 80 columns (it ran past 200 before).
+        let wide = help.stdout.split(separator: "\n").filter { $0.count > 80 }
+        #expect(wide.isEmpty, "lines over 80 columns: \(wide)")
     }
 }

@@ -29,9 +29,11 @@ private func hasEntry(_ lines: [String], _ tag: String) -> Bool {
 func netlifectlCommands() -> [[String]] {
     let help = run([product("netlifectl"), "--help"], timeout: 10).stdout
     guard let section = help.components(separatedBy: "SUBCOMMANDS:\n").dropFirst().first else { return [] }
-    return section.split(separator: "\n", omittingEmptySubsequences: false).prefix { !$0.isEmpty }.map { line in
-        line.split(separator: " ").prefix { $0.allSatisfy { $0.isLowercase || $0 == "-" } }.map(String.init)
-    }
+    // A command's line starts two spaces in; a wrapped usage or summary goes on further in.
+    return section.split(separator: "\n", omittingEmptySubsequences: false).prefix { !$0.isEmpty }
+        .filter { $0.hasPrefix("  ") && !$0.hasPrefix("   ") }.map { line in
+            line.split(separator: " ").prefix { $0.allSatisfy { $0.isLowercase || $0 == "-" } }.map(String.init)
+        }
 }
 
 /// Every key of the config: those Config/netlifed.conf shows (`key =` or `#key =`), the duration keys of

@@ -106,6 +106,13 @@ struct CgroupLayoutTests {
             return
         }
         #expect(reason.contains("/sys/fs/cgroup/unified is not writable") && reason.contains("can observe"))
+        // The remedy named fits who netlifed runs as: root under a sandbox needs the drop-in, not root.
+        if case .processGroup(let asRoot) = layout.choose(isWritable: { _ in false }, asRoot: true) {
+            #expect(!asRoot.contains("run as root") && asRoot.contains("Delegate=yes"), "\(asRoot)")
+        }
+        if case .processGroup(let asUser) = layout.choose(isWritable: { _ in false }, asRoot: false) {
+            #expect(asUser.contains("run as root"), "\(asUser)")
+        }
         guard case .processGroup(let none) = CgroupLayout(unified: nil, freezer: nil).choose(isWritable: { _ in true }) else {
             Issue.record("expected the process group")
             return

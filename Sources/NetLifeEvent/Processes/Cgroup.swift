@@ -100,11 +100,16 @@ public struct CgroupLayout: Equatable, Sendable {
     ///
     /// - Parameter isWritable: whether netlifed may make cgroups in a directory and move processes into them
     ///   (the shell's probe is `ProcessCgroup.isWritable(_:)`).
-    public func choose(isWritable: (String) -> Bool) -> CgroupChoice {
+    ///   `asRoot`: whether netlifed runs as root (the remedy the reason names differs).
+    public func choose(isWritable: (String) -> Bool, asRoot: Bool = geteuid() == 0) -> CgroupChoice {
         if let unified, isWritable(unified.directory) { return .v2(parent: unified.directory) }
         if let freezer, isWritable(freezer.directory) { return .v1Freezer(parent: freezer.directory) }
         var reasons: [String] = []
-        if let unified { reasons.append("\(unified.directory) is not writable (run as root, or with systemd's Delegate=yes)") }
+        // Root whose cgroup tree is read-only is under a sandbox (systemd's ProtectControlGroups=): running as
+        // root is no remedy there.
+        let remedy = asRoot ? "a read-only cgroup tree: under systemd, the drop-in with Delegate=yes and ProtectControlGroups=no"
+                                    : "run as root, or under systemd with Delegate=yes"
+        if let unified { reasons.append("\(unified.directory) is not writable (\(remedy))") }
         if let freezer { reasons.append("\(freezer.directory) is not writable") }
         if reasons.isEmpty { reasons.append("no cgroup2 or v1 freezer hierarchy is mounted") }
         return .processGroup(reason: reasons.joined(separator: "; ")
