@@ -63,7 +63,9 @@ extension DaemonRuntime {
         }
         // The listeners' certificates are read again (a renewed one is served to new connections); the config
         // check just read them, so a failure here is a file changed since, and the listener keeps its own.
-        for failure in TLSCertificate.reloadAll() { logger.error("reload: TLS certificate \(failure)") }
+        let certificates = TLSCertificate.reloadAll()
+        for failure in certificates.failures { logger.error("reload: TLS certificate \(failure)") }
+        for path in certificates.renewed { logger.notice("reload: TLS certificate \(path) changed: new connections get the new one") }
         let plan = ReloadPlan(from: supervisor.apps.map(\.configuration), to: newConfiguration.apps)
         let byName = Dictionary(newConfiguration.apps.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         var built: [String: App] = [:]

@@ -145,6 +145,7 @@ private func curl(_ certificates: PeerCertificates, _ arguments: [String], timeo
         let reload = daemon.ctl("reload")
         #expect(reload.status == 0, "\(reload)")
         #expect(PeerCertificates.servedFingerprint(port: port) == renewed, "after reload the renewed certificate is served")
+        #expect(daemon.log.contains("reload: TLS certificate \(certificates.certificatePath) changed: new connections get the new one"), "the log says so")
         #expect(curl(certificates, ["https://127.0.0.1:\(port)/a.txt"]).stdout == "x\n")
 
         // A certificate broken before a reload: the reload is refused with the file and line, the old one stays.

@@ -11,6 +11,8 @@ import NetLifeEvent
 /// An SSL_CTX for the server side, with one certificate chain and its key.
 final class TLSServerContext {
     let pointer: OpaquePointer
+    /// The SHA-256 of the certificate chain and key files as read: a reload tells a renewed pair by it.
+    let filesDigest: [UInt8]
 
     /// The largest certificate chain or key file read (a chain of a few certificates is a few KiB).
     static let maxFileBytes = 1 << 20
@@ -36,6 +38,10 @@ final class TLSServerContext {
         }
         let certificate = contents["tls-certificate"] ?? []
         let key = contents["tls-key"] ?? []
+        var digest = SHA256Digest()
+        digest.update(certificate)
+        digest.update(key)
+        filesDigest = digest.finish()
         if key.withUnsafeBytes({ netlife_pem_is_encrypted_key($0.baseAddress, $0.count) }) == 1 {
             throw ServiceOptionError(key: "tls-key", "tls-key \(keyPath) is an encrypted key, which netlifed does not read (it would have to ask for the pass phrase): store it decrypted, readable by root alone (openssl pkey -in KEY -out KEY.plain; chmod 0600)")
         }
@@ -110,13 +116,21 @@ public final class TLSCertificate {
         }
     }
 
+    /// What a reload did to a listener's certificate.
+    enum ReloadResult {
+        case unchanged, renewed
+        case failed(ServiceOptionError)
+    }
+
     /// Reads the files again; on failure the context in use stays and the error is returned.
-    func reload() -> ServiceOptionError? {
+    func reload() -> ReloadResult {
         do {
-            context = try TLSServerContext(certificatePath: certificatePath, keyPath: keyPath)
-            return nil
+            let fresh = try TLSServerContext(certificatePath: certificatePath, keyPath: keyPath)
+            let renewed = fresh.filesDigest != context.filesDigest
+            context = fresh
+            return renewed ? .renewed : .unchanged
         } catch {
-            return error
+            return .failed(error)
         }
     }
 
@@ -133,13 +147,20 @@ public final class TLSCertificate {
     }
 
     /// Reads every attached listener's certificate and key again (`netlifectl reload`, SIGHUP), so that a
-    /// renewed certificate is served to new connections without a restart. Returns the failures, each
-    /// naming its files; those listeners keep the certificate they had.
-    public static func reloadAll() -> [String] {
+    /// renewed certificate is served to new connections without a restart. Returns the certificates that
+    /// changed and the failures, each naming its files; those listeners keep the certificate they had.
+    public static func reloadAll() -> (renewed: [String], failures: [String]) {
         attached = attached.filter { $0.certificate != nil }
-        return attached.compactMap { entry in
-            guard let certificate = entry.certificate, let error = certificate.reload() else { return nil }
-            return "\(certificate.certificatePath): \(error.message)"
+        var renewed: [String] = []
+        var failures: [String] = []
+        for entry in attached {
+            guard let certificate = entry.certificate else { continue }
+            switch certificate.reload() {
+            case .unchanged: break
+            case .renewed: renewed.append(certificate.certificatePath)
+            case .failed(let error): failures.append("\(certificate.certificatePath): \(error.message)")
+            }
         }
+        return (renewed, failures)
     }
 }
