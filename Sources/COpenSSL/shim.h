@@ -18,9 +18,18 @@
 //   Partial writes: SSL_write returns after each record it wrote, so a slice is never held half-sent in
 //     OpenSSL; a write refused by a full socket is retried with the same bytes, wherever the buffer now is.
 //   Release buffers: an idle connection holds no read or write buffer of OpenSSL's.
+//   TLS 1.2 suites and key-exchange groups as Mozilla's "intermediate" profile (version 5.7) lists them: AEAD
+//     suites with forward secrecy only (no CBC, no static RSA), groups X25519, P-256 and P-384 (OpenSSL's
+//     defaults add X448, P-521 and CBC suites, which sslyze reports). TLS 1.3's suites are OpenSSL's, all AEAD.
 static inline int netlife_ssl_ctx_configure_server(SSL_CTX *ctx) {
     if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1) return 0;
     if (SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION) != 1) return 0;
+    if (SSL_CTX_set_cipher_list(ctx, "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
+                                     "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
+                                     "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:"
+                                     "DHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES256-GCM-SHA384:DHE-RSA-CHACHA20-POLY1305") != 1) return 0;
+    if (SSL_CTX_set1_groups_list(ctx, "X25519:prime256v1:secp384r1") != 1) return 0;
+    SSL_CTX_set_dh_auto(ctx, 1);
     SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION | SSL_OP_IGNORE_UNEXPECTED_EOF
                              | SSL_OP_CIPHER_SERVER_PREFERENCE);
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER

@@ -216,6 +216,34 @@ private func curl(_ certificates: PeerCertificates, _ arguments: [String], timeo
         #expect(curl(certificates, ["https://127.0.0.1:\(port)/a.txt"]).stdout == "x\n")
     }
 
+    /// Mozilla's "intermediate" profile: TLS 1.2 with AEAD suites and forward secrecy only, groups X25519,
+    /// P-256 and P-384; nothing older or weaker is accepted.
+    @Test func theTLSSettingsAreMozillasIntermediateProfile() throws {
+        let files = TemporaryDirectory()
+        let work = TemporaryDirectory()
+        defer { files.remove(); work.remove() }
+        let certificates = try PeerCertificates(directory: work.path)
+        files.write("a.txt", "x\n")
+        let daemon = try TestDaemon(config: tlsApp(root: files.path, certificates))
+        defer { daemon.stop() }
+        let port = daemon.port(of: "files")
+        func handshake(_ options: [String]) -> Bool {
+            let result = run(["/bin/sh", "-c", "/usr/bin/openssl s_client -connect 127.0.0.1:\(port) \(options.joined(separator: " ")) </dev/null"], timeout: 20)
+            return result.status == 0 && result.stdout.contains("Cipher is ") && !result.stdout.contains("Cipher is (NONE)")
+        }
+        #expect(handshake(["-tls1_2", "-cipher", "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256"]), "an AEAD suite with ECDHE")
+        #expect(handshake(["-tls1_3"]))
+        for cbc in ["ECDHE-ECDSA-AES128-SHA", "ECDHE-RSA-AES256-SHA384", "AES128-GCM-SHA256", "AES256-SHA"] {
+            #expect(!handshake(["-tls1_2", "-cipher", cbc]), "\(cbc) is refused")
+        }
+        for group in ["X448", "secp521r1"] {
+            #expect(!handshake(["-tls1_3", "-groups", group]), "\(group) is refused")
+            #expect(!handshake(["-tls1_2", "-groups", group]), "\(group) is refused over TLS 1.2")
+        }
+        #expect(handshake(["-tls1_3", "-groups", "X25519"]) && handshake(["-tls1_3", "-groups", "P-384"]))
+        #expect(!handshake(["-tls1_1"]), "TLS 1.1 is refused")
+    }
+
     @Test func badCertificateKeysAreConfigErrorsNamingTheFileAndLine() throws {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
