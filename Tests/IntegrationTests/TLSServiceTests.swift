@@ -119,10 +119,10 @@ private func curl(_ certificates: PeerCertificates, _ arguments: [String], timeo
         let plainPort = daemon.port(of: "files", listener: "plain")
         #expect(curl(certificates, ["https://127.0.0.1:\(tlsPort)/a.txt"]).stdout == "shared\n")
         #expect(run(["/usr/bin/curl", "-sS", "http://127.0.0.1:\(plainPort)/a.txt"]).stdout == "shared\n")
-        // Each speaks only its own: TLS to the plaintext listener and plain HTTP to the TLS one fail.
+        // Each speaks only its own: TLS to the plaintext listener fails, plain HTTP to the TLS one is answered 400.
         #expect(curl(certificates, ["https://127.0.0.1:\(plainPort)/a.txt"], timeout: 15).status != 0)
-        let plainToTLS = run(["/usr/bin/curl", "-sS", "-m", "10", "http://127.0.0.1:\(tlsPort)/a.txt"])
-        #expect(plainToTLS.status != 0 && !plainToTLS.stdout.contains("shared"), "\(plainToTLS)")
+        let plainToTLS = run(["/usr/bin/curl", "-sS", "-f", "-m", "10", "http://127.0.0.1:\(tlsPort)/a.txt"])
+        #expect(plainToTLS.status == 22 && !plainToTLS.stdout.contains("shared"), "\(plainToTLS)")
         #expect(daemon.isRunning)
     }
 
@@ -242,6 +242,12 @@ private func curl(_ certificates: PeerCertificates, _ arguments: [String], timeo
         }
         #expect(handshake(["-tls1_3", "-groups", "X25519"]) && handshake(["-tls1_3", "-groups", "P-384"]))
         #expect(!handshake(["-tls1_1"]), "TLS 1.1 is refused")
+
+        // Plain HTTP sent to the TLS port is answered 400, as nginx answers it, not closed without a word.
+        let plain = run(["/usr/bin/curl", "-sS", "-D", "-", "http://127.0.0.1:\(port)/a.txt"], timeout: 20)
+        #expect(plain.stdout.hasPrefix("HTTP/1.1 400 Bad Request\r\n") && plain.stdout.contains("this port speaks HTTPS"), "\(plain)")
+        #expect(curl(certificates, ["https://127.0.0.1:\(port)/a.txt"]).stdout == "x\n", "HTTPS goes on as before")
+        #expect(daemon.isRunning)
     }
 
     @Test func badCertificateKeysAreConfigErrorsNamingTheFileAndLine() throws {

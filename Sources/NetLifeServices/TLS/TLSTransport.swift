@@ -11,6 +11,18 @@ import NetLifeEvent
 /// The server side of a TLS connection on an accepted socket.
 final class TLSTransport: ConnectionTransport {
     private var ssl: OpaquePointer?
+    /// The socket, for the look at a client's first byte (`isPlainHTTP`).
+    private let fd: CInt
+    /// Whether the client's first byte has been looked at.
+    private var firstByteSeen = false
+
+    /// What a client that speaks plain HTTP to the TLS port is answered, as nginx answers it, before the
+    /// connection closes (OpenSSL would only see a record that is none, and close without a word).
+    static let plainHTTPAnswer: [UInt8] = {
+        let body = "400 Bad Request: this port speaks HTTPS: use an https:// URL\n"
+        return Array(("HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nContent-Length: \(body.utf8.count)\r\n"
+                      + "Connection: close\r\n\r\n" + body).utf8)
+    }()
 
     /// The bytes of output encrypted per loop turn before the rest waits for the next: 256 KiB, 16 records,
     /// about 65 µs of AES-256-GCM here (`openssl speed`: 4 GB/s) plus 16 writes, as Connection's 256 KiB
@@ -32,11 +44,42 @@ final class TLSTransport: ConnectionTransport {
         }
         SSL_set_accept_state(ssl)
         self.ssl = ssl
+        self.fd = fd
+    }
+
+    /// Whether the client began with plain HTTP instead of a TLS record: a TLS connection's first byte is a
+    /// record type (22, a handshake), an HTTP request's an upper-case method letter. Looked at once, without
+    /// taking the byte (MSG_PEEK). The corresponding C function is `recv`.
+    private func beganWithPlainHTTP() -> Bool? {
+        var byte: UInt8 = 0
+        let got = recv(fd, &byte, 1, CInt(MSG_PEEK) | CInt(MSG_DONTWAIT))
+        // Nothing yet: wait. The end or an error: OpenSSL's call reports it.
+        guard got == 1 else { return got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? nil : false }
+        return byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z")
+    }
+
+    /// Answers a plain HTTP client with 400 (its request read first, so that the close sends a FIN, not a
+    /// reset that could discard the answer). The corresponding C functions are `recv` and `send`.
+    private func answerPlainHTTP() {
+        var scratch = [UInt8](repeating: 0, count: 16 << 10)
+        _ = recv(fd, &scratch, scratch.count, CInt(MSG_DONTWAIT))
+        _ = Self.plainHTTPAnswer.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, CInt(MSG_DONTWAIT) | CInt(MSG_NOSIGNAL)) }
     }
 
     /// The corresponding C function is `SSL_read_ex`.
     func receive(into buffer: UnsafeMutableRawBufferPointer) -> TransportResult {
         guard let ssl, let base = buffer.baseAddress, buffer.count > 0 else { return .failed(Self.closedError("SSL_read_ex")) }
+        if !firstByteSeen {
+            switch beganWithPlainHTTP() {
+            case nil: return .wantsRead
+            case true?:
+                firstByteSeen = true
+                answerPlainHTTP()
+                return .failed(SystemError("plain HTTP on a TLS port (answered 400)", Errno(rawValue: EPROTO)))
+            case false?:
+                firstByteSeen = true
+            }
+        }
         ERR_clear_error()
         errno = 0
         var got = 0
