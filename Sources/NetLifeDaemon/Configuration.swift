@@ -6,6 +6,7 @@
 import NetLife
 import NetLifeEvent
 import NetLifeServices
+import NetLifeControl
 
 /// The whole configuration of a daemon.
 public struct DaemonConfiguration: Sendable, Equatable {
@@ -231,7 +232,10 @@ private struct ConfigReader {
             case "allow-groups":
                 if let groups = groups(entry) { configuration.appAccess[name, default: AppAccess()].groups = groups }
             case "exec":
-                if let command = hook(entry) { app.program = ProgramConfiguration(arguments: command.arguments) }
+                if let command = hook(entry) {
+                    app.program = ProgramConfiguration(arguments: command.arguments)
+                    if let missing = Self.missingProgram(command.arguments[0]) { error(entry.line, "exec: \(missing)", isAboutThisHost: true) }
+                }
             case _ where Self.programKeys.contains(entry.key):
                 break
             default:
@@ -251,6 +255,17 @@ private struct ConfigReader {
         configuration.apps.append(app)
     }
 
+    /// Why `program` cannot be run here (nil when it can): by its path when it has a slash, else looked for
+    /// in PATH as posix_spawnp looks for it. The launch would fail the same way.
+    static func missingProgram(_ program: String) -> String? {
+        if program.contains("/") {
+            return access(program, X_OK) == 0 ? nil : "\(program) cannot be run: \(Errno.current)"
+        }
+        let path = processEnvironment()["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
+        for directory in path.split(separator: ":") where access("\(directory)/\(program)", X_OK) == 0 { return nil }
+        return "no program \(program) in PATH (\(path))"
+    }
+
     /// The keys of a process app's program besides `exec` (they need it).
     static let programKeys: Set<String> = ["working-directory", "environment", "restart", "user", "ready", "watchdog"]
 
@@ -259,7 +274,10 @@ private struct ConfigReader {
         for entry in entries {
             guard Self.programKeys.contains(entry.key) else { continue }
             guard app.program != nil else {
-                error(entry.line, "\(entry.key) needs exec = PROGRAM in the same [app] section")
+                // An exec that is there but did not read has its own error: this one would follow from it.
+                if !entries.contains(where: { $0.key == "exec" }) {
+                    error(entry.line, "\(entry.key) needs exec = PROGRAM in the same [app] section")
+                }
                 continue
             }
             switch entry.key {
@@ -410,8 +428,10 @@ private struct ConfigReader {
         do {
             _ = try descriptor.make(listener.serviceOptions)
         } catch {
-            let line = error.key.flatMap { key in entries.first(where: { $0.key == key })?.line } ?? section.line
-            self.error(line, "service \(serviceName): \(error.message)", isAboutThisHost: error.isAboutThisHost)
+            for each in error.all {
+                let line = each.key.flatMap { key in entries.first(where: { $0.key == key })?.line } ?? section.line
+                self.error(line, "service \(serviceName): \(each.message)", isAboutThisHost: each.isAboutThisHost)
+            }
         }
         configuration.apps[appIndex].listeners.append(listener)
     }
@@ -489,15 +509,19 @@ private struct ConfigReader {
                 valid = false
             }
         }
-        guard valid, let address, let descriptor else { return }
+        // The protocol's own options are checked whatever else is wrong: their errors are independent.
+        guard let address, let descriptor else { return }
         socket.address = address
         do {
             _ = try descriptor.make(socket)
         } catch {
-            let line = error.key.flatMap { key in entries.first(where: { $0.key == key })?.line } ?? section.line
-            self.error(line, "protocol \(descriptor.name): \(error.message)", isAboutThisHost: error.isAboutThisHost)
+            for each in error.all {
+                let line = each.key.flatMap { key in entries.first(where: { $0.key == key })?.line } ?? section.line
+                self.error(line, "protocol \(descriptor.name): \(each.message)", isAboutThisHost: each.isAboutThisHost)
+            }
             return
         }
+        guard valid else { return }
         configuration.apps[appIndex].sockets.append(socket)
     }
 

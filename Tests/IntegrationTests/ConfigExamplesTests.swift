@@ -60,16 +60,26 @@ struct ConfigExamplesTests {
         _ = FileManager.default.createFile(atPath: file, contents: Data(text.utf8))
         var directories: [String] = []
         var files: [String] = []
+        var certificates: [String] = []
+        var keys: [String] = []
         for line in text.split(separator: "\n") {
             let parts = line.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
             guard parts.count == 2, let path = parts[1].split(separator: " ").first.map(String.init), path.hasPrefix("/") else { continue }
             switch parts[0] {
             case "root", "upload-root", "working-directory": directories.append(path)
+            case "access-log": directories.append(String(path[..<(path.lastIndex(of: "/") ?? path.endIndex)]))
             case "password-file": files.append(path)
+            case "tls-certificate": certificates.append(path)
+            case "tls-key": keys.append(path)
             default: break
             }
         }
-        let tops = Set((directories + files).compactMap { $0.split(separator: "/").first.map { "/" + $0 } }).sorted()
+        // A certificate and its key where an example names them (--check-config reads and matches them).
+        if !certificates.isEmpty || !keys.isEmpty {
+            _ = run(["/usr/bin/openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2",
+                     "-subj", "/CN=example", "-keyout", directory.file("example.key"), "-out", directory.file("example.pem")], timeout: 30)
+        }
+        let tops = Set((directories + files + certificates + keys).compactMap { $0.split(separator: "/").first.map { "/" + $0 } }).sorted()
         let scratch = directory.file("ns")
         try? FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
         var script = "set -e\nmount -t tmpfs tmpfs '\(scratch)'\n"
@@ -79,6 +89,8 @@ struct ConfigExamplesTests {
         }
         for path in directories { script += "mkdir -p '\(path)'\n" }
         for path in files { script += "mkdir -p \"$(dirname '\(path)')\"\necho example-secret > '\(path)'\n" }
+        for path in certificates { script += "mkdir -p \"$(dirname '\(path)')\"\ncp '\(directory.file("example.pem"))' '\(path)'\n" }
+        for path in keys { script += "mkdir -p \"$(dirname '\(path)')\"\ncp '\(directory.file("example.key"))' '\(path)'\n" }
         script += "exec '\(product("netlifed"))' --check-config '\(file)'\n"
         return run(["/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", script])
     }

@@ -55,15 +55,52 @@ struct ConfigTests {
         #expect(shipped.status == 0, "\(shipped)")
     }
 
-    @Test func pathsMissingOnThisHostAreWarningsForCheckConfigAndErrorsForTheDaemon() {
+    /// Five broken configs: --check-config prints every independent error, each once, none that follows from
+    /// another, and exits 1; what it passes, the daemon starts with.
+    @Test func checkConfigPrintsEveryIndependentErrorOnceAndNoneThatFollows() {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        func check(_ name: String, _ text: String) -> ProcessResult {
+            directory.write(name, text)
+            return run([product("netlifed"), "--check-config", directory.file(name)])
+        }
+        func errorLines(_ result: ProcessResult) -> [String] { result.stderr.split(separator: "\n").map(String.init) }
+        // A bad root and a missing key: both.
+        let http = check("http.conf", "[app files]\n[listener files.main]\naddress = 127.0.0.1:0\nservice = http\nroot = relative\n"
+                                       + "tls-certificate = \(directory.file("none.pem"))\ntls-key = \(directory.file("none.key"))\n")
+        #expect(http.status == 1)
+        #expect(errorLines(http).count == 3 && http.stderr.contains("http.conf:5: service http: root must be")
+                && http.stderr.contains("http.conf:6: service http: tls-certificate") && http.stderr.contains("http.conf:7: service http: tls-key"), "\(http)")
+        // A keepalive on a socket that is no VoIP one, and a quiet policy without quiet-enter: both.
+        let socket = check("socket.conf", "[app mail]\n[socket mail.s]\nconnect = 127.0.0.1:9\nprotocol = line\npolicy = quiet\nkeepalive = 1h\n")
+        #expect(socket.status == 1)
+        #expect(errorLines(socket).count == 2 && socket.stderr.contains("socket.conf:6: keepalive belongs to a VoIP socket")
+                && socket.stderr.contains("protocol line: policy = quiet needs quiet-enter"), "\(socket)")
+        // A quote error in exec: that error alone, not a "user needs exec" that would follow from it.
+        let quoted = check("quoted.conf", "[app web]\nexec = /bin/sleep 'unterminated\nuser = nobody\n")
+        #expect(quoted.status == 1)
+        #expect(errorLines(quoted).count == 1 && quoted.stderr.contains("quoted.conf:2: exec:"), "\(quoted)")
+        // A program that is not there: the launch would fail.
+        let missing = check("missing.conf", "[app web]\nexec = /nonexistent/netlife-program --flag\n")
+        #expect(missing.status == 1 && missing.stderr.contains("missing.conf:2: exec: /nonexistent/netlife-program cannot be run: No such file or directory"), "\(missing)")
+        let unknown = check("path.conf", "[app web]\nexec = netlife-no-such-program\n")
+        #expect(unknown.status == 1 && unknown.stderr.contains("path.conf:2: exec: no program netlife-no-such-program in PATH"), "\(unknown)")
+        // What it passes, the daemon starts with.
+        let good = check("good.conf", "[app web]\nexec = sleep 60\n")
+        #expect(good.status == 0 && good.stdout.hasSuffix(": ok\n"), "\(good)")
+    }
+
+    @Test func pathsMissingOnThisHostAreErrorsForCheckConfigAsForTheDaemon() {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
         let missing = directory.file("not-made-yet")
         let files = "[app files]\n[listener files.http]\naddress = 127.0.0.1:0\nservice = http\nroot = \(missing)\n"
         directory.write("files.conf", files)
+        // --check-config runs every check the start runs: "ok" means netlifed starts with the config here.
         let checked = run([product("netlifed"), "--check-config", directory.file("files.conf")])
-        #expect(checked.status == 0, "the text is right: \(checked)")
-        #expect(checked.stderr.contains("files.conf:5: warning: service http: root must be an existing directory"), "\(checked)")
+        #expect(checked.status == 1, "the daemon would not start: \(checked)")
+        #expect(checked.stderr.contains("files.conf:5: service http: root must be an existing directory"), "\(checked)")
+        #expect(!checked.stdout.contains("ok"), "\(checked)")
         // A real error beside it still fails the check, and both are printed.
         directory.write("both.conf", files + "[app x]\nauto-suspend = soon\n")
         let both = run([product("netlifed"), "--check-config", directory.file("both.conf")])

@@ -263,9 +263,9 @@ private func curl(_ certificates: PeerCertificates, _ arguments: [String], timeo
         let good = check("good.conf", "tls-certificate = \(certificates.certificatePath)\ntls-key = \(certificates.keyPath)")
         #expect(good.status == 0, "\(good)")
 
-        // A missing key: a warning for --check-config (a file of this host), an error that stops the daemon.
+        // A missing key: an error for --check-config as for the daemon, which does not start without it.
         let absent = check("absent.conf", "tls-certificate = \(certificates.certificatePath)\ntls-key = \(missing)")
-        #expect(absent.stderr.contains("absent.conf:7: warning: service http: tls-key \(missing) cannot be read: No such file or directory"), "\(absent)")
+        #expect(absent.status == 1 && absent.stderr.contains("absent.conf:7: service http: tls-key \(missing) cannot be read: No such file or directory"), "\(absent)")
         let started = run([product("netlifed"), "--config", directory.file("absent.conf"), "--control", directory.file("c/s.sock")], timeout: 10)
         #expect(started.status == 78, "\(started)")
         #expect(started.stderr.contains("absent.conf:7:") && started.stderr.contains(missing), "\(started)")

@@ -192,35 +192,35 @@ private func errors(_ text: String) -> [String] {
         #expect(config.apps.first?.program?.user == ProgramUser(name: "nobody", uid: nobody.uid, gid: nobody.gid))
         #expect(try parse("[app web]\nexec = /usr/sbin/lighttpd -D\n").apps.first?.program?.user == nil)
         #expect(errors("[app web]\nexec = /usr/sbin/lighttpd -D\nuser = no-such-user\n") == ["test.conf:3: user: no user named 'no-such-user'"])
-        #expect(errors("[app web]\nexec = prog\nuser = nobody\u{0}x\n").first?.hasPrefix("test.conf:3: user: no user named") == true,
+        #expect(errors("[app web]\nexec = /bin/sleep\nuser = nobody\u{0}x\n").first?.hasPrefix("test.conf:3: user: no user named") == true,
                 "a NUL does not cut the name short")
         #expect(errors("[app web]\nuser = nobody\n") == ["test.conf:2: user needs exec = PROGRAM in the same [app] section"])
     }
 
     @Test func readyAndWatchdogOfAProgramAreReadAndChecked() throws {
-        let plain = try parse("[app web]\nexec = prog\n").apps[0].program
+        let plain = try parse("[app web]\nexec = /bin/sleep\n").apps[0].program
         #expect(plain?.ready == .start && plain?.watchdog == nil)
-        let set = try parse("[app web]\nexec = prog\nready = notify\nwatchdog = 250ms\n").apps[0].program
+        let set = try parse("[app web]\nexec = /bin/sleep\nready = notify\nwatchdog = 250ms\n").apps[0].program
         #expect(set?.ready == .notify && set?.watchdog == .milliseconds(250))
-        #expect(try parse("[app web]\nexec = prog\nwatchdog = no\n").apps[0].program?.watchdog == nil)
-        #expect(errors("[app web]\nexec = prog\nready = yes\n") == ["test.conf:3: ready must be start or notify, got 'yes'"])
-        #expect(errors("[app web]\nexec = prog\nwatchdog = 10ms\n").first?.hasPrefix("test.conf:3: watchdog") == true)
+        #expect(try parse("[app web]\nexec = /bin/sleep\nwatchdog = no\n").apps[0].program?.watchdog == nil)
+        #expect(errors("[app web]\nexec = /bin/sleep\nready = yes\n") == ["test.conf:3: ready must be start or notify, got 'yes'"])
+        #expect(errors("[app web]\nexec = /bin/sleep\nwatchdog = 10ms\n").first?.hasPrefix("test.conf:3: watchdog") == true)
         #expect(errors("[app web]\nready = notify\nwatchdog = 1s\n") == ["test.conf:2: ready needs exec = PROGRAM in the same [app] section",
                                                                       "test.conf:3: watchdog needs exec = PROGRAM in the same [app] section"])
     }
 
     @Test func adoptIsReadOnAProcessAppsListenerWithAnExplicitPort() throws {
-        let app = try parse("[app web]\nexec = prog\n[listener web.http]\naddress = 127.0.0.9:8080\nadopt = yes\n[listener web.admin]\naddress = 127.0.0.9:8081\n").apps[0]
+        let app = try parse("[app web]\nexec = /bin/sleep\n[listener web.http]\naddress = 127.0.0.9:8080\nadopt = yes\n[listener web.admin]\naddress = 127.0.0.9:8081\n").apps[0]
         #expect(app.listeners.map(\.adopt) == [true, false])
-        #expect(try parse("[app web]\nexec = prog\n[listener web.http]\naddress = 127.0.0.9:8080\nadopt = no\n").apps[0].listeners[0].adopt == false)
-        #expect(errors("[app web]\nexec = prog\n[listener web.http]\naddress = 127.0.0.9:0\nadopt = yes\n")
+        #expect(try parse("[app web]\nexec = /bin/sleep\n[listener web.http]\naddress = 127.0.0.9:8080\nadopt = no\n").apps[0].listeners[0].adopt == false)
+        #expect(errors("[app web]\nexec = /bin/sleep\n[listener web.http]\naddress = 127.0.0.9:0\nadopt = yes\n")
                 == ["test.conf:4: listener web.http: adopt = yes needs an explicit port (the port the program binds), not 127.0.0.9:0"])
-        #expect(errors("[app web]\nexec = prog\n[listener web.http]\naddress = 127.0.0.9:8080\nadopt = maybe\n")
+        #expect(errors("[app web]\nexec = /bin/sleep\n[listener web.http]\naddress = 127.0.0.9:8080\nadopt = maybe\n")
                 == ["test.conf:5: adopt must be yes or no, got 'maybe'"])
         #expect(errors("[app web]\n[listener web.http]\naddress = 127.0.0.9:8080\nservice = echo\nadopt = yes\n")
                 == ["test.conf:5: adopt belongs to a listener of a process app (exec): only a program binds its own listeners"])
         // A missing port is an error of the address itself.
-        #expect(errors("[app web]\nexec = prog\n[listener web.http]\naddress = 127.0.0.9\nadopt = yes\n").first?.hasPrefix("test.conf:4: address") == true)
+        #expect(errors("[app web]\nexec = /bin/sleep\n[listener web.http]\naddress = 127.0.0.9\nadopt = yes\n").first?.hasPrefix("test.conf:4: address") == true)
     }
 
     @Test func transferLimitsHaveDefaultsAndRanges() throws {

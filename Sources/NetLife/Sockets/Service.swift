@@ -27,15 +27,33 @@ public struct ServiceOptionError: Error, Equatable, Sendable, CustomStringConver
     public var message: String
     /// Whether the fault is in this host rather than in the text: a file or directory missing (a `root` not
     /// made yet), or one netlifed must write that it cannot (a read-only file system, as systemd's
-    /// ProtectSystem=strict makes it). `--check-config` warns about it, as `apachectl configtest` does of a
-    /// missing DocumentRoot; netlifed refuses to start until it is mended.
+    /// ProtectSystem=strict makes it). netlifed does not start until it is mended, and `--check-config`, which
+    /// runs every check the start runs, reports it as an error.
     public var isAboutThisHost: Bool
+    /// Further errors of other options, independent of this one: every one is reported, each once.
+    public var others: [ServiceOptionError] = []
     public init(key: String? = nil, _ message: String, isAboutThisHost: Bool = false) {
         self.key = key
         self.message = message
         self.isAboutThisHost = isAboutThisHost
     }
     public var description: String { message }
+
+    /// This error and the others.
+    public var all: [ServiceOptionError] {
+        var first = self
+        first.others = []
+        return [first] + others.flatMap(\.all)
+    }
+
+    /// Throws every error of `errors` (independent checks of different options), the first with the rest as
+    /// its `others`; nothing when there is none.
+    public static func throwAll(_ errors: [ServiceOptionError]) throws(ServiceOptionError) {
+        let flat = errors.flatMap(\.all)
+        guard var first = flat.first else { return }
+        first.others = Array(flat.dropFirst())
+        throw first
+    }
 }
 
 /// How to make a service: its name, the listener keys it accepts, and a factory.

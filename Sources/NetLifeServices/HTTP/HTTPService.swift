@@ -23,30 +23,41 @@ public final class HTTPService: Service, ConnectionDelegate {
         "root", "max-ranges", "request-timeout", "upload-root", "max-upload-size", "max-uploads", "upload-expiry",
         "access-log", "tls-certificate", "tls-key",
     ]) { options throws(ServiceOptionError) in
-        guard let root = options["root"] else {
-            throw ServiceOptionError(key: nil, "service http needs root = DIRECTORY")
-        }
-        guard root.hasPrefix("/"), let resolved = realPath(root), isDirectory(resolved) else {
-            throw ServiceOptionError(key: "root", "root must be an existing directory given by its absolute path, got '\(root)'",
-                                     isAboutThisHost: root.hasPrefix("/"))
+        // Each option is checked on its own, so that every error is reported at once (a bad root does not
+        // hide a missing tls-key).
+        var errors: [ServiceOptionError] = []
+        var resolved = ""
+        if let root = options["root"] {
+            if root.hasPrefix("/"), let real = realPath(root), isDirectory(real) {
+                resolved = real
+            } else {
+                errors.append(ServiceOptionError(key: "root", "root must be an existing directory given by its absolute path, got '\(root)'",
+                                                 isAboutThisHost: root.hasPrefix("/")))
+            }
+        } else {
+            errors.append(ServiceOptionError(key: nil, "service http needs root = DIRECTORY"))
         }
         var maxRanges = 1
         if let text = options["max-ranges"] {
-            guard let value = Int(text), (0...100).contains(value) else {
-                throw ServiceOptionError(key: "max-ranges", "max-ranges must be a whole number from 0 to 100, got '\(text)'")
-            }
-            maxRanges = value
+            if let value = Int(text), (0...100).contains(value) { maxRanges = value }
+            else { errors.append(ServiceOptionError(key: "max-ranges", "max-ranges must be a whole number from 0 to 100, got '\(text)'")) }
         }
         var timeout: Duration = .seconds(10)
         if let text = options["request-timeout"] {
-            guard let value = Duration(configText: text), value >= .milliseconds(100), value <= .seconds(3600) else {
-                throw ServiceOptionError(key: "request-timeout", "request-timeout must be a duration between 100ms and 1h, got '\(text)'")
-            }
-            timeout = value
+            if let value = Duration(configText: text), value >= .milliseconds(100), value <= .seconds(3600) { timeout = value }
+            else { errors.append(ServiceOptionError(key: "request-timeout", "request-timeout must be a duration between 100ms and 1h, got '\(text)'")) }
         }
-        let accessLog = try options["access-log"].flatMap { text throws(ServiceOptionError) in try AccessLogDestination.parse(text) }
-        return HTTPService(root: resolved, maxRanges: maxRanges, requestTimeout: timeout, uploads: try uploadOptions(options),
-                           accessLog: accessLog, tls: try TLSCertificate.parse(options))
+        var accessLog: AccessLogDestination?
+        if let text = options["access-log"] {
+            do throws(ServiceOptionError) { accessLog = try AccessLogDestination.parse(text) } catch { errors.append(error) }
+        }
+        var uploads: (root: String, limits: UploadLimits)?
+        do throws(ServiceOptionError) { uploads = try uploadOptions(options) } catch { errors.append(error) }
+        var tls: TLSCertificate?
+        do throws(ServiceOptionError) { tls = try TLSCertificate.parse(options) } catch { errors.append(error) }
+        try ServiceOptionError.throwAll(errors)
+        return HTTPService(root: resolved, maxRanges: maxRanges, requestTimeout: timeout, uploads: uploads,
+                           accessLog: accessLog, tls: tls)
     }
 
     /// The upload options: nil without `upload-root`; the others need it.

@@ -26,16 +26,20 @@ final class TLSServerContext {
     /// `SSL_CTX_check_private_key`.
     init(certificatePath: String, keyPath: String) throws(ServiceOptionError) {
         var contents: [String: [UInt8]] = [:]
+        var unread: [ServiceOptionError] = []
         for (key, path) in [("tls-certificate", certificatePath), ("tls-key", keyPath)] {
             guard path.hasPrefix("/") else {
-                throw ServiceOptionError(key: key, "\(key) must be an absolute path, got '\(path)'")
+                unread.append(ServiceOptionError(key: key, "\(key) must be an absolute path, got '\(path)'"))
+                continue
             }
             switch RegularFile.read(path, limit: Self.maxFileBytes) {
             case .success(let bytes): contents[key] = bytes
             case .failure(let failure):
-                throw ServiceOptionError(key: key, "\(key) \(path) cannot be read: \(failure)", isAboutThisHost: true)
+                unread.append(ServiceOptionError(key: key, "\(key) \(path) cannot be read: \(failure)", isAboutThisHost: true))
             }
         }
+        // Each file that cannot be read is its own error: both are reported.
+        try ServiceOptionError.throwAll(unread)
         let certificate = contents["tls-certificate"] ?? []
         let key = contents["tls-key"] ?? []
         var digest = SHA256Digest()
