@@ -67,18 +67,54 @@ public enum ConfigLoader {
     /// config names: opened without blocking (a FIFO is refused, not waited on), a regular file, bounded.
     static let maxConfigBytes = 16 << 20
 
-    /// Checks a config text; every error is returned, in line order.
+    /// Checks a config text and the files its `[daemon] include = GLOB` names (read in name order, as
+    /// Debian daemons read their conf.d); every error is returned, each naming its own file and line, in file
+    /// and line order.
     public static func parse(_ text: String, file: String, services: ServiceRegistry) throws(ConfigErrors) -> DaemonConfiguration {
+        var sources = [(file: file, text: text)]
+        var unread: [ConfigError] = []
+        for (line, pattern) in includePatterns(text, file: file) {
+            for path in expand(pattern, relativeTo: directoryName(file)) {
+                switch RegularFile.read(path, limit: maxConfigBytes) {
+                case .success(let bytes): sources.append((path, String(decoding: bytes, as: UTF8.self)))
+                case .failure(let failure): unread.append(ConfigError(file: file, line: line, "include: cannot read \(path): \(failure)"))
+                }
+            }
+        }
         var reader = ConfigReader(file: file, services: services)
-        reader.read(text)
-        guard reader.errors.isEmpty else { throw ConfigErrors(errors: reader.errors.sorted { $0.line < $1.line }) }
+        reader.read(sources)
+        let order = Dictionary(sources.enumerated().map { ($1.file, $0) }, uniquingKeysWith: { first, _ in first })
+        let errors = (unread + reader.errors).enumerated().sorted { a, b in
+            let (fileA, fileB) = (order[a.element.file] ?? 0, order[b.element.file] ?? 0)
+            if fileA != fileB { return fileA < fileB }
+            if a.element.line != b.element.line { return a.element.line < b.element.line }
+            return a.offset < b.offset
+        }.map(\.element)
+        guard errors.isEmpty else { throw ConfigErrors(errors: errors) }
         return reader.configuration
+    }
+
+    /// The `include = GLOB` entries of the text's `[daemon]` section, with their lines.
+    static func includePatterns(_ text: String, file: String) -> [(line: Int, pattern: String)] {
+        INIFile.parse(text, file: file).sections.filter { $0.kind == "daemon" }
+            .flatMap(\.entries).filter { $0.key == "include" }.map { ($0.line, $0.value) }
+    }
+
+    /// The files a glob names, in name order; a relative pattern is taken from the config's directory. The
+    /// corresponding C function is `glob` (no match: no file, as an empty conf.d is).
+    static func expand(_ pattern: String, relativeTo directory: String) -> [String] {
+        let absolute = pattern.hasPrefix("/") ? pattern : directory + "/" + pattern
+        var matches = glob_t()
+        defer { globfree(&matches) }
+        guard glob(absolute, 0, nil, &matches) == 0 else { return [] }
+        return (0..<Int(matches.gl_pathc)).compactMap { index in matches.gl_pathv[index].map { String(cString: $0) } }
     }
 }
 
 /// One pass over a config text.
 private struct ConfigReader {
-    let file: String
+    /// The file being read: the main config, or one it includes (errors name it).
+    var file: String
     let services: ServiceRegistry
     var configuration: DaemonConfiguration
     var errors: [ConfigError] = []
@@ -93,19 +129,39 @@ private struct ConfigReader {
         errors.append(ConfigError(file: file, line: line, message, isAboutThisHost: isAboutThisHost))
     }
 
-    mutating func read(_ text: String) {
-        let (sections, syntaxErrors) = INIFile.parse(text, file: file, isCommandLine: ConfigKeys.isCommandLine)
-        errors += syntaxErrors
-        var seen: [String: Int] = [:]
+    /// Reads the main config and the files it includes (after it), as one config: an included file may hold
+    /// apps, listeners and sockets, each error naming its own file and line; [daemon] is the main file's.
+    mutating func read(_ sources: [(file: String, text: String)]) {
+        var sections: [INISection] = []
+        for (index, source) in sources.enumerated() {
+            let (parsed, syntaxErrors) = INIFile.parse(source.text, file: source.file, isCommandLine: ConfigKeys.isCommandLine)
+            errors += syntaxErrors
+            for section in parsed {
+                if index > 0, section.kind == "daemon" {
+                    file = section.file
+                    error(section.line, "[daemon] belongs to the main config (\(sources[0].file)), not to a file it includes")
+                    continue
+                }
+                sections.append(section)
+            }
+        }
+        file = sources[0].file
+        read(sections)
+    }
+
+    private mutating func read(_ sections: [INISection]) {
+        var seen: [String: (file: String, line: Int)] = [:]
         var listenerSections: [INISection] = []
         var socketSections: [INISection] = []
         for section in sections {
+            file = section.file
             let identity = section.kind + " " + (section.name ?? "")
             if let first = seen[identity] {
-                error(section.line, "duplicate section [\(identity.trimmingWhitespace())] (first at line \(first))")
+                let place = first.file == section.file ? "line \(first.line)" : "\(first.file):\(first.line)"
+                error(section.line, "duplicate section [\(identity.trimmingWhitespace())] (first at \(place))")
                 continue
             }
-            seen[identity] = section.line
+            seen[identity] = (section.file, section.line)
             switch section.kind {
             case "daemon":
                 if section.name != nil { error(section.line, "[daemon] takes no name") }
@@ -120,8 +176,14 @@ private struct ConfigReader {
                 error(section.line, "unknown section [\(section.kind)]; expected [daemon], [app NAME], [listener APP.NAME] or [socket APP.NAME]")
             }
         }
-        for section in listenerSections { readListener(section) }
-        for section in socketSections { readSocket(section) }
+        for section in listenerSections {
+            file = section.file
+            readListener(section)
+        }
+        for section in socketSections {
+            file = section.file
+            readSocket(section)
+        }
         checkAddressesAreDistinct(listenerSections)
     }
 
@@ -148,6 +210,9 @@ private struct ConfigReader {
                 } else {
                     configuration.controlGroup = entry.value
                 }
+            case "include":
+                // Read by ConfigLoader.parse before this section is: only the pattern's form is checked here.
+                if entry.value.isEmpty || entry.value.contains("\0") { error(entry.line, "include needs a file or a glob, such as /etc/netlifed/conf.d/*.conf") }
             case "admin-group":
                 if let group = groups(entry)?.first {
                     if entry.value.split(separator: " ").count > 1 { error(entry.line, "admin-group takes one group, got '\(entry.value)'") }
@@ -604,8 +669,9 @@ private struct ConfigReader {
             for listener in app.listeners where listener.address.port != 0 {
                 let fullName = "\(app.name).\(listener.name)"
                 if let other = owners[listener.address] {
-                    let line = sections.first(where: { $0.name == fullName })?.line ?? 0
-                    error(line, "listener \(fullName) uses \(listener.address), as listener \(other) does")
+                    let section = sections.first(where: { $0.name == fullName })
+                    file = section?.file ?? file
+                    error(section?.line ?? 0, "listener \(fullName) uses \(listener.address), as listener \(other) does")
                 } else {
                     owners[listener.address] = fullName
                 }

@@ -41,6 +41,8 @@ struct INISection: Equatable {
     var name: String?
     var line: Int
     var entries: [INIEntry] = []
+    /// The file it is in (the main config, or one it includes).
+    var file = ""
 }
 
 /// Splits a config text into sections, reporting every malformed line.
@@ -86,6 +88,7 @@ enum INIFile {
             }
             sections[sections.count - 1].entries.append(INIEntry(key: key, value: value, line: lineNumber))
         }
+        for index in sections.indices { sections[index].file = file }
         return (sections, errors)
     }
 

@@ -48,12 +48,12 @@ struct ConfigCommentTests {
         let config = try parse("""
             [app a]
             on-voip-data = /bin/echo "# one" '#two' \\#three x#four "a \\" # b"  # the comment
-            exec = /bin/prog --colour '#fff' ; 'semi ;colon'
+            exec = /bin/echo --colour '#fff' ; 'semi ;colon'
             environment = NOTE='x # y' PLAIN=1 # comment
             """)
         let app = try #require(config.apps.first)
         #expect(app.voipDataHook?.arguments == ["/bin/echo", "# one", "#two", "#three", "x#four", "a \" # b"])
-        #expect(app.program?.arguments == ["/bin/prog", "--colour", "#fff"])
+        #expect(app.program?.arguments == ["/bin/echo", "--colour", "#fff"])
         #expect(app.program?.environment["NOTE"] == "x # y")
         #expect(app.program?.environment["PLAIN"] == "1")
     }

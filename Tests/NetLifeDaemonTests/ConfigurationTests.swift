@@ -260,4 +260,33 @@ private func errors(_ text: String) -> [String] {
         #expect(errors("[daemon]\nadmin-group = root nogroup\n") == ["test.conf:2: admin-group takes one group, got 'root nogroup'"])
         #expect(errors("[daemon]\nallow-users = root\n") == ["test.conf:2: unknown key 'allow-users' in [daemon]"])
     }
+
+    @Test func includedFilesAddAppsAndTheirErrorsNameTheirOwnFileAndLine() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        #expect(mkdir(directory.file("conf.d"), 0o755) == 0)
+        // Read in name order; a listener may name an app of another file.
+        directory.write("conf.d/20-web.conf", "[app web]\n[listener main.http]\naddress = 127.0.0.1:0\nservice = echo\n")
+        directory.write("conf.d/10-mail.conf", "[app mail]\nauto-suspend = 5s\n")
+        directory.write("conf.d/notes.txt", "not a config")
+        let main = "[daemon]\ninclude = conf.d/*.conf\n[app main]\n"
+        let config = try ConfigLoader.parse(main, file: directory.file("netlifed.conf"), services: .builtin)
+        #expect(config.apps.map(\.name) == ["main", "mail", "web"])
+        #expect(config.apps[0].listeners.map(\.name) == ["http"])
+        // An empty conf.d is no error.
+        #expect(try ConfigLoader.parse("[daemon]\ninclude = /nonexistent-netlife/*.conf\n", file: directory.file("x.conf"), services: .builtin).apps.isEmpty)
+        // Errors name the included file and its line; [daemon] and a duplicate app are refused there.
+        directory.write("conf.d/30-bad.conf", "[app bad]\nauto-suspend = soon\n[daemon]\nloop-stall = 1s\n[app mail]\n")
+        do {
+            _ = try ConfigLoader.parse(main, file: directory.file("netlifed.conf"), services: .builtin)
+            Issue.record("an included file's errors were not reported")
+        } catch {
+            let bad = directory.file("conf.d/30-bad.conf")
+            #expect(error.errors.map(\.description) == [
+                "\(bad):2: auto-suspend: 'soon' is not a duration (write e.g. 250ms, 5s, 10m or 1h)",
+                "\(bad):3: [daemon] belongs to the main config (\(directory.file("netlifed.conf"))), not to a file it includes",
+                "\(bad):5: duplicate section [app mail] (first at \(directory.file("conf.d/10-mail.conf")):1)",
+            ], "\(error)")
+        }
+    }
 }
