@@ -99,7 +99,7 @@ final class Supervisor {
 
     /// The status line, given `degradedReasons`.
     func statusLine(degradedBy reasons: [String]) -> String {
-        let states = apps.map { "\($0.name) \($0.state)" }.joined(separator: ", ")
+        let states = apps.isEmpty ? "no app configured" : apps.map { "\($0.name) \($0.state)" }.joined(separator: ", ")
         return reasons.isEmpty ? states : "degraded (\(reasons.joined(separator: "; "))): \(states)"
     }
 

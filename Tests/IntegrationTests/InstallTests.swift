@@ -44,6 +44,7 @@ let installedCopies: [String: String] = docsPages.reduce(into: [
     "/usr/share/doc/netlife/README.md": "README.md",
     "/usr/share/netlife/systemd/netlifed-process-apps.conf": "systemd/netlifed-process-apps.conf",
     "/usr/share/netlife/systemd/netlifed-members.conf": "systemd/netlifed-members.conf",
+    "/usr/share/netlife/examples/netlifed.conf": "Config/netlifed.conf",
     "/usr/share/netlife/examples/netlife_events.py": "Examples/netlife_events.py",
     "/usr/share/man/man8/netlifed.8": "man/netlifed.8",
     "/usr/share/man/man1/netlifectl.1": "man/netlifectl.1",
@@ -97,7 +98,10 @@ struct InstallTests {
         // The installed daemon accepts the installed config.
         let check = run([root + "/usr/bin/netlifed", "--check-config", root + "/etc/netlifed/netlifed.conf"], timeout: 10)
         #expect(check.status == 0, "\(check)")
-        #expect(contents(root + "/etc/netlifed/netlifed.conf") == contents(repository.appendingPathComponent("Config/netlifed.conf").path))
+        // The installed default runs no app and reads conf.d; the annotated config is an example.
+        #expect(contents(root + "/etc/netlifed/netlifed.conf") == contents(repository.appendingPathComponent("Config/system.conf").path))
+        var isDirectory: ObjCBool = false
+        #expect(FileManager.default.fileExists(atPath: root + "/etc/netlifed/conf.d", isDirectory: &isDirectory) && isDirectory.boolValue)
         // The unit names the final paths, not the staging directory.
         let unit = contents(root + "/etc/systemd/system/netlifed.service").split(separator: "\n")
         #expect(unit.filter { $0.hasPrefix("ExecStart=") } == ["ExecStart=/usr/bin/netlifed --config /etc/netlifed/netlifed.conf"])

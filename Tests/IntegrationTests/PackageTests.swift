@@ -222,7 +222,7 @@ struct PackageTests {
             "/usr/share/bash-completion/completions/netlifectl", "/usr/share/doc/netlife/README.md",
             "/usr/share/doc/netlife/copyright", "/usr/share/doc/netlife/changelog.Debian.gz",
             "/usr/share/netlife/systemd/netlifed-process-apps.conf", "/usr/share/netlife/systemd/netlifed-members.conf",
-            "/usr/share/netlife/examples/netlife_events.py",
+            "/usr/share/netlife/examples/netlife_events.py", "/usr/share/netlife/examples/netlifed.conf",
         ]).union(installedCopies.keys.filter { $0.hasPrefix("/usr/share/doc/netlife/docs/") })
         #expect(listed == expected)
 
@@ -235,7 +235,7 @@ struct PackageTests {
         #expect(Set(sums) == expected.subtracting(["/etc/netlifed/netlifed.conf"]))
         let check = run(["/bin/sh", "-c", "cd '\(tree)' && md5sum --quiet -c DEBIAN/md5sums"], timeout: 60)
         #expect(check.status == 0, "\(check)")
-        #expect(contents(tree + "/etc/netlifed/netlifed.conf") == contents(repositoryFile("Config/netlifed.conf")))
+        #expect(contents(tree + "/etc/netlifed/netlifed.conf") == contents(repositoryFile("Config/system.conf")))
         let unit = contents(tree + "/lib/systemd/system/netlifed.service").split(separator: "\n")
         #expect(unit.contains("ExecStart=/usr/bin/netlifed --config /etc/netlifed/netlifed.conf"))
         #expect(!unit.contains { !$0.hasPrefix("#") && $0.contains("/usr/local/") })

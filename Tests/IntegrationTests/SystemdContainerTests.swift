@@ -8,7 +8,7 @@ import Foundation
 import Testing
 import NetLifeTestSupport
 
-/// The app of the package's default config.
+/// An echo app, as the annotated example shows one (the package's default config runs no app).
 private let echoApp = """
     [app echo]
     launch = foreground
@@ -39,6 +39,14 @@ struct SystemdContainerTests {
             #expect(box.sh("systemctl is-enabled netlifed").stdout.contains("enabled"))
             #expect(box.property("ActiveState") == "active")
             #expect(box.property("SubState") == "running")
+            // The packaged default runs no app: nothing listens until one is configured.
+            #expect(box.property("StatusText") == "no app configured")
+            #expect(box.sh("netlifectl status").status == 0)
+            #expect(box.echo("ping", port: 7070) == "")
+            // An app dropped in conf.d, checked and reloaded, as an operator adds one.
+            box.write("/etc/netlifed/conf.d/echo.conf", echoApp)
+            let added = box.sh("netlifed --check-config /etc/netlifed/netlifed.conf && systemctl reload netlifed")
+            #expect(added.status == 0, "\(added)")
             #expect(box.property("StatusText") == "echo active")
             #expect(box.echo("ping", port: 7070) == "ping")
             let status = box.sh("netlifectl status")
@@ -62,6 +70,8 @@ struct SystemdContainerTests {
 
     @Test func theJournalHoldsEachAppsRecordsWithItsFieldsAndPriorities() throws {
         try withInstalledBox { box in
+            box.write("/etc/netlifed/conf.d/echo.conf", echoApp)
+            #expect(box.sh("systemctl reload netlifed").status == 0)
             // Under systemd the records go to journald with their fields, so one app's are one query.
             let app = box.sh("journalctl NETLIFE_APP=echo -o cat")
             #expect(app.stdout.contains("app echo: inactive -> active"), "\(app)")
