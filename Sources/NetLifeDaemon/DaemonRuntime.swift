@@ -166,8 +166,10 @@ final class DaemonRuntime {
     private func removeLeftoverCgroups() {
         guard let layout = try? CgroupLayout.current() else { return }
         let logger = self.logger
-        leftoverSweep = CgroupLeftovers.remove(in: layout, loop: loop, timeout: .seconds(10)) { found, left in
-            logger.warning("removed \(found.count - left.count) cgroup(s) that a netlifed no longer running left behind, with their processes")
+        leftoverSweep = CgroupLeftovers.remove(in: layout, loop: loop, timeout: .seconds(10)) { removed, left in
+            if !removed.isEmpty {
+                logger.warning("removed \(removed.count) cgroup(s) that a netlifed no longer running left behind, with their processes: \(removed.joined(separator: ", "))")
+            }
             for directory in left { logger.error("cannot empty and remove \(directory), left by a netlifed no longer running") }
         }
     }

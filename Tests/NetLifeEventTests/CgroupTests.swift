@@ -149,8 +149,9 @@ struct CgroupLayoutTests {
         #expect(ProcessCgroup.v1FreezeState("FROZEN\n") == .frozen)
         #expect(ProcessCgroup.v1FreezeState("THAWED\n") == .thawed)
         let name = ProcessCgroup.name(forApp: "my app/../x")
-        // The app, this process's pid (CgroupLeftovers), then 8 hex digits.
-        #expect(name.hasPrefix("netlife-my_app____x-d\(getpid())-") && name.utf8.count == "netlife-my_app____x-d\(getpid())-".utf8.count + 8)
+        // The app, this process's pid and pid namespace (CgroupLeftovers), then 8 hex digits.
+        let prefix = "netlife-my_app____x-d\(getpid())-n\(CgroupLeftovers.ownPidNamespace ?? 0)-"
+        #expect(name.hasPrefix(prefix) && name.utf8.count == prefix.utf8.count + 8, "\(name)")
         #expect(!ProcessCgroup.name(forApp: String(repeating: "é", count: 100)).contains("é"))
         #expect(ProcessCgroup.name(forApp: "web", run: 12).hasPrefix("netlife-web-r12-"))
         // cgroup.procs is counted by its newlines, across read chunks.
@@ -337,18 +338,26 @@ private func readCounter(_ path: String) -> Int {
 struct CgroupLeftoversTests {
     @Test func theOwnerIsReadFromTheNameNetlifedGivesItsCgroups() {
         let name = ProcessCgroup.name(forApp: "web-app", run: 3)
-        #expect(name.hasPrefix("netlife-web-app-r3-d\(getpid())-"))
-        #expect(CgroupLeftovers.ownerPid(ofCgroupNamed: name) == getpid())
-        #expect(CgroupLeftovers.ownerPid(ofCgroupNamed: "netlife-a-d42-0000beef") == 42)
+        let namespace = CgroupLeftovers.ownPidNamespace
+        #expect(name.hasPrefix("netlife-web-app-r3-d\(getpid())-n\(namespace ?? 0)-"))
+        #expect(CgroupLeftovers.owner(ofCgroupNamed: name) == CgroupLeftovers.Owner(pid: getpid(), pidNamespace: namespace))
+        #expect(CgroupLeftovers.owner(ofCgroupNamed: "netlife-a-d42-n4026531836-0000beef") == CgroupLeftovers.Owner(pid: 42, pidNamespace: 4026531836))
+        // A name of an older netlifed records no namespace.
+        #expect(CgroupLeftovers.owner(ofCgroupNamed: "netlife-a-d42-0000beef") == CgroupLeftovers.Owner(pid: 42, pidNamespace: nil))
         for other in ["netlife-a-r1-0000beef", "netlife-daemon", "netlife-test-hold-12-345", "netlife-a-d42-beef",
-                      "netlife-a-dx-0000beef", "other-a-d42-0000beef", "netlife-a-d0-0000beef", "netlife-a-d-5-0000beef"] {
+                      "netlife-a-dx-0000beef", "other-a-d42-0000beef", "netlife-a-d0-0000beef", "netlife-a-d-5-0000beef",
+                      "netlife-a-n5-0000beef"] {
             #expect(CgroupLeftovers.ownerPid(ofCgroupNamed: other) == nil, "\(other)")
         }
     }
 
-    @Test func onlyTheCgroupsOfNetlifedsThatAreGoneAreFound() throws {
+    @Test func onlyTheCgroupsOfNetlifedsThatAreGoneInThisPidNamespaceAreFound() throws {
         let parent = "/tmp/netlife-leftovers-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        let names = ["netlife-gone-d41-0000beef", "netlife-alive-d42-0000cafe", "netlife-mine-d\(getpid())-00000001",
+        let here: UInt64 = 4026531836
+        let names = ["netlife-gone-d41-n\(here)-0000beef", "netlife-alive-d42-n\(here)-0000cafe",
+                     "netlife-mine-d\(getpid())-n\(here)-00000001",
+                     // Another namespace's daemon, whose pid 41 means nothing here; an older netlifed's name.
+                     "netlife-host-d41-n4026532000-0000f00d", "netlife-old-d41-0000d00d",
                      "netlife-daemon", "unrelated"]
         #expect(mkdir(parent, 0o755) == 0)
         for name in names { #expect(mkdir(parent + "/" + name, 0o755) == 0) }
@@ -356,8 +365,9 @@ struct CgroupLeftoversTests {
             for name in names { rmdir(parent + "/" + name) }
             rmdir(parent)
         }
-        let found = CgroupLeftovers.find(in: parent) { $0 == 42 }
-        #expect(found == [parent + "/netlife-gone-d41-0000beef"])
+        let found = CgroupLeftovers.find(in: parent, isRunning: { $0 == 42 }, namespace: here)
+        #expect(found == [parent + "/netlife-gone-d41-n\(here)-0000beef"])
+        #expect(CgroupLeftovers.find(in: parent, isRunning: { _ in false }, namespace: nil).isEmpty, "no namespace known: nothing judged")
         #expect(CgroupLeftovers.isAlive(getpid()))
         #expect(!CgroupLeftovers.isAlive(Int32.max), "no such process")
     }

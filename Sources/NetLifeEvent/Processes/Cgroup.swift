@@ -228,17 +228,19 @@ public final class ProcessCgroup {
         }
     }
 
-    /// A fresh name for an app's cgroup, `netlife-APP-dPID-XXXXXXXX` (`netlife-APP-rRUN-dPID-XXXXXXXX` for run
-    /// RUN): the app's name with anything but letters, digits, `-` and `_` replaced by `_` (at most 64 bytes),
-    /// this netlifed's pid (so that a later one can tell what a netlifed that is gone left: CgroupLeftovers),
-    /// and 32 random bits, so that no run's cgroup is ever another's.
+    /// A fresh name for an app's cgroup, `netlife-APP-dPID-nNS-XXXXXXXX` (`netlife-APP-rRUN-dPID-nNS-XXXXXXXX`
+    /// for run RUN): the app's name with anything but letters, digits, `-` and `_` replaced by `_` (at most 64
+    /// bytes), this netlifed's pid and the inode of its pid namespace (so that a later one can tell what a
+    /// netlifed that is gone left, and never judges by a pid of another namespace: CgroupLeftovers), and 32
+    /// random bits, so that no run's cgroup is ever another's.
     public static func name(forApp app: String, run: Int? = nil) -> String {
         let safe = app.unicodeScalars.prefix(64).map { scalar -> Character in
             scalar.isASCII && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || scalar == "-" || scalar == "_")
                 ? Character(scalar) : "_"
         }
         let random = String(UInt32.random(in: 0...UInt32.max), radix: 16)
-        return "netlife-\(String(safe))-\(run.map { "r\($0)-" } ?? "")d\(getpid())-\(String(repeating: "0", count: 8 - random.count))\(random)"
+        let namespace = CgroupLeftovers.ownPidNamespace.map { "-n\($0)" } ?? ""
+        return "netlife-\(String(safe))-\(run.map { "r\($0)-" } ?? "")d\(getpid())\(namespace)-\(String(repeating: "0", count: 8 - random.count))\(random)"
     }
 
     /// Whether netlifed may make cgroups in `directory` and move processes into them: the directory and its
