@@ -406,7 +406,7 @@ private struct ConfigReader {
             error(section.line, "listener \(fullName) belongs to app '\(appName)', which has no [app \(appName)] section")
             return
         }
-        let entries = uniqueEntries(section)
+        let entries = uniqueEntries(section, repeatable: ["header"])
         var address: SocketAddress?
         var serviceName: String?
         // A process app's listeners are its program's: they name no service.
@@ -463,7 +463,12 @@ private struct ConfigReader {
             case "voip", "keepalive":
                 error(entry.line, "\(entry.key) belongs to an outbound TCP [socket APP.NAME] section; a listener cannot be a VoIP socket")
             case _ where serviceKeys.contains(entry.key):
-                listener.serviceOptions.values[entry.key] = entry.value
+                // A repeatable key (`header`) keeps every value, one a line.
+                if let earlier = listener.serviceOptions.values[entry.key] {
+                    listener.serviceOptions.values[entry.key] = earlier + "\n" + entry.value
+                } else {
+                    listener.serviceOptions.values[entry.key] = entry.value
+                }
             case _ where ConfigKeys.tlsListenerKeys.contains(entry.key):
                 let server = isProgram ? "a process app's program, which does its own TLS" : "service \(serviceName ?? "?")"
                 error(entry.line, "\(entry.key): netlifed serves TLS for listeners of service = http only; this listener is served by \(server)")
@@ -682,11 +687,12 @@ private struct ConfigReader {
     // MARK: Values
 
     /// The entries of a section, reporting repeated keys.
-    mutating func uniqueEntries(_ section: INISection) -> [INIEntry] {
+    /// The section's entries, a key given twice an error, except those in `repeatable` (each value kept).
+    mutating func uniqueEntries(_ section: INISection, repeatable: Set<String> = []) -> [INIEntry] {
         var first: [String: Int] = [:]
         var entries: [INIEntry] = []
         for entry in section.entries {
-            if let line = first[entry.key] {
+            if let line = first[entry.key], !repeatable.contains(entry.key) {
                 error(entry.line, "duplicate key '\(entry.key)' (first at line \(line))")
                 continue
             }

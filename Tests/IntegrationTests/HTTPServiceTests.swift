@@ -319,6 +319,32 @@ extension Peer {
         #expect(daemon.isRunning)
     }
 
+    /// `header = NAME: VALUE` (repeatable) adds a field to every final response, as nginx's `add_header ...
+    /// always`; a malformed one, or one netlifed sets itself, is a config error.
+    @Test(.timeLimit(.minutes(1)))
+    func headerKeysAddFieldsToEveryResponse() throws {
+        let files = TemporaryDirectory()
+        defer { files.remove() }
+        files.write("a.txt", "aaaa")
+        let daemon = try TestDaemon(config: httpApp(root: files.path, listenerLines: """
+            header = Strict-Transport-Security: max-age=63072000; includeSubDomains
+            header = X-Content-Type-Options: nosniff
+            """))
+        defer { daemon.stop() }
+        let port = daemon.port(of: "files")
+        for path in ["/a.txt", "/missing"] {
+            let result = run(["/usr/bin/curl", "-sS", "-D", "-", "-o", "/dev/null", "http://127.0.0.1:\(port)\(path)"])
+            #expect(result.stdout.contains("\r\nStrict-Transport-Security: max-age=63072000; includeSubDomains\r\n")
+                    && result.stdout.contains("\r\nX-Content-Type-Options: nosniff\r\n"), "\(path): \(result)")
+        }
+        for (line, message) in [("header = no colon", "header must be NAME: VALUE"), ("header = Bad Name: x", "is not a field name"),
+                                ("header = Content-Length: 5", "header Content-Length is netlifed's own to set")] {
+            files.write("bad.conf", httpApp(root: files.path, listenerLines: line))
+            let checked = run([product("netlifed"), "--check-config", files.file("bad.conf")])
+            #expect(checked.status == 1 && checked.stderr.contains(message), "\(line): \(checked)")
+        }
+    }
+
     /// A suspended app's clock stands still: kept connections that sent their request while it was suspended
     /// for longer than `request-timeout` are answered at foreground, not closed (each timer resumes with the
     /// time it had left, as iOS freezes a suspended app's run loop).

@@ -21,7 +21,7 @@ public final class HTTPService: Service, ConnectionDelegate {
     /// The descriptor that registers the service as `service = http`.
     public static let descriptor = ServiceDescriptor(name: "http", optionKeys: [
         "root", "max-ranges", "request-timeout", "upload-root", "max-upload-size", "max-uploads", "upload-expiry",
-        "access-log", "tls-certificate", "tls-key",
+        "access-log", "tls-certificate", "tls-key", "header",
     ]) { options throws(ServiceOptionError) in
         // Each option is checked on its own, so that every error is reported at once (a bad root does not
         // hide a missing tls-key).
@@ -55,9 +55,18 @@ public final class HTTPService: Service, ConnectionDelegate {
         do throws(ServiceOptionError) { uploads = try uploadOptions(options) } catch { errors.append(error) }
         var tls: TLSCertificate?
         do throws(ServiceOptionError) { tls = try TLSCertificate.parse(options) } catch { errors.append(error) }
+        var headers: [HTTPHeader] = []
+        for line in options["header"]?.split(separator: "\n").map(String.init) ?? [] {
+            switch ResponseHeaders.parse(line) {
+            case .success(let header): headers.append(header)
+            case .failure(let error): errors.append(error)
+            }
+        }
         try ServiceOptionError.throwAll(errors)
-        return HTTPService(root: resolved, maxRanges: maxRanges, requestTimeout: timeout, uploads: uploads,
-                           accessLog: accessLog, tls: tls)
+        let service = HTTPService(root: resolved, maxRanges: maxRanges, requestTimeout: timeout, uploads: uploads,
+                                  accessLog: accessLog, tls: tls)
+        service.extraHeaders = headers
+        return service
     }
 
     /// The upload options: nil without `upload-root`; the others need it.
@@ -123,6 +132,8 @@ public final class HTTPService: Service, ConnectionDelegate {
     /// response), how long a response may go without the peer taking a byte, and how long a request body
     /// may go without a new byte.
     let requestTimeout: Duration
+    /// The listener's `header` keys: added to every final response (not to 1xx).
+    var extraHeaders: [HTTPHeader] = []
     /// The upload side: nil without `upload-root`.
     let uploads: ResumableUploadServer?
     let store: UploadStore?
@@ -322,7 +333,7 @@ public final class HTTPService: Service, ConnectionDelegate {
         }
         let response = HTTPFileResponder.respond(to: head, file: info, contentType: HTTPFileResponder.contentType(forPath: path),
                                                  maxRanges: maxRanges, now: now)
-        connection.output.append(HTTPFileResponder.serialize(response, keepAlive: head.keepAlive, minorVersion: head.minorVersion))
+        connection.output.append(ResponseHeaders.adding(extraHeaders, to: HTTPFileResponder.serialize(response, keepAlive: head.keepAlive, minorVersion: head.minorVersion)))
         let bodyBytes = head.method == "GET" ? response.body.map { $0.last - $0.first + 1 } ?? 0 : 0
         noteResponse(head, status: response.status, bodyBytes: bodyBytes, connection, state)
         if head.method == "GET", let body = response.body {
@@ -347,7 +358,7 @@ public final class HTTPService: Service, ConnectionDelegate {
             return connection.close(.now)
         }
         noteResponse(head, status: status, bodyBytes: method == "HEAD" ? 0 : page.body.utf8.count, connection, state)
-        append(head: page.head, body: Array(page.body.utf8), method: method, connection)
+        append(head: ResponseHeaders.adding(extraHeaders, to: page.head), body: Array(page.body.utf8), method: method, connection)
         state.closeWhenSent = true
         connection.close(.afterFlush)
     }
@@ -499,7 +510,7 @@ public final class HTTPService: Service, ConnectionDelegate {
             noteResponse(head, status: response.status, bodyBytes: head.method == "HEAD" ? 0 : response.body.count, connection, state)
         }
         let fileResponse = HTTPFileResponse(status: response.status, headers: response.headers, body: nil)
-        append(head: HTTPFileResponder.serialize(fileResponse, keepAlive: keepAlive, minorVersion: head.minorVersion),
+        append(head: ResponseHeaders.adding(extraHeaders, to: HTTPFileResponder.serialize(fileResponse, keepAlive: keepAlive, minorVersion: head.minorVersion)),
                body: response.body, method: head.method, connection)
     }
 
