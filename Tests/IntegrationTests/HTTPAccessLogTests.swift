@@ -68,6 +68,26 @@ import NetLifeTestSupport
         #expect(lines(log).count == 1, "the journal listener writes nothing to the file")
     }
 
+    /// A log netlifed creates is mode 0640 whatever its umask (systemd's UMask=0077), and takes the group of
+    /// a set-group-id directory: adm reads it, as Debian's nginx logs. An existing log keeps its mode.
+    @Test func aCreatedAccessLogIsReadableByItsDirectorysGroup() throws {
+        let files = TemporaryDirectory()
+        defer { files.remove() }
+        files.write("a.txt", "x")
+        let logs = files.file("logs")
+        #expect(mkdir(logs, 0o750) == 0)
+        let adm = groupID(named: "adm") ?? 4
+        #expect(chown(logs, 0, adm) == 0 && chmod(logs, 0o2750) == 0)
+        let daemon = try TestDaemon(config: httpApp(root: files.path, listenerLines: "access-log = \(logs)/access.log"),
+                                    launcher: ["/bin/sh", "-c", "umask 077; exec \"$@\"", "sh"])
+        defer { daemon.stop() }
+        #expect(run(["/usr/bin/curl", "-sS", "http://127.0.0.1:\(daemon.port(of: "files"))/a.txt"]).stdout == "x")
+        var info = stat()
+        #expect(waitUntil(timeout: 5) { stat(logs + "/access.log", &info) == 0 })
+        #expect(info.st_mode & 0o777 == 0o640, "mode \(String(info.st_mode & 0o777, radix: 8))")
+        #expect(info.st_gid == adm, "the directory's group")
+    }
+
     @Test func anAccessLogInAMissingDirectoryIsRefusedByCheckConfigAsByTheDaemon() throws {
         let files = TemporaryDirectory()
         defer { files.remove() }

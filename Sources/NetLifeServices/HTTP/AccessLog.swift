@@ -121,9 +121,20 @@ public final class AccessLogFile {
         if fd >= 0 { Glibc.close(fd) }
     }
 
-    /// The corresponding C function is `open` (O_APPEND, O_CLOEXEC; created with mode 0640).
+    /// Opens the log for appending. A log netlifed creates is mode 0640, whatever the umask (systemd's
+    /// UMask=0077 made it 0600): in a directory of group adm with the set-group-id bit (as Debian's
+    /// /var/log/nginx), the adm group reads it, as Debian's nginx logs are read. An existing file keeps its
+    /// mode and owner (logrotate's `create` decides them). The corresponding C functions are `open` and
+    /// `fchmod`.
     private func open() {
-        fd = Glibc.open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK, 0o640)
+        let flags = O_WRONLY | O_APPEND | O_CLOEXEC | O_NOCTTY | O_NONBLOCK
+        fd = Glibc.open(path, flags | O_CREAT | O_EXCL, 0o640)
+        if fd >= 0 {
+            _ = fchmod(fd, 0o640)
+            return
+        }
+        guard errno == EEXIST else { return trouble("cannot open: \(Errno.current)") }
+        fd = Glibc.open(path, flags)
         if fd < 0 { trouble("cannot open: \(Errno.current)") }
     }
 
