@@ -137,6 +137,13 @@ struct ConfigTests {
         #expect(result.stderr.contains("<3>netlifed: \(directory.file("bad.conf")):2: auto-suspend: 'soon' is not a duration"), "\(result)")
         let lines = result.stderr.split(separator: "\n")
         #expect(!lines.isEmpty && lines.allSatisfy { $0.hasPrefix("<") }, "every line has its <N> priority: \(result)")
+        // Run by hand in a terminal, each line begins with the local time (script gives it a terminal).
+        let terminal = run(["/usr/bin/script", "-qec", "'\(product("netlifed"))' --config '\(directory.file("bad.conf"))' --control '\(directory.file("c/s.sock"))'",
+                            "/dev/null"], timeout: 10)
+        let stamped = terminal.stdout.split(whereSeparator: { $0 == "\n" || $0 == "\r" }).filter { !$0.isEmpty }
+        #expect(!stamped.isEmpty && stamped.allSatisfy { line in
+            line.range(of: #"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{3} <\d>"#, options: .regularExpression) != nil
+        }, "\(terminal)")
         let usage = run([product("netlifed"), "--frobnicate"])
         #expect(usage.status == 2)
         #expect(usage.stderr.contains("See 'netlifed --help'."))

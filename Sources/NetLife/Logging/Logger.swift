@@ -74,7 +74,7 @@ public struct Logger: Sendable {
         var text = "\(label): \(message())"
         if text.contains("\n") { text = text.replacingNewlines() }
         if fd == 2, Journal.isEnabled, Journal.send(priority: level.rawValue, message: text, fields: fields) { return }
-        var line = "<\(level.rawValue)>" + text
+        var line = (fd == 2 && Self.stderrIsTerminal ? Self.timestamp() + " " : "") + "<\(level.rawValue)>" + text
         line.append("\n")
         line.withUTF8 { bytes in
             var offset = 0
@@ -83,6 +83,25 @@ public struct Logger: Sendable {
                 if written > 0 { offset += written } else if errno != EINTR { return }
             }
         }
+    }
+
+    /// Whether stderr is a terminal: netlifed run by hand, where a person reads the lines and wants their
+    /// time. Under journald (which stamps every record itself) and into files and pipes (a supervisor's own
+    /// log, the tests) the lines stay `<N>label: message`.
+    static let stderrIsTerminal = isatty(2) == 1
+
+    /// The local time, to the millisecond: `2026-12-06 22:49:11.123`.
+    static func timestamp() -> String {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        var seconds = now.tv_sec
+        var local = tm()
+        localtime_r(&seconds, &local)
+        var buffer = [CChar](repeating: 0, count: 32)
+        let count = strftime(&buffer, buffer.count, "%Y-%m-%d %H:%M:%S", &local)
+        let milliseconds = Int(now.tv_nsec / 1_000_000)
+        let text = String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return text + "." + (milliseconds < 10 ? "00" : milliseconds < 100 ? "0" : "") + String(milliseconds)
     }
 
     public func debug(_ message: @autoclosure () -> String) { log(.debug, message()) }
