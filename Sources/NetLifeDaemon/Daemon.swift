@@ -50,7 +50,17 @@ public enum Daemon {
             // Every check the start runs, faults of this host included (a directory not made yet, a program
             // not installed, a file not readable): "ok" means that netlifed starts with this config here.
             do {
-                _ = try ConfigLoader.load(path: path, services: services)
+                let configuration = try ConfigLoader.load(path: path, services: services)
+                // Under the systemd unit that runs this file, the places it must write must be writable there.
+                if let sandbox = UnitSandbox.current(configPath: path) {
+                    let refusals = UnitSandbox.writtenPaths(configuration).compactMap { written in
+                        sandbox.refusal(written.path).map { "\(path): \(written.key): \($0)" }
+                    }
+                    if !refusals.isEmpty {
+                        for refusal in refusals { printError(refusal) }
+                        return ExitStatus.failure
+                    }
+                }
                 print("\(path): ok")
                 return ExitStatus.ok
             } catch {

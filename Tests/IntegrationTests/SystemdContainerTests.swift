@@ -289,4 +289,26 @@ struct SystemdContainerTests {
             #expect(box.sh("\(member) reload").status == 4)
         }
     }
+
+    @Test func checkConfigKnowsTheUnitsSandboxAndAccessLogsAreReadByAdm() throws {
+        try withInstalledBox { box in
+            box.sh("mkdir -p /srv/logs /var/www/html && echo page > /var/www/html/index.html && chmod 0644 /var/www/html/index.html")
+            func files(log: String) -> String {
+                config(apps: "[app files]\n[listener files.http]\naddress = 127.0.0.1:8083\nservice = http\nroot = /var/www/html\naccess-log = \(log)\n")
+            }
+            // A directory writable from the shell but read-only under the unit: the check says so, with the remedy.
+            box.write("/etc/netlifed/netlifed.conf", files(log: "/srv/logs/access.log"))
+            let sandboxed = box.sh("netlifed --check-config /etc/netlifed/netlifed.conf")
+            #expect(sandboxed.status == 1 && sandboxed.stderr.contains("/srv/logs is read-only under netlifed.service")
+                    && sandboxed.stderr.contains("ReadWritePaths=/srv/logs"), "\(sandboxed)")
+            // The package's log directory: ok, and the log it makes is read by adm.
+            box.write("/etc/netlifed/netlifed.conf", files(log: "/var/log/netlife/access.log"))
+            let checked = box.sh("netlifed --check-config /etc/netlifed/netlifed.conf")
+            #expect(checked.status == 0, "\(checked)")
+            #expect(box.sh("systemctl restart netlifed").status == 0)
+            #expect(box.sh("curl -sf http://127.0.0.1:8083/index.html").stdout == "page\n")
+            #expect(waitUntil(timeout: 5) { box.sh("stat -c '%a %G' /var/log/netlife/access.log").stdout == "640 adm\n" },
+                    "\(box.sh("ls -la /var/log/netlife"))")
+        }
+    }
 }
