@@ -309,6 +309,18 @@ struct SystemdContainerTests {
             #expect(box.sh("curl -sf http://127.0.0.1:8083/index.html").stdout == "page\n")
             #expect(waitUntil(timeout: 5) { box.sh("stat -c '%a %G' /var/log/netlife/access.log").stdout == "640 adm\n" },
                     "\(box.sh("ls -la /var/log/netlife"))")
+            // Degraded (a listener whose port another process holds): the unit stays active, STATUS= and
+            // `netlifectl status` say so, and status exits 5 for a health check.
+            box.sh("systemd-run --unit=holder /usr/bin/systemd-socket-activate -l 127.0.0.1:8084 /bin/sleep 600")
+            box.write("/etc/netlifed/conf.d/taken.conf", "[app taken]\n[listener taken.main]\naddress = 127.0.0.1:8084\nservice = echo\n")
+            box.write("/etc/netlifed/netlifed.conf", config(daemon: "include = /etc/netlifed/conf.d/*.conf",
+                                                           apps: "[app files]\n[listener files.http]\naddress = 127.0.0.1:8083\nservice = http\nroot = /var/www/html\n"))
+            #expect(waitUntil(timeout: 5) { box.sh("systemctl is-active holder").stdout == "active\n" }, "the holder listens")
+            #expect(box.sh("systemctl restart netlifed").status == 0)
+            #expect(box.property("ActiveState") == "active")
+            #expect(box.property("StatusText").hasPrefix("degraded (listener taken.main on 127.0.0.1:8084"), "\(box.property("StatusText"))")
+            let health = box.sh("netlifectl status")
+            #expect(health.status == 5 && health.stdout.hasPrefix("netlifed: degraded:"), "\(health)")
         }
     }
 }
