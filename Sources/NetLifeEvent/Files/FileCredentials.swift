@@ -37,7 +37,9 @@ public struct FileCredentials: Hashable, Sendable, CustomStringConvertible {
     /// Whether this process can take another user's identity for files: it holds CAP_SETUID and
     /// CAP_SETGID and its system call filter lets setfsuid, setfsgid and setgroups through. Probed once.
     public static let isAvailable: Bool = {
-        (try? FileCredentials(uid: 65534, gid: 65534, groups: []).run { () }) != nil
+        // Probed with an identity that is not this process's own, which any process may take.
+        let probe: UInt32 = geteuid() == 65534 || getegid() == 65534 ? 65533 : 65534
+        return (try? FileCredentials(uid: probe, gid: probe, groups: []).run { () }) != nil
     }()
 
     /// Runs `body` on this thread with this identity for files, then gives the thread the daemon's back.
