@@ -4,6 +4,12 @@
 
 import Foundation
 
+/// Set once, by the first scratch directory (every test that talks to a peer makes one): the test process
+/// ignores SIGPIPE, as netlifed and netlifectl do, so that a write to a pipe or socket whose reader has
+/// gone (a child's stdin after it died, a peer cut off by the daemon) fails with EPIPE in that one test
+/// instead of killing the whole run.
+private let brokenPipesIgnored: Void = { _ = signal(SIGPIPE, SIG_IGN) }()
+
 /// A scratch directory removed by `remove()`.
 public final class TemporaryDirectory: @unchecked Sendable {
     /// The directory's path.
@@ -11,6 +17,7 @@ public final class TemporaryDirectory: @unchecked Sendable {
 
     /// Makes a fresh directory under /tmp.
     public init() {
+        _ = brokenPipesIgnored
         var template = Array("/tmp/netlife-test-XXXXXX".utf8CString)
         let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
         precondition(made != nil, "mkdtemp failed")
