@@ -139,7 +139,7 @@ struct DaemonOptions {
           --control PATH        The control socket (overrides [daemon] control).
           --log-level LEVEL     debug, info, notice, warning, error or critical.
           --check-config FILE   Check FILE, print every error as FILE:LINE: message, exit 1 if any
-                                (paths missing on this host are warnings).
+                                (every check the start runs: a path missing here is an error).
           --version             Print the version.
           -h, --help            Show this help.
 
