@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "NetLife", targets: ["NetLife"]),
         .library(name: "NetLifeServices", targets: ["NetLifeServices"]),
         .library(name: "NetLifeJSON", targets: ["NetLifeJSON"]),
+        .library(name: "NetLifeStatus", targets: ["NetLifeStatus"]),
         .library(name: "NetLifeControl", targets: ["NetLifeControl"]),
         .library(name: "NetLifeDaemon", targets: ["NetLifeDaemon"]),
         .executable(name: "netlifed", targets: ["netlifed"]),
@@ -47,13 +48,16 @@ let package = Package(
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
         .target(name: "NetLifeEvent", dependencies: ["CLibevent"], swiftSettings: release),
-        // JSON values, parser and serializer: a leaf that the control protocol and the process apps'
-        // lifecycle channel both speak.
+        // JSON values, parser and serializer, and records whose members are declared once: a leaf that the
+        // control protocol, the journals and the process apps' lifecycle channel all speak.
         .target(name: "NetLifeJSON", swiftSettings: release),
+        // What `status` and `watch` report, typed once: the lifecycle's vocabulary (states, stages, modes,
+        // policies) and the status records. The framework fills them in, netlifectl reads the same types back.
+        .target(name: "NetLifeStatus", dependencies: ["NetLifeJSON"], swiftSettings: release),
         // The logger writes structured records to journald through libsystemd (sd_journal_sendv).
-        .target(name: "NetLife", dependencies: ["NetLifeEvent", "NetLifeJSON", "CSystemd"], swiftSettings: release),
+        .target(name: "NetLife", dependencies: ["NetLifeEvent", "NetLifeJSON", "NetLifeStatus", "CSystemd"], swiftSettings: release),
         .target(name: "NetLifeServices", dependencies: ["NetLife", "COpenSSL", "CCurl"], swiftSettings: release),
-        .target(name: "NetLifeControl", dependencies: ["NetLifeJSON"], swiftSettings: release),
+        .target(name: "NetLifeControl", dependencies: ["NetLifeJSON", "NetLifeStatus"], swiftSettings: release),
         .target(name: "NetLifeDaemon", dependencies: ["NetLife", "NetLifeServices", "NetLifeControl", "CAvahi"], swiftSettings: release),
         .executableTarget(name: "netlifed", dependencies: ["NetLifeDaemon"], swiftSettings: release),
         // netlifectl links the protocol (and the JSON under it) alone: no event loop, no framework.
@@ -68,6 +72,7 @@ let package = Package(
         .testTarget(name: "NetLifeTests", dependencies: ["NetLife", "NetLifeTestSupport"]),
         .testTarget(name: "NetLifeServicesTests", dependencies: ["NetLifeServices", "NetLifeTestSupport"]),
         .testTarget(name: "NetLifeJSONTests", dependencies: ["NetLifeJSON"]),
+        .testTarget(name: "NetLifeStatusTests", dependencies: ["NetLifeStatus"]),
         .testTarget(name: "NetLifeControlTests", dependencies: ["NetLifeControl"]),
         .testTarget(name: "NetLifeDaemonTests", dependencies: ["NetLifeDaemon", "NetLifeTestSupport"]),
         // The integration tests run the built netlifed and netlifectl, which these dependencies build first.

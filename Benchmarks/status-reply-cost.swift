@@ -4,12 +4,13 @@
 // `StatusReply(json:)`). Prints the median of 15 rounds of 2,000 each (or of
 // ROUNDS of COUNT given as arguments), in microseconds per reply.
 //
-//   swiftc -O -parse-as-library -module-name StatusReplyCost Sources/NetLifeJSON/*.swift \
-//       $(ls Sources/NetLifeControl/*.swift | grep -v Exports.swift) \
-//       Benchmarks/status-reply-cost.swift -o .build/status-reply-cost && .build/status-reply-cost
-// (one module: NetLifeControl's re-export of NetLifeJSON is left out).
+//   b=.build/status-reply-cost; swift build -c release --target NetLifeControl --scratch-path $b &&
+//   swiftc -O -parse-as-library Benchmarks/status-reply-cost.swift -I $b/release/Modules \
+//       $b/release/NetLife{JSON,Status,Control}.build/*.o -o $b/run && $b/run
+// (the modules as netlifectl links them: compiled on their own, called across module boundaries).
 
 @preconcurrency import Glibc
+import NetLifeControl
 
 @main
 enum StatusReplyCost {
@@ -21,31 +22,24 @@ enum StatusReplyCost {
 
     static func sample() -> StatusReply {
         let apps = (0..<10).map { index in
-            var app = AppInfo(name: "app\(index)", state: "background", suspendPending: false, backgroundTimeRemaining: 171.25,
-                              backgroundMode: "idle",
-                              listeners: (0..<2).map { ListenerInfo(name: "l\($0)", address: "127.0.0.1:\(8000 + $0)", service: "echo",
-                                                                   open: $0 == 0, error: $0 == 0 ? nil : "closed in background",
-                                                                   connections: 3) },
-                              sockets: (0..<3).map { number in
-                                  var socket = SocketInfo(name: "s\(number)", peer: "imap.example.org:993", policy: "reconnect",
-                                                          voip: number == 0, state: "connected", error: nil)
-                                  socket.protocolName = "imap"
-                                  socket.connects = 2
-                                  socket.exists = 120
-                                  socket.existsUpdates = 4
-                                  socket.expunges = 1
-                                  socket.idle = true
-                                  return socket
-                              },
-                              tasks: (0..<2).map { TaskInfo(id: UInt64($0 + 1), name: "sync \($0)", age: 1.5) },
-                              lastTermination: TerminationInfo(reason: "watchdog", at: 1_790_000_000.123, stage: "did-enter-background",
-                                                               budget: 5, elapsed: 5.2),
-                              lastStages: ["will-resign-active", "did-enter-background", "listeners-closed"].map {
-                                  StageTiming(name: $0, milliseconds: 0.25)
-                              })
-            app.program = ProgramInfo(pid: 4242, cgroup: "/sys/fs/cgroup/netlife/app\(index)", containment: "cgroup-v2",
-                                      frozen: false, memory: 1 << 20, speaksProtocol: true, members: 1)
-            return app
+            let figures = DataProtocolStatus([DataProtocolDetail("exists", .count(120)), DataProtocolDetail("existsUpdates", .count(4)),
+                                              DataProtocolDetail("expunges", .count(1)), DataProtocolDetail("idle", .flag(true))])
+            return AppStatus(name: "app\(index)", state: .background, backgroundTimeRemaining: 171.25,
+                             listeners: (0..<2).map { ListenerStatus(name: "l\($0)", address: "127.0.0.1:\(8000 + $0)", service: "echo",
+                                                                    open: $0 == 0, error: $0 == 0 ? nil : "closed in background",
+                                                                    connections: 3) },
+                             sockets: (0..<3).map { number in
+                                 DataSocketStatus(name: "s\(number)", peer: "imap.example.org:993", policy: .close, voip: number == 0,
+                                                  state: .connected, error: nil, protocolName: "imap", connects: 2, protocolStatus: figures)
+                             },
+                             tasks: (0..<2).map { TaskStatus(id: UInt64($0 + 1), name: "sync \($0)", age: 1.5) },
+                             lastTermination: TerminationStatus(reason: .watchdog, at: 1_790_000_000.123, stage: "did-enter-background",
+                                                                budget: 5, elapsed: 5.2),
+                             lastStages: [LifecycleEvent.willResignActive, .didEnterBackground].map {
+                                 StageTiming(event: $0, milliseconds: 0.25)
+                             },
+                             program: ProgramStatus(pid: 4242, cgroup: "/sys/fs/cgroup/netlife/app\(index)", containment: .cgroupV2,
+                                                    frozen: false, memoryBytes: 1 << 20, speaksProtocol: true, members: 1))
         }
         return StatusReply(apps: apps, degradedReasons: ["listener x: address in use"])
     }

@@ -187,7 +187,7 @@ public final class App {
                 }
             }
             if case .stopped(let record) = event {
-                logger.notice("stopped: \(record.reason.name)\(record.reason.cause.map { " (by \($0.rawValue))" } ?? "")")
+                logger.notice("stopped: \(record.reason.kind)\(record.reason.cause.map { " (by \($0.rawValue))" } ?? "")")
             }
             emit(event)
         case .removeTasks:

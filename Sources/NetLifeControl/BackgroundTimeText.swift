@@ -7,15 +7,15 @@
 public enum BackgroundTimeText {
     /// `background time remaining: VALUE` for an app in `state` (nil from a daemon that does not say it) with
     /// `seconds` left (nil: unlimited).
-    public static func line(seconds: Double?, state: String?) -> String {
+    public static func line(seconds: Double?, state: AppState?) -> String {
         "background time remaining: " + value(seconds: seconds, state: state)
     }
 
     /// "unlimited", "12s", "2.5s", "0s (suspended)", "0s (not running)".
-    public static func value(seconds: Double?, state: String?) -> String {
+    public static func value(seconds: Double?, state: AppState?) -> String {
         switch state {
-        case "not-running": return "0s (not running)"
-        case "suspended": return "0s (suspended)"
+        case .notRunning: return "0s (not running)"
+        case .suspended: return "0s (suspended)"
         default: return seconds.map(format) ?? "unlimited"
         }
     }
@@ -27,7 +27,7 @@ public enum BackgroundTimeText {
     }
 }
 
-extension AppInfo {
+extension AppStatus {
     /// The app's background time, as `status` prints it.
     public var backgroundTimeText: String {
         BackgroundTimeText.line(seconds: backgroundTimeRemaining, state: state)

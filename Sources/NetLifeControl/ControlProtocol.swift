@@ -6,13 +6,6 @@
 
 /// The protocol's constants.
 public enum ControlProtocol {
-    /// Whether a JSON number is a count: a whole number from 0 to 2^64 - 1 (a UInt64 takes it without trapping).
-    /// Past 2^53 a double holds only every other integer and fewer: a count that large is read as the nearest
-    /// one, which for a size (`memory-pressure --free`) means "at least this much".
-    public static func isCount(_ number: Double) -> Bool {
-        number >= 0 && number.rounded() == number && number < 0x1p64
-    }
-
     /// The protocol version this daemon speaks. A request may carry `"protocol": N`; a larger N is refused.
     public static let version = 1
     /// The daemon's version.
@@ -77,6 +70,16 @@ public struct ControlError: Error, Equatable, Sendable, CustomStringConvertible 
     }
 
     public var description: String { message }
+
+    /// A member of a request or reply that is missing or of the wrong type: `bad-request`.
+    public init(_ error: JSONRecordError) {
+        self.init(.badRequest, error.message)
+    }
+
+    /// What `body` returns; a record error it throws becomes `bad-request`.
+    public static func reading<Value>(_ body: () throws(JSONRecordError) -> Value) throws(ControlError) -> Value {
+        do { return try body() } catch { throw ControlError(error) }
+    }
 
     /// The reply line's value: `{"ok": false, "error": {"code": ..., "message": ...}}`.
     public var json: JSON {

@@ -1,22 +1,17 @@
 // The replies of the control protocol, typed once for both ends: the daemon fills one in and sends its
 // `json`; netlifectl reads it back with `init(json:)` and prints it. Each type spells its member names once,
-// in its `Key` enum. Times are seconds (durations in a transition's stages are milliseconds).
+// in its schema; an app's status is NetLifeStatus's AppStatus. Times are seconds (durations in a transition's
+// stages are milliseconds).
 
-/// How long one stage of a transition took.
-public struct StageTiming: Equatable, Sendable, JSONRecord {
-    public var name: String
-    public var milliseconds: Double
-    public init(name: String, milliseconds: Double) { self.name = name; self.milliseconds = milliseconds }
-
-    public static let schema = JSONSchema<StageTiming>("a stage", blank: StageTiming(name: "", milliseconds: 0), [
-        .string("name", \.name), .number("ms", \.milliseconds),
-    ])
+extension JSONField {
+    /// `"ok": true`, first in a successful reply (not read back).
+    public static var ok: JSONField { JSONField("ok", write: { _ in .bool(true) }, read: { _, _, _ throws(JSONRecordError) in }) }
 }
 
 /// The reply to `launch`, `foreground`, `background`, `suspend` and `terminate`.
 public struct TransitionReply: Equatable, Sendable, JSONRecord {
     public var app: String
-    public var state: String
+    public var state: AppState
     /// The app was already in the asked-for state; nothing ran.
     public var already: Bool
     /// `suspend` of an app not yet suspend-eligible; `reason` says what keeps it in background.
@@ -27,7 +22,7 @@ public struct TransitionReply: Equatable, Sendable, JSONRecord {
     public var reason: String?
     public var stages: [StageTiming]
 
-    public init(app: String, state: String, already: Bool = false, suspendPending: Bool = false, queued: Bool = false,
+    public init(app: String, state: AppState, already: Bool = false, suspendPending: Bool = false, queued: Bool = false,
                 reason: String? = nil, stages: [StageTiming] = []) {
         self.app = app
         self.state = state
@@ -38,240 +33,21 @@ public struct TransitionReply: Equatable, Sendable, JSONRecord {
         self.stages = stages
     }
 
-    public static let schema = JSONSchema<TransitionReply>("a reply", blank: TransitionReply(app: "", state: ""), [
-        .ok, .string("app", \.app), .string("state", \.state), .bool("already", \.already),
+    public static let schema = JSONSchema<TransitionReply>("a reply", blank: TransitionReply(app: "", state: .notRunning), [
+        .ok, .string("app", \.app), .name("state", \.state), .bool("already", \.already),
         .when({ $0.suspendPending }, .bool("suspendPending", \.suspendPending)), .when({ $0.queued }, .bool("queued", \.queued)),
         .when({ $0.suspendPending || $0.queued }, .string("reason", \.reason)),
         .records("stages", \.stages),
     ])
 }
 
-/// A listener in `status`.
-public struct ListenerInfo: Equatable, Sendable, JSONRecord {
-    public var name: String
-    public var address: String
-    public var service: String
-    public var open: Bool
-    /// Why the listener is not open, if an open failed.
-    public var error: String?
-    public var connections: Int
-    /// The processes holding an adopted listener's sockets (`adopt = yes`); left out when empty.
-    public var pids: [Int] = []
-
-    public init(name: String, address: String, service: String, open: Bool, error: String?, connections: Int, pids: [Int] = []) {
-        self.pids = pids
-        self.name = name
-        self.address = address
-        self.service = service
-        self.open = open
-        self.error = error
-        self.connections = connections
-    }
-
-    public static let schema = JSONSchema<ListenerInfo>("a listener", blank: ListenerInfo(name: "", address: "", service: "", open: false, error: nil, connections: 0), [
-        .string("name", \.name), .string("address", \.address), .string("service", \.service), .bool("open", \.open),
-        .string("error", \.error), .count("connections", \.connections), .when({ !$0.pids.isEmpty }, .counts("pids", \.pids)),
-    ])
-
-    /// The address as netlifectl prints it. A listener configured on port 0 shows port 0 until its first open,
-    /// when the kernel chooses the port (from then on `address` carries it, across closes): it is said so,
-    /// lest port 0 be taken for a bound port.
-    public var addressText: String {
-        let isUnixPath = address.hasPrefix("/") || address.hasPrefix("unix:")
-        return !isUnixPath && address.hasSuffix(":0") ? "\(address) (not bound yet: the port is chosen at the first open)" : address
-    }
-}
-
-/// A data socket in `status` (SPEC section 8): the spec's members, then what the socket's protocol shows
-/// (left out when the protocol has nothing to say).
-public struct SocketInfo: Equatable, Sendable, JSONRecord {
-    public var name: String
-    public var peer: String
-    public var policy: String
-    public var voip: Bool
-    /// `connecting`, `connected`, `quiet`, `closed` or `defunct`.
-    public var state: String
-    /// The last error, if there was one (it stays after a reconnect; `state` says how the socket is now).
-    public var error: String?
-    /// `line`, `imap`, or an app author's protocol.
-    public var protocolName: String?
-    /// Successful connects so far.
-    public var connects: Int?
-    /// Lines received from the peer, and the last one.
-    public var lines: Int?
-    public var lastLine: String?
-    /// IMAP: the mailbox size last reported, the EXISTS and EXPUNGE responses received, whether IDLE runs.
-    public var exists: Int?
-    public var existsUpdates: Int?
-    public var expunges: Int?
-    public var idle: Bool?
-
-    public init(name: String, peer: String, policy: String, voip: Bool, state: String, error: String?) {
-        self.name = name
-        self.peer = peer
-        self.policy = policy
-        self.voip = voip
-        self.state = state
-        self.error = error
-    }
-
-    /// The spec's members, then the protocol's, left out when it has nothing to say.
-    public static let schema = JSONSchema<SocketInfo>("a socket", blank: SocketInfo(name: "", peer: "", policy: "", voip: false, state: "", error: nil), [
-        .string("name", \.name), .string("peer", \.peer), .string("policy", \.policy), .bool("voip", \.voip),
-        .string("state", \.state), .string("error", \.error),
-        .string("protocol", \.protocolName, absent: .omitted), .count("connects", \.connects, absent: .omitted),
-        .count("lines", \.lines, absent: .omitted), .count("exists", \.exists, absent: .omitted),
-        .count("existsUpdates", \.existsUpdates, absent: .omitted), .count("expunges", \.expunges, absent: .omitted),
-        .string("lastLine", \.lastLine, absent: .omitted), .bool("idle", \.idle),
-    ])
-}
-
-/// An open background task.
-public struct TaskInfo: Equatable, Sendable, JSONRecord {
-    public var id: UInt64
-    public var name: String?
-    /// Seconds since it began.
-    public var age: Double
-
-    public init(id: UInt64, name: String?, age: Double) {
-        self.id = id
-        self.name = name
-        self.age = age
-    }
-
-    public static let schema = JSONSchema<TaskInfo>("a task", blank: TaskInfo(id: 0, name: nil, age: 0), [
-        .count("id", \.id), .string("name", \.name), .number("age", \.age),
-    ])
-}
-
-/// Why and when an app last stopped running.
-public struct TerminationInfo: Equatable, Sendable, JSONRecord {
-    /// `terminated`, `terminated-while-suspended`, `exited-on-suspend`, `watchdog`, `reload`,
-    /// `memory-pressure` or `program-exited`.
-    public var reason: String
-    /// Seconds since the Unix epoch.
-    public var at: Double
-    /// Who asked, for `terminated` and `terminated-while-suspended`: `command` or `shutdown`.
-    public var by: String?
-    /// For `watchdog`: what overran, its budget and the time it took (seconds).
-    public var stage: String?
-    public var budget: Double?
-    public var elapsed: Double?
-    /// For `program-exited`: how the program ended (`exit status 3`, `killed by signal 11`), and what the
-    /// restart rules made of it.
-    public var detail: String?
-
-    public init(reason: String, at: Double, by: String? = nil, stage: String? = nil, budget: Double? = nil,
-                elapsed: Double? = nil, detail: String? = nil) {
-        self.detail = detail
-        self.reason = reason
-        self.at = at
-        self.by = by
-        self.stage = stage
-        self.budget = budget
-        self.elapsed = elapsed
-    }
-
-    public static let schema = JSONSchema<TerminationInfo>("a termination", blank: TerminationInfo(reason: "", at: 0), [
-        .string("reason", \.reason), .number("at", \.at, default: 0), .string("by", \.by, absent: .omitted),
-        .string("stage", \.stage, absent: .omitted), .number("budget", \.budget, absent: .omitted),
-        .number("elapsed", \.elapsed, absent: .omitted), .string("detail", \.detail, absent: .omitted),
-    ])
-}
-
-/// An app as `status` shows it.
-public struct AppInfo: Equatable, Sendable, JSONRecord {
-    public var name: String
-    public var state: String
-    public var suspendPending: Bool
-    /// Seconds; nil means unlimited (the app is in the foreground); 0 while suspended or not running.
-    public var backgroundTimeRemaining: Double?
-    public var backgroundMode: String
-    public var listeners: [ListenerInfo]
-    public var sockets: [SocketInfo]
-    public var tasks: [TaskInfo]
-    public var lastTermination: TerminationInfo?
-    /// The stages of the last transition.
-    public var lastStages: [StageTiming]
-    /// A process app's program (absent for other apps).
-    public var program: ProgramInfo?
-
-    public init(name: String, state: String, suspendPending: Bool, backgroundTimeRemaining: Double?,
-                backgroundMode: String, listeners: [ListenerInfo], sockets: [SocketInfo], tasks: [TaskInfo],
-                lastTermination: TerminationInfo?, lastStages: [StageTiming]) {
-        self.name = name
-        self.state = state
-        self.suspendPending = suspendPending
-        self.backgroundTimeRemaining = backgroundTimeRemaining
-        self.backgroundMode = backgroundMode
-        self.listeners = listeners
-        self.sockets = sockets
-        self.tasks = tasks
-        self.lastTermination = lastTermination
-        self.lastStages = lastStages
-    }
-
-    public static let schema = JSONSchema<AppInfo>("an app", blank: AppInfo(name: "", state: "", suspendPending: false, backgroundTimeRemaining: nil,
-                                                                          backgroundMode: "idle", listeners: [], sockets: [], tasks: [],
-                                                                          lastTermination: nil, lastStages: []), [
-        .string("name", \.name), .string("state", \.state), .bool("suspendPending", \.suspendPending),
-        .number("backgroundTimeRemaining", \.backgroundTimeRemaining), .string("backgroundMode", \.backgroundMode, default: "idle"),
-        .records("listeners", \.listeners), .records("sockets", \.sockets), .records("tasks", \.tasks),
-        .record("lastTermination", \.lastTermination, absent: .null), .records("lastStages", \.lastStages), .record("program", \.program),
-    ])
-}
-
-/// A process app's program as `status` shows it.
-public struct ProgramInfo: Equatable, Sendable, JSONRecord {
-    /// Its pid while it runs.
-    public var pid: Int?
-    /// Its cgroup directory, if it has one.
-    public var cgroup: String?
-    /// `cgroup-v2`, `cgroup-v1-freezer` or `process-group`.
-    public var containment: String
-    public var frozen: Bool
-    /// Bytes of memory its cgroup's memory controller charges (v2 `memory.current`, or the v1 memory cgroup of
-    /// the same name on a hybrid layout); null where no memory controller counts for it.
-    public var memory: Int?
-    /// Whether it speaks the lifecycle protocol (said hello on NETLIFE_EVENTS).
-    public var speaksProtocol: Bool
-    /// Its cgroup subtree's tasks as the pids controller counts them (processes, and the threads of
-    /// multithreaded ones); without a pids controller, the processes in the subtree's `cgroup.procs`; 1 in
-    /// a process group. While a launch waits for an earlier run to end, that run's.
-    public var members: Int
-    /// Whether it said READY=1 on its NOTIFY_SOCKET (this run).
-    public var ready = false
-    /// Its last STATUS= line on its NOTIFY_SOCKET (this run; at most 256 bytes, no control characters), or null.
-    public var statusText: String?
-
-    public init(pid: Int?, cgroup: String?, containment: String, frozen: Bool, memory: Int?, speaksProtocol: Bool, members: Int,
-                ready: Bool = false, statusText: String? = nil) {
-        self.pid = pid
-        self.cgroup = cgroup
-        self.containment = containment
-        self.frozen = frozen
-        self.memory = memory
-        self.speaksProtocol = speaksProtocol
-        self.members = members
-        self.ready = ready
-        self.statusText = statusText
-    }
-
-    public static let schema = JSONSchema<ProgramInfo>("a program", blank: ProgramInfo(pid: nil, cgroup: nil, containment: "process-group", frozen: false,
-                                                                                   memory: nil, speaksProtocol: false, members: 0), [
-        .count("pid", \.pid), .string("cgroup", \.cgroup), .string("containment", \.containment, default: "process-group"),
-        .bool("frozen", \.frozen), .count("memory", \.memory), .bool("protocol", \.speaksProtocol), .count("members", \.members, default: 0),
-        .bool("ready", \.ready), .string("statusText", \.statusText),
-    ])
-}
-
 /// The reply to `status`.
 public struct StatusReply: Equatable, Sendable, JSONRecord {
-    public var apps: [AppInfo]
+    public var apps: [AppStatus]
     /// Why the daemon serves less than its config asks (each listener that cannot open, with its error);
     /// empty when it serves all. `"degraded"` in JSON says whether there are any.
     public var degradedReasons: [String]
-    public init(apps: [AppInfo], degradedReasons: [String] = []) {
+    public init(apps: [AppStatus], degradedReasons: [String] = []) {
         self.apps = apps
         self.degradedReasons = degradedReasons
     }
@@ -336,12 +112,12 @@ public struct TaskEndReply: Equatable, Sendable, JSONRecord {
 public struct TaskListReply: Equatable, Sendable, JSONRecord {
     public var app: String
     /// The app's state (nil from a daemon that does not say it).
-    public var state: String?
-    public var tasks: [TaskInfo]
+    public var state: AppState?
+    public var tasks: [TaskStatus]
     /// Seconds; nil means unlimited (the app is in the foreground).
     public var backgroundTimeRemaining: Double?
 
-    public init(app: String, state: String?, tasks: [TaskInfo], backgroundTimeRemaining: Double?) {
+    public init(app: String, state: AppState?, tasks: [TaskStatus], backgroundTimeRemaining: Double?) {
         self.app = app
         self.state = state
         self.tasks = tasks
@@ -349,7 +125,7 @@ public struct TaskListReply: Equatable, Sendable, JSONRecord {
     }
 
     public static let schema = JSONSchema<TaskListReply>("a reply", blank: TaskListReply(app: "", state: nil, tasks: [], backgroundTimeRemaining: nil), [
-        .ok, .string("app", \.app), .string("state", \.state, absent: .omitted), .records("tasks", \.tasks),
+        .ok, .string("app", \.app), .name("state", \.state, absent: .omitted), .records("tasks", \.tasks),
         .number("backgroundTimeRemaining", \.backgroundTimeRemaining),
     ])
 }
@@ -357,12 +133,12 @@ public struct TaskListReply: Equatable, Sendable, JSONRecord {
 /// The reply to `mode`.
 public struct ModeReply: Equatable, Sendable, JSONRecord {
     public var app: String
-    public var mode: String
-    public var state: String
-    public init(app: String, mode: String, state: String) { self.app = app; self.mode = mode; self.state = state }
+    public var mode: BackgroundMode
+    public var state: AppState
+    public init(app: String, mode: BackgroundMode, state: AppState) { self.app = app; self.mode = mode; self.state = state }
 
-    public static let schema = JSONSchema<ModeReply>("a reply", blank: ModeReply(app: "", mode: "", state: ""), [
-        .ok, .string("app", \.app), .string("mode", \.mode), .string("state", \.state),
+    public static let schema = JSONSchema<ModeReply>("a reply", blank: ModeReply(app: "", mode: .idle, state: .notRunning), [
+        .ok, .string("app", \.app), .name("mode", \.mode), .name("state", \.state),
     ])
 }
 
@@ -415,7 +191,7 @@ public struct VersionReply: Equatable, Sendable, JSONRecord {
         /// A number that may be beyond a Double's whole numbers (RLIM_INFINITY): read as `beyond`.
         static func limit(_ key: String, _ path: WritableKeyPath<OpenFiles, UInt64?> & Sendable, beyond: UInt64) -> JSONField<OpenFiles> {
             .stored(key, path, encode: { $0.map { .number(Double($0)) } ?? .null }) {
-                fields, key throws(ControlError) in try fields.optionalNumber(key).map { UInt64(exactly: $0.rounded()) ?? beyond }
+                fields, key throws(JSONRecordError) in try fields.optionalNumber(key).map { UInt64(exactly: $0.rounded()) ?? beyond }
             }
         }
 
@@ -519,7 +295,7 @@ public struct MemoryPressureReply: Equatable, Sendable, JSONRecord {
     ])
 }
 
-/// A download or upload in `transfers` (SPEC section 8).
+/// A download or upload in `transfers`.
 public struct TransferInfo: Equatable, Sendable, JSONRecord {
     /// The transfer's id: given when it is made, kept in the journal across restarts, never reused by the
     /// daemon that gave it; what `transfers cancel ID` names. 0 from a daemon that gives none.
@@ -561,7 +337,7 @@ public struct TransferInfo: Equatable, Sendable, JSONRecord {
         .count("id", \.id, default: 0), .string("app", \.app), .string("direction", \.direction, default: "download"),
         .string("url", \.url), .string("output", \.output), .count("bytes", \.bytes), .count("total", \.total),
         .string("state", \.state), .string("reason", \.reason),
-        JSONField("error", write: { .bool($0.error) }) { fields, key, transfer throws(ControlError) in
+        JSONField("error", write: { .bool($0.error) }) { fields, key, transfer throws(JSONRecordError) in
             transfer.error = try fields.bool(key, default: transfer.state == "failed")
         },
     ])

@@ -50,7 +50,7 @@ public struct ControlRequest: Equatable, Sendable {
 
     /// A count member; nil when it was not given.
     public func optionalCount(_ member: ControlMember) -> UInt64? {
-        values[member]?.doubleValue.flatMap { ControlProtocol.isCount($0) ? UInt64($0) : nil }
+        values[member]?.doubleValue.flatMap { JSON.isCount($0) ? UInt64($0) : nil }
     }
 
     /// A count member the command requires.
@@ -80,9 +80,9 @@ public struct ControlRequest: Equatable, Sendable {
 
     /// Reads a request line's value.
     public init(json: JSON) throws(ControlError) {
-        let fields = try JSONFields<Key>(json, what: "a request")
+        let fields = try ControlError.reading { () throws(JSONRecordError) in try JSONFields<Key>(json, what: "a request") }
         if fields.value(.protocol) != nil {
-            let number = try fields.number(.protocol)
+            let number = try ControlError.reading { () throws(JSONRecordError) in try fields.number(.protocol) }
             guard number >= 1, number.rounded() == number, number < 1e9 else {
                 throw ControlError(.badRequest, "\"protocol\" must be a positive whole number")
             }
@@ -91,7 +91,7 @@ public struct ControlRequest: Equatable, Sendable {
             }
         }
         guard fields.value(.cmd) != nil else { throw ControlError(.badRequest, "the request has no \"cmd\"") }
-        let name = try fields.string(.cmd)
+        let name = try ControlError.reading { () throws(JSONRecordError) in try fields.string(.cmd) }
         guard let command = ControlCommand.named(name) else {
             throw ControlError(.unknownCommand, "unknown command '\(name.prefix(64))'")
         }
@@ -109,7 +109,7 @@ extension ControlArgument {
         case (.bool, _):
             throw ControlError(.badRequest, "\"\(key)\" must be true or false")
         case (.count, .number(let number)):
-            guard ControlProtocol.isCount(number) else {
+            guard JSON.isCount(number) else {
                 throw ControlError(.badRequest, "\"\(key)\" must be a whole number")
             }
             return value

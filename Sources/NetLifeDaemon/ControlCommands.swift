@@ -72,7 +72,7 @@ enum ControlCommands {
         },
         .status: { context in
             let apps = context.app.map { [$0] } ?? context.supervisor.apps
-            context.reply(StatusReply(apps: apps.map { Reply.app($0.status) }, degradedReasons: context.supervisor.degradedReasons).json)
+            context.reply(StatusReply(apps: apps.map(\.status), degradedReasons: context.supervisor.degradedReasons).json)
         },
         .launch: { context in transition(.launch(background: context.request.flag(.background)), context) },
         .foreground: { context in transition(.foreground, context) },
@@ -108,15 +108,15 @@ enum ControlCommands {
         .taskList: { context in
             guard let app = context.app else { return context.reply(missingApp) }
             let status = app.status
-            context.reply(TaskListReply(app: app.name, state: status.state.rawValue, tasks: status.tasks.map(Reply.task),
-                                        backgroundTimeRemaining: status.backgroundTimeRemaining.map(Reply.seconds)).json)
+            context.reply(TaskListReply(app: app.name, state: status.state, tasks: status.tasks,
+                                        backgroundTimeRemaining: status.backgroundTimeRemaining).json)
         },
         .mode: { context in
             guard let app = context.app, let mode = BackgroundMode(rawValue: context.request.string(.mode)) else {
                 return context.reply(missingApp)
             }
             app.backgroundMode = mode
-            context.reply(ModeReply(app: app.name, mode: mode.rawValue, state: app.state.rawValue).json)
+            context.reply(ModeReply(app: app.name, mode: mode, state: app.state).json)
         },
         .reload: { context in context.daemon.reload(completion: context.reply) },
         .debugStall: { context in
@@ -233,7 +233,7 @@ enum ControlCommands {
             let words = context.request.command.words.joined(separator: " ")
             let logger = context.daemon.logger.labeled("app \(app.name)")
             app.perform(command) { outcome in logger.info("\(words) asked by \(hook): \(Reply.transition(app: app, outcome).serialized)") }
-            return context.reply(TransitionReply(app: app.name, state: app.state.rawValue, queued: true,
+            return context.reply(TransitionReply(app: app.name, state: app.state, queued: true,
                                                  reason: "asked by its own \(hook) during its transition, '\(words)' runs once that transition is done").json)
         }
         app.perform(command) { outcome in context.reply(Reply.transition(app: app, outcome)) }

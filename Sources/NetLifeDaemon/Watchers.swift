@@ -38,12 +38,7 @@ final class Watchers {
     /// A reload finished.
     func reloaded(added: [String], removed: [String], restarted: [String], updated: [String]) {
         guard !sessions.isEmpty else { return }
-        var event = WatchEvent(kind: .reload, at: WallClock.now())
-        event.added = added
-        event.removed = removed
-        event.restarted = restarted
-        event.updated = updated
-        broadcast(event, app: nil)
+        broadcast(WatchEvent(.reload(added: added, removed: removed, restarted: restarted, updated: updated), at: WallClock.now()), app: nil)
     }
 
     /// Ends every watch with `reason` (the daemon is stopping).
@@ -71,91 +66,66 @@ final class Watchers {
 
     private func end(_ session: ControlSession, _ reason: String) {
         sessions[ObjectIdentifier(session)] = nil
-        var event = WatchEvent(kind: .end, at: WallClock.now())
-        event.error = reason
-        session.stream(event.json.serializedLine)
+        session.stream(WatchEvent(.end(error: reason), at: WallClock.now()).json.serializedLine)
         session.connection.close(.afterFlush)
     }
 
     /// The watch line for an app event.
     static func watchEvent(app: String, _ event: AppEvent) -> WatchEvent? {
-        var line = WatchEvent(kind: .state, at: WallClock.now(), app: app)
+        WatchEvent(payload(event), at: WallClock.now(), app: app)
+    }
+
+    private static func payload(_ event: AppEvent) -> WatchEvent.Payload {
         switch event {
         case .stateChanged(let from, let to):
-            line.from = from.rawValue
-            line.to = to.rawValue
+            return .state(from: from, to: to)
         case .transitionFinished(let command, let state, let stages):
-            line.kind = .transition
-            line.command = command.description
-            line.to = state.rawValue
-            line.stages = stages.map(Reply.stage)
+            return .transition(command: ControlCommand(command).name, to: state, stages: stages.map(\.timing))
         case .taskBegan(let id, let name):
-            line.kind = .taskBegan
-            line.id = id
-            line.name = name
+            return .taskBegan(id: id, name: name)
         case .taskEnded(let id):
-            line.kind = .taskEnded
-            line.id = id
+            return .taskEnded(id: id)
         case .taskExpiring(let id):
-            line.kind = .taskExpiring
-            line.id = id
+            return .taskExpiring(id: id)
         case .watchdogKilled(let timeout):
-            line.kind = .watchdog
-            line.stage = timeout.stage.description
-            line.budget = Reply.seconds(timeout.budget)
-            line.elapsed = Reply.seconds(timeout.elapsed)
+            return .watchdog(stage: timeout.stage.description, budget: StatusTime.seconds(timeout.budget),
+                             elapsed: StatusTime.seconds(timeout.elapsed))
         case .stopped(let record):
-            let info = Reply.termination(record)
-            line.kind = .stopped
-            line.reason = info.reason
-            line.by = info.by
+            let status = record.status
+            return .stopped(reason: status.reason, by: status.by)
         case .listenerOpened(let name, let address, _):
-            line.kind = .listenerOpened
-            line.listener = name
-            line.address = address.description
+            return .listenerOpened(listener: name, address: address.description)
         case .listenerClosed(let name):
-            line.kind = .listenerClosed
-            line.listener = name
+            return .listenerClosed(listener: name)
         case .listenerFailed(let name, let error):
-            line.kind = .listenerFailed
-            line.listener = name
-            line.error = error
+            return .listenerFailed(listener: name, error: error)
         case .socketChanged(let name, let state, let error):
-            line.kind = .socket
-            line.socket = name
-            line.to = state.rawValue
-            line.error = error
+            return .socket(socket: name, from: nil, to: state, error: error)
         case .socketQuietModeChanged(let name, let quiet):
             // The same `socket` event, with `from`: a watcher follows the state `status` shows.
-            let (from, to) = quiet ? (DataSocketState.connected, DataSocketState.quiet) : (.quiet, .connected)
-            line.kind = .socket
-            line.socket = name
-            line.from = from.rawValue
-            line.to = to.rawValue
+            return quiet ? .socket(socket: name, from: .connected, to: .quiet, error: nil)
+                         : .socket(socket: name, from: .quiet, to: .connected, error: nil)
         case .woken(let reason):
-            line.kind = .woken
-            switch reason {
-            case .voipData(let socket):
-                line.reason = "voip-data"
-                line.socket = socket
-            case .keepalive(let socket):
-                line.reason = "keepalive"
-                line.socket = socket
-            case .voipReconnect(let socket):
-                line.reason = "voip-reconnect"
-                line.socket = socket
-            case .connection(let listener):
-                line.reason = "connection"
-                line.listener = listener
-            }
+            return .woken(reason)
         case .reclaimed(let sockets, let connections):
-            line.kind = .reclaimed
-            line.sockets = sockets
-            line.id = UInt64(connections)
+            return .reclaimed(sockets: sockets, connections: UInt64(connections))
         case .programNotified(let notification):
-            line.kind = .notify
-            line.message = notification.rawValue
+            return .notify(message: notification.rawValue)
         }
-        return line
+    }
+}
+
+extension ControlCommand {
+    /// The command that asks for `command`: its wire name is what a `transition` event names.
+    init(_ command: LifecycleCommand) {
+        switch command {
+        case .launch: self = .launch
+        case .foreground: self = .foreground
+        case .background: self = .background
+        case .suspend: self = .suspend
+        case .terminate: self = .terminate
+        case .interruptBegin: self = .interruptBegin
+        case .interruptEnd: self = .interruptEnd
+        }
     }
 }

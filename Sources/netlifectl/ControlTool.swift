@@ -278,7 +278,7 @@ enum ControlTool {
                     emit(line.serialized)
                     continue
                 }
-                if event.kind == .end {
+                if case .end = event.payload {
                     printError("netlifectl: \(event.text)")
                     return Exit.unreachable
                 }

@@ -5,19 +5,17 @@ import NetLifeControl
 import Testing
 
 @Suite struct ReplyFieldTests {
-    static var app: AppInfo {
-        var socket = SocketInfo(name: "s", peer: "p:1", policy: "reconnect", voip: true, state: "connected", error: nil)
-        socket.protocolName = "imap"
-        socket.connects = 2
-        socket.lastLine = "x"
-        socket.idle = false
-        var app = AppInfo(name: "a", state: "background", suspendPending: true, backgroundTimeRemaining: nil, backgroundMode: "continuous",
-                          listeners: [ListenerInfo(name: "l", address: "1.2.3.4:5", service: "echo", open: false, error: "e", connections: 2)],
-                          sockets: [socket], tasks: [TaskInfo(id: 3, name: nil, age: 1.25)],
-                          lastTermination: TerminationInfo(reason: "watchdog", at: 12.5, stage: "x", budget: 5, elapsed: 6),
-                          lastStages: [StageTiming(name: "x", milliseconds: 1.5)])
-        app.program = ProgramInfo(pid: nil, cgroup: "/c", containment: "cgroup-v2", frozen: true, memory: 5, speaksProtocol: true, members: 2,
-                                  ready: true, statusText: "up")
+    static var app: AppStatus {
+        let socket = DataSocketStatus(name: "s", peer: "p:1", policy: .close, voip: true, state: .connected, error: nil,
+                                      protocolName: "imap", connects: 2,
+                                      protocolStatus: DataProtocolStatus([DataProtocolDetail("lastLine", .text("x")), DataProtocolDetail("idle", .flag(false))]))
+        var app = AppStatus(name: "a", state: .background, suspendPending: true, backgroundTimeRemaining: nil, backgroundMode: .continuous,
+                            listeners: [ListenerStatus(name: "l", address: "1.2.3.4:5", service: "echo", open: false, error: "e", connections: 2)],
+                            sockets: [socket], tasks: [TaskStatus(id: 3, name: nil, age: 1.25)],
+                            lastTermination: TerminationStatus(reason: .watchdog, at: 12.5, stage: "x", budget: 5, elapsed: 6),
+                            lastStages: [StageTiming(event: .didEnterBackground, milliseconds: 1.5)])
+        app.program = ProgramStatus(pid: nil, cgroup: "/c", containment: .cgroupV2, frozen: true, memoryBytes: 5, speaksProtocol: true, members: 2,
+                                    ready: true, statusText: "up")
         return app
     }
 
@@ -38,26 +36,26 @@ import Testing
         let json = app.json
         #expect(json["program"] == nil)
         #expect(json["lastTermination"] == .null)
-        #expect(TransitionReply(app: "a", state: "s").json.serialized == #"{"ok":true,"app":"a","state":"s","already":false,"stages":[]}"#)
-        #expect(TransitionReply(app: "a", state: "s", suspendPending: true).json.serialized
-                == #"{"ok":true,"app":"a","state":"s","already":false,"suspendPending":true,"reason":null,"stages":[]}"#)
+        #expect(TransitionReply(app: "a", state: .suspended).json.serialized == #"{"ok":true,"app":"a","state":"suspended","already":false,"stages":[]}"#)
+        #expect(TransitionReply(app: "a", state: .background, suspendPending: true).json.serialized
+                == #"{"ok":true,"app":"a","state":"background","already":false,"suspendPending":true,"reason":null,"stages":[]}"#)
     }
 
     @Test func anAdoptedListenersPidsAreWrittenOnlyWhenItHasSome() throws {
-        let plain = ListenerInfo(name: "l", address: "1.2.3.4:5", service: "program", open: true, error: nil, connections: 0)
+        let plain = ListenerStatus(name: "l", address: "1.2.3.4:5", service: "program", open: true, error: nil, connections: 0)
         #expect(plain.json["pids"] == nil)
-        let adopted = ListenerInfo(name: "l", address: "1.2.3.4:5", service: "program", open: true, error: nil, connections: 0, pids: [7, 8])
+        let adopted = ListenerStatus(name: "l", address: "1.2.3.4:5", service: "program", open: true, error: nil, connections: 0, pids: [7, 8])
         #expect(adopted.json.serialized.hasSuffix(#""connections":0,"pids":[7,8]}"#))
-        #expect(try ListenerInfo(json: JSON.parse(adopted.json.serialized)) == adopted)
-        #expect(throws: ControlError(.badRequest, "\"pids\" must be an array of whole numbers")) {
-            try ListenerInfo(json: JSON.parse(#"{"name":"l","address":"a","service":"s","connections":1,"pids":[1.5]}"#))
+        #expect(try ListenerStatus(json: JSON.parse(adopted.json.serialized)) == adopted)
+        #expect(throws: JSONRecordError("\"pids\" must be an array of whole numbers")) {
+            try ListenerStatus(json: JSON.parse(#"{"name":"l","address":"a","service":"s","connections":1,"pids":[1.5]}"#))
         }
     }
 
     @Test func aMemberOfTheWrongTypeIsNamed() throws {
-        #expect(throws: ControlError(.badRequest, "\"connections\" must be a whole number")) {
-            try ListenerInfo(json: JSON.parse(#"{"name":"l","address":"a","service":"s","connections":1.5}"#))
+        #expect(throws: JSONRecordError("\"connections\" must be a whole number")) {
+            try ListenerStatus(json: JSON.parse(#"{"name":"l","address":"a","service":"s","connections":1.5}"#))
         }
-        #expect(throws: ControlError(.badRequest, "this command needs \"state\"")) { try AppInfo(json: JSON.parse(#"{"name":"a"}"#)) }
+        #expect(throws: JSONRecordError("an app needs \"state\"")) { try AppStatus(json: JSON.parse(#"{"name":"a"}"#)) }
     }
 }

@@ -7,33 +7,32 @@ import Testing
 
 @Suite struct ReplyTextTests {
     @Test func backgroundTimeIsUnlimitedInTheForegroundAndNoneWhileNoCodeCanRun() {
-        #expect(BackgroundTimeText.line(seconds: nil, state: "active") == "background time remaining: unlimited")
-        #expect(BackgroundTimeText.line(seconds: nil, state: "inactive") == "background time remaining: unlimited")
-        #expect(BackgroundTimeText.line(seconds: 29.4121, state: "background") == "background time remaining: 29s")
-        #expect(BackgroundTimeText.line(seconds: 2.5, state: "background") == "background time remaining: 2.5s")
-        #expect(BackgroundTimeText.line(seconds: 0, state: "background") == "background time remaining: 0s")
-        #expect(BackgroundTimeText.line(seconds: 0, state: "suspended") == "background time remaining: 0s (suspended)")
-        #expect(BackgroundTimeText.line(seconds: 0, state: "not-running") == "background time remaining: 0s (not running)")
+        #expect(BackgroundTimeText.line(seconds: nil, state: .active) == "background time remaining: unlimited")
+        #expect(BackgroundTimeText.line(seconds: nil, state: .inactive) == "background time remaining: unlimited")
+        #expect(BackgroundTimeText.line(seconds: 29.4121, state: .background) == "background time remaining: 29s")
+        #expect(BackgroundTimeText.line(seconds: 2.5, state: .background) == "background time remaining: 2.5s")
+        #expect(BackgroundTimeText.line(seconds: 0, state: .background) == "background time remaining: 0s")
+        #expect(BackgroundTimeText.line(seconds: 0, state: .suspended) == "background time remaining: 0s (suspended)")
+        #expect(BackgroundTimeText.line(seconds: 0, state: .notRunning) == "background time remaining: 0s (not running)")
         // A daemon that said null for a not-running app: the app still has no time.
-        #expect(BackgroundTimeText.value(seconds: nil, state: "not-running") == "0s (not running)")
+        #expect(BackgroundTimeText.value(seconds: nil, state: .notRunning) == "0s (not running)")
     }
 
     @Test func taskListCarriesTheStateSoThatItsTextMatchesStatus() throws {
-        let list = TaskListReply(app: "mail", state: "not-running", tasks: [], backgroundTimeRemaining: 0)
+        let list = TaskListReply(app: "mail", state: .notRunning, tasks: [], backgroundTimeRemaining: 0)
         let json = try JSON.parse(list.json.serialized)
         #expect(json["state"]?.stringValue == "not-running")
         #expect(json["backgroundTimeRemaining"]?.doubleValue == 0)
         let read = try TaskListReply(json: json)
         #expect(read == list)
         #expect(read.backgroundTimeText == "background time remaining: 0s (not running)")
-        let app = AppInfo(name: "mail", state: "suspended", suspendPending: false, backgroundTimeRemaining: 0,
-                          backgroundMode: "idle", listeners: [], sockets: [], tasks: [], lastTermination: nil, lastStages: [])
+        let app = AppStatus(name: "mail", state: .suspended, backgroundTimeRemaining: 0)
         #expect(app.backgroundTimeText == "background time remaining: 0s (suspended)")
     }
 
     @Test func aListenerNeverOpenedOnPortZeroIsNotShownAsBound() {
-        func listener(_ address: String, open: Bool = false) -> ListenerInfo {
-            ListenerInfo(name: "main", address: address, service: "echo", open: open, error: nil, connections: 0)
+        func listener(_ address: String, open: Bool = false) -> ListenerStatus {
+            ListenerStatus(name: "main", address: address, service: "echo", open: open, error: nil, connections: 0)
         }
         #expect(listener("127.0.0.1:0").addressText == "127.0.0.1:0 (not bound yet: the port is chosen at the first open)")
         #expect(listener("[::1]:0").addressText == "[::1]:0 (not bound yet: the port is chosen at the first open)")
@@ -59,24 +58,59 @@ import Testing
     }
 
     @Test func enteringAndLeavingQuietModeAreSocketEventsWithFromAndTo() throws {
-        var entered = WatchEvent(kind: .socket, at: 1, app: "mail")
-        entered.socket = "imap"
-        entered.from = "connected"
-        entered.to = "quiet"
+        let entered = WatchEvent(.socket(socket: "imap", from: .connected, to: .quiet, error: nil), at: 1, app: "mail")
         let json = try JSON.parse(entered.json.serialized)
         #expect(json["event"]?.stringValue == "socket")
         #expect(json["from"]?.stringValue == "connected" && json["to"]?.stringValue == "quiet")
         #expect(try WatchEvent(json: json) == entered)
         #expect(entered.text == "mail: socket imap entered quiet mode")
 
-        var left = entered
-        left.from = "quiet"
-        left.to = "connected"
+        let left = WatchEvent(.socket(socket: "imap", from: .quiet, to: .connected, error: nil), at: 1, app: "mail")
         #expect(left.text == "mail: socket imap left quiet mode")
 
-        var connected = WatchEvent(kind: .socket, at: 1, app: "mail")
-        connected.socket = "imap"
-        connected.to = "connected"
+        let connected = WatchEvent(.socket(socket: "imap", from: nil, to: .connected, error: nil), at: 1, app: "mail")
         #expect(connected.text == "mail: socket imap connected", "a connect is not a return from quiet mode")
+    }
+
+    @Test func everyKindOfWatchEventReadsBackAsWrittenWithOnlyItsOwnMembers() throws {
+        let payloads: [WatchEvent.Payload] = [
+            .state(from: .active, to: .inactive),
+            .transition(command: "interrupt-begin", to: .inactive, stages: [StageTiming(event: .willResignActive, milliseconds: 0.5)]),
+            .taskBegan(id: 3, name: "sync"), .taskBegan(id: 4, name: nil), .taskEnded(id: 3), .taskExpiring(id: 4),
+            .watchdog(stage: "did-enter-background", budget: 5, elapsed: 5.001),
+            .stopped(reason: .terminated, by: .command), .stopped(reason: .memoryPressure, by: nil),
+            .listenerOpened(listener: "web", address: "127.0.0.1:80"), .listenerClosed(listener: "web"),
+            .listenerFailed(listener: "web", error: "Address already in use"),
+            .socket(socket: "imap", from: nil, to: .closed, error: "Connection refused"),
+            .woken(.voipData(socket: "voip")), .woken(.connection(listener: "web")),
+            .reclaimed(sockets: ["imap"], connections: 2), .notify(message: "READY=1"),
+            .reload(added: ["a"], removed: [], restarted: ["b"], updated: []),
+            .request(command: "interrupt-begin", uid: 1000, pid: 42), .end(error: "stopping"),
+        ]
+        for payload in payloads {
+            let event = WatchEvent(payload, at: 1.5, app: "mail")
+            let json = try JSON.parse(event.json.serialized)
+            #expect(try WatchEvent(json: json) == event, "\(payload)")
+            guard case .object(let object) = json else { continue }
+            #expect(object.members.prefix(3).map(\.key) == ["event", "at", "app"])
+            #expect(object["event"]?.stringValue == payload.kind)
+        }
+        // A transition and a request name the command by its wire name; the text by netlifectl's words.
+        let interrupt = WatchEvent(.transition(command: "interrupt-begin", to: .inactive, stages: []), at: 1, app: "mail")
+        #expect(interrupt.json["command"] == "interrupt-begin")
+        #expect(interrupt.text == "mail: interrupt begin done: inactive")
+        #expect(WatchEvent(.request(command: "task-begin", uid: 7, pid: 9), at: 1, app: "mail").text == "mail: task begin asked by uid 7 (pid 9)")
+    }
+
+    @Test func aWatchEventWithoutWhatItsKindNeedsIsAnError() throws {
+        #expect(throws: JSONRecordError("a watch event needs \"to\"")) {
+            try WatchEvent(json: JSON.parse(#"{"event":"state","at":1,"app":"a","from":"active"}"#))
+        }
+        #expect(throws: JSONRecordError("unknown watch event 'teleported'")) {
+            try WatchEvent(json: JSON.parse(#"{"event":"teleported","at":1}"#))
+        }
+        #expect(throws: JSONRecordError("a woken event with reason 'voip-data' needs the socket or listener it names")) {
+            try WatchEvent(json: JSON.parse(#"{"event":"woken","at":1,"app":"a","reason":"voip-data"}"#))
+        }
     }
 }

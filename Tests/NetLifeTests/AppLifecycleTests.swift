@@ -55,7 +55,7 @@ private func brief(_ action: AppLifecycle.Action) -> String? {
         case .suspendPending: return "=pending"
         case .cancelled: return "=cancelled"
         }
-    case .emit(.stopped(let record)): return "stopped:\(record.reason.name)"
+    case .emit(.stopped(let record)): return "stopped:\(record.reason.kind)"
     case .emit(.watchdogKilled): return "watchdog"
     case .emit(.woken): return "woken"
     case .emit: return nil
@@ -301,7 +301,7 @@ private let expected: [String: String] = [
         let kill = d.wait(2)
         #expect(kill.contains(.emit(.watchdogKilled(WatchdogTimeout(stage: .transition(.didEnterBackground), budget: .seconds(5), elapsed: .milliseconds(5_001))))))
         #expect(kill.contains(.complete(2, .killed(WatchdogTimeout(stage: .transition(.didEnterBackground), budget: .seconds(5), elapsed: .milliseconds(5_001))))))
-        #expect(d.machine.lastTermination?.reason.name == "watchdog")
+        #expect(d.machine.lastTermination?.reason.kind.rawValue == "watchdog")
         // The hook's exit after the kill advances nothing.
         #expect(d.send(.stepDone).isEmpty)
     }
@@ -387,7 +387,7 @@ private let expected: [String: String] = [
         // The fifth start within 10 s was the last the start limit allows: the sixth is refused.
         d.send(.programExited(.exited(1), reason: nil))
         #expect(d.machine.nextDeadline == nil)
-        #expect(d.machine.lastTermination?.reason.name == "program-exited")
+        #expect(d.machine.lastTermination?.reason.kind.rawValue == "program-exited")
         if case .programExited(let text) = d.machine.lastTermination?.reason { #expect(text.contains("status 1; ")) }
         // `netlifectl launch` starts the rules over.
         d.command(.launch(background: false))

@@ -2,7 +2,7 @@
 // another module changes this file (and the dependencies in Package.swift) only.
 
 @_exported import NetLife
-@_exported import NetLifeControl        // ControlRequest
+@_exported import NetLifeControl        // ControlRequest, StatusReply, WatchEvent
 @_exported import NetLifeJSON           // JSON
 @_exported import NetLifeDaemon         // ConfigLoader
 @_exported import NetLifeServices       // ServiceRegistry.builtin (built as a dependency of NetLifeDaemon)

@@ -1,7 +1,8 @@
 // Fuzz target: the control protocol's JSON parser and request decoder, which read every request line a
-// client sends. Any input may be rejected; none may crash, hang or take more than linear time. What is
-// accepted must survive a round trip: a parsed value serializes to one line that parses to the same value,
-// and a decoded request encodes to JSON that decodes to the same request.
+// client sends, and the record decoders netlifectl reads the daemon's lines with (a status reply, a watch
+// event). Any input may be rejected; none may crash, hang or take more than linear time. What is accepted
+// must survive a round trip: a parsed value serializes to one line that parses to the same value, and a
+// decoded request or record encodes to JSON that decodes to the same value.
 
 import FuzzSupport
 
@@ -21,6 +22,8 @@ public func fuzzJSON(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     }
     guard again == value else { fatalError("JSON round trip changed the value: \(value) became \(again)") }
 
+    roundTrip(value, StatusReply.init(json:), \.json)
+    roundTrip(value, WatchEvent.init(json:), \.json)
     guard let request = try? ControlRequest(json: value) else { return 0 }
     let decoded: ControlRequest
     do {
@@ -30,4 +33,16 @@ public func fuzzJSON(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     }
     guard decoded == request else { fatalError("request round trip changed \(request) into \(decoded)") }
     return 0
+}
+
+/// `decode(value)`, when it accepts the value, encodes to JSON that decodes to the same record.
+func roundTrip<Record: Equatable>(_ value: JSON, _ decode: (JSON) throws(JSONRecordError) -> Record, _ encode: (Record) -> JSON) {
+    guard let record = try? decode(value) else { return }
+    let line = encode(record).serialized
+    do {
+        let again = try decode(JSON.parse(line))
+        guard again == record else { fatalError("\(Record.self) round trip changed \(record) into \(again)") }
+    } catch {
+        fatalError("\(Record.self) \(record) encodes to \(line), which does not decode: \(error)")
+    }
 }

@@ -11,14 +11,6 @@ public enum ConnectionPolicy: String, Sendable, CaseIterable {
     case close
 }
 
-/// Whether an app runs in a continuous background mode (TN2277 "background execution").
-public enum BackgroundMode: String, Sendable, CaseIterable {
-    /// Normal: the app becomes suspend-eligible in background once its tasks end.
-    case idle
-    /// Like an iOS audio app while it plays: never suspend-eligible while in this mode.
-    case continuous
-}
-
 /// A service's own settings from a `[listener]` section (`root = ...` for http, for example).
 public struct ServiceOptions: Sendable, Equatable {
     /// Key to value, as written in the config.

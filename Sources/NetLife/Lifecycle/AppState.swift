@@ -1,33 +1,6 @@
 // The vocabulary of the iOS lifecycle as netlife names it: states, the callbacks of each transition, and
 // the commands that ask for a transition.
 
-/// The state of an app (iOS: Not Running, Inactive, Active, Background, Suspended).
-public enum AppState: String, Sendable, CaseIterable, CustomStringConvertible {
-    case notRunning = "not-running"
-    case inactive
-    case active
-    case background
-    case suspended
-
-    public var description: String { rawValue }
-
-    /// Whether the app has been launched and not yet terminated.
-    public var isRunning: Bool { self != .notRunning }
-}
-
-/// A delegate callback of a transition; each is one stage of a transition's pipeline.
-public enum LifecycleEvent: String, Sendable, CaseIterable, CustomStringConvertible {
-    case didFinishLaunching = "did-finish-launching"
-    case willResignActive = "will-resign-active"
-    case didEnterBackground = "did-enter-background"
-    case willEnterForeground = "will-enter-foreground"
-    case didBecomeActive = "did-become-active"
-    case willTerminate = "will-terminate"
-
-    public var description: String { rawValue }
-
-}
-
 /// A request to move an app to another state, as `netlifectl` sends it.
 public enum LifecycleCommand: Equatable, Sendable, CustomStringConvertible {
     /// Start a not-running app, into the foreground or straight into the background.

@@ -1,37 +1,8 @@
-// Snapshots of an app for `status`: plain values, made on the loop thread and encoded by the daemon.
+// Snapshots of an app for `status` (the records of NetLifeStatus), made on the loop thread and encoded by the
+// daemon; and why an app last stopped.
 
 import NetLifeEvent
 import Glibc
-
-/// A listener as `status` shows it.
-public struct ListenerStatus: Equatable, Sendable {
-    public var name: String
-    public var address: String
-    public var service: String
-    public var open: Bool
-    /// Why the listener is not open, if an open failed.
-    public var error: String?
-    public var connections: Int
-    /// The processes holding an adopted listener's sockets (`adopt = yes`); empty for the others.
-    public var pids: [Int32] = []
-}
-
-/// An open background task as `status` shows it.
-public struct TaskStatus: Equatable, Sendable {
-    public var id: BackgroundTaskIdentifier
-    public var name: String?
-    public var age: Duration
-}
-
-/// Who asked an app to terminate.
-public enum TerminationCause: String, Equatable, Sendable {
-    /// `netlifectl terminate` (or the Swift API).
-    case command
-    /// The daemon is shutting down (SIGTERM, SIGINT).
-    case shutdown
-    /// A reload removed the app or restarted it with other listeners.
-    case reload
-}
 
 /// Why an app last stopped running.
 public enum TerminationReason: Equatable, Sendable {
@@ -57,15 +28,15 @@ public enum TerminationReason: Equatable, Sendable {
     }
 
     /// The name `status` gives the reason.
-    public var name: String {
+    public var kind: TerminationKind {
         switch self {
-        case .terminated(.reload), .terminatedWhileSuspended(.reload): return "reload"
-        case .terminated: return "terminated"
-        case .terminatedWhileSuspended: return "terminated-while-suspended"
-        case .exitedOnSuspend: return "exited-on-suspend"
-        case .watchdog: return "watchdog"
-        case .memoryPressure: return "memory-pressure"
-        case .programExited: return "program-exited"
+        case .terminated(.reload), .terminatedWhileSuspended(.reload): return .reload
+        case .terminated: return .terminated
+        case .terminatedWhileSuspended: return .terminatedWhileSuspended
+        case .exitedOnSuspend: return .exitedOnSuspend
+        case .watchdog: return .watchdog
+        case .memoryPressure: return .memoryPressure
+        case .programExited: return .programExited
         }
     }
 }
@@ -93,22 +64,29 @@ public enum WallClock {
     }
 }
 
-/// An app as `status` shows it.
-public struct AppStatus: Equatable, Sendable {
-    public var name: String
-    public var state: AppState
-    public var suspendPending: Bool
-    /// Nil means unlimited (the app is in the foreground); zero while suspended or not running.
-    public var backgroundTimeRemaining: Duration?
-    public var backgroundMode: BackgroundMode
-    public var listeners: [ListenerStatus]
-    public var sockets: [DataSocketStatus]
-    public var tasks: [TaskStatus]
-    public var lastTermination: TerminationRecord?
-    /// The stages of the last transition and their durations.
-    public var lastStages: [StageReport]
-    /// A process app's program.
-    public var program: ProgramStatus? = nil
+extension TerminationRecord {
+    /// The record as `status` shows it.
+    public var status: TerminationStatus {
+        var status = TerminationStatus(reason: reason.kind, at: (at * 1000).rounded() / 1000)
+        switch reason {
+        case .terminated(let cause), .terminatedWhileSuspended(let cause):
+            if cause != .reload { status.by = cause }
+        case .watchdog(let timeout):
+            status.stage = timeout.stage.description
+            status.budget = StatusTime.seconds(timeout.budget)
+            status.elapsed = StatusTime.seconds(timeout.elapsed)
+        case .programExited(let detail):
+            status.detail = detail
+        case .exitedOnSuspend, .memoryPressure:
+            break
+        }
+        return status
+    }
+}
+
+extension StageReport {
+    /// The stage as `status` and `watch` show it.
+    public var timing: StageTiming { StageTiming(event: event, duration: duration) }
 }
 
 extension App {
@@ -116,13 +94,13 @@ extension App {
     public var status: AppStatus {
         let now = MonotonicTime.now()
         return AppStatus(name: name, state: state, suspendPending: suspendPending,
-                         backgroundTimeRemaining: backgroundTimeRemaining,
+                         backgroundTimeRemaining: backgroundTimeRemaining.map(StatusTime.seconds),
                          backgroundMode: backgroundMode,
                          listeners: sockets.listenerStatus,
                          sockets: sockets.dataSocketStatus,
-                         tasks: backgroundTasks.tasks.map { TaskStatus(id: $0.id, name: $0.name, age: now - $0.begunAt) },
-                         lastTermination: lastTermination,
-                         lastStages: lifecycle.lastStages,
+                         tasks: backgroundTasks.tasks.map { TaskStatus(id: $0.id, name: $0.name, age: StatusTime.seconds(now - $0.begunAt)) },
+                         lastTermination: lastTermination?.status,
+                         lastStages: lifecycle.lastStages.map(\.timing),
                          program: program?.status)
     }
 }

@@ -8,42 +8,6 @@
 @preconcurrency import Glibc
 import NetLifeEvent
 
-/// What `status` shows of a program.
-public struct ProgramStatus: Equatable, Sendable {
-    /// The program's pid while it runs.
-    public var pid: Int32?
-    /// Its cgroup directory, or nil when it runs in a process group only.
-    public var cgroup: String?
-    /// How it is held: `cgroup-v2`, `cgroup-v1-freezer` or `process-group`.
-    public var containment: String
-    /// Whether it is frozen now.
-    public var frozen: Bool
-    /// The memory its cgroup's memory controller charges, when one counts for it (never a sum of the
-    /// processes' resident sets, which counts shared pages once per process). Memory pressure ranks by it.
-    public var memoryBytes: Int?
-    /// Whether it said hello on NETLIFE_EVENTS.
-    public var speaksProtocol: Bool
-    /// Whether it said READY=1 on its NOTIFY_SOCKET (this run).
-    public var ready = false
-    /// Its last STATUS= line on its NOTIFY_SOCKET (this run), bounded and printable.
-    public var statusText: String? = nil
-    /// The tasks in its cgroup subtree (pids controller), else the processes there, else 1 (process group).
-    public var members: Int
-
-    public init(pid: Int32?, cgroup: String?, containment: String, frozen: Bool, memoryBytes: Int?,
-                speaksProtocol: Bool, members: Int, ready: Bool = false, statusText: String? = nil) {
-        self.ready = ready
-        self.statusText = statusText
-        self.pid = pid
-        self.cgroup = cgroup
-        self.containment = containment
-        self.frozen = frozen
-        self.memoryBytes = memoryBytes
-        self.speaksProtocol = speaksProtocol
-        self.members = members
-    }
-}
-
 /// The listeners' hint in a stage's event: a program that speaks the protocol stops polling listeners that
 /// were shut down (their epoll reports EPOLLHUP without pause) and polls them again once they listen.
 public enum ListenerHint: String, Sendable {

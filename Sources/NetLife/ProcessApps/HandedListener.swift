@@ -203,6 +203,6 @@ final class HandedListener {
 
     var status: ListenerStatus {
         ListenerStatus(name: configuration.name, address: address.description, service: configuration.service,
-                       open: isListening, error: openError, connections: 0, pids: owners)
+                       open: isListening, error: openError, connections: 0, pids: owners.map(Int.init))
     }
 }

@@ -399,11 +399,8 @@ public final class ProcessProgram: AppProgram {
     /// The current run's, else the newest ending run's figures: two small cgroup files per cgroup of its
     /// subtree, whatever the number of processes.
     public var status: ProgramStatus {
-        guard let run = current ?? endingRuns.last else {
-            return ProgramStatus(pid: nil, cgroup: nil, containment: "process-group", frozen: false, memoryBytes: nil,
-                                 speaksProtocol: false, members: 0)
-        }
-        return ProgramStatus(pid: current?.pid, cgroup: run.cgroup?.directory, containment: run.containment,
+        guard let run = current ?? endingRuns.last else { return .none }
+        return ProgramStatus(pid: current?.pid.map(Int.init), cgroup: run.cgroup?.directory, containment: run.containment,
                              frozen: run.isFrozen, memoryBytes: run.memoryBytes, speaksProtocol: current != nil && speaksProtocol,
                              members: run.memberCount, ready: notifySession?.state.isReady ?? false,
                              statusText: notifySession?.state.statusText)

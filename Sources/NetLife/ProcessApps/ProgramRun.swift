@@ -78,8 +78,8 @@ final class ProgramRun {
     var pid: Int32? { isRunning ? child?.pid : nil }
 
     /// How the run is held, as `status` words it.
-    var containment: String {
-        cgroup.map { $0.kind == .v2 ? "cgroup-v2" : "cgroup-v1-freezer" } ?? "process-group"
+    var containment: ProgramContainment {
+        cgroup.map { $0.kind == .v2 ? .cgroupV2 : .cgroupV1Freezer } ?? .processGroup
     }
 
     /// Its members, in one small file whatever their number: the tasks the pids controller counts in its

@@ -40,43 +40,6 @@ public enum QuietEntry: Sendable, Equatable {
     case awaitingReply
 }
 
-/// One figure a protocol shows of its own state in `status`, under its own name (`lines`, `exists`, ...).
-public struct DataProtocolDetail: Sendable, Equatable {
-    /// A detail's value: a count, a text or a flag.
-    public enum Value: Sendable, Equatable {
-        case count(Int)
-        case text(String)
-        case flag(Bool)
-    }
-
-    /// The name `status` shows it under; each protocol chooses its own.
-    public var name: String
-    /// What it is now.
-    public var value: Value
-
-    public init(_ name: String, _ value: Value) {
-        self.name = name
-        self.value = value
-    }
-}
-
-/// What `status` shows of a protocol's own state: the details it chose to report, in order. The framework
-/// knows no protocol's figures; the built-in ones report theirs (line: `lines`, `lastLine`; imap: `exists`,
-/// `existsUpdates`, `expunges`, `idle`).
-public struct DataProtocolStatus: Sendable, Equatable {
-    /// The details, in the order the protocol reports them.
-    public var details: [DataProtocolDetail]
-
-    public init(_ details: [DataProtocolDetail] = []) {
-        self.details = details
-    }
-
-    /// The value of the detail named `name`, if the protocol reported one.
-    public subscript(name: String) -> DataProtocolDetail.Value? {
-        details.first { $0.name == name }?.value
-    }
-}
-
 /// The protocol spoken on a data socket. Every method runs on the loop thread, never while the app is
 /// suspended (a VoIP socket's data wakes the app first).
 public protocol DataSocketHandler: AnyObject {
@@ -123,42 +86,6 @@ public struct DataProtocolDescriptor: Sendable {
         self.name = name
         self.optionKeys = optionKeys
         self.make = make
-    }
-}
-
-/// A data socket as `status` shows it.
-public struct DataSocketStatus: Sendable, Equatable {
-    public var name: String
-    public var peer: String
-    public var policy: DataSocketPolicy
-    public var voip: Bool
-    public var state: DataSocketState
-    public var protocolName: String
-    /// The last error, if there was one.
-    public var error: String?
-    /// Successful connects so far.
-    public var connects: Int
-    public var protocolStatus: DataProtocolStatus
-}
-
-/// Why a suspended app runs for a moment in the background.
-public enum WakeReason: Sendable, Equatable, CustomStringConvertible {
-    /// Bytes arrived on a VoIP socket.
-    case voipData(socket: String)
-    /// A socket's keep-alive is due.
-    case keepalive(socket: String)
-    /// A VoIP socket was lost, or is reconnecting: the app handles it awake.
-    case voipReconnect(socket: String)
-    /// A connection arrived on a process app's listener with `on-background = wake`.
-    case connection(listener: String)
-
-    public var description: String {
-        switch self {
-        case .voipData(let socket): return "data on VoIP socket \(socket)"
-        case .keepalive(let socket): return "keep-alive of socket \(socket)"
-        case .voipReconnect(let socket): return "VoIP socket \(socket) lost or reconnecting"
-        case .connection(let listener): return "a connection on listener \(listener)"
-        }
     }
 }
 
@@ -276,8 +203,8 @@ public final class DataSocket: ConnectionDelegate {
 
     var status: DataSocketStatus {
         DataSocketStatus(name: name, peer: configuration.address.description, policy: configuration.policy,
-                         voip: configuration.voip, state: state, protocolName: configuration.protocolName,
-                         error: lastError, connects: connects, protocolStatus: handler.protocolStatus)
+                         voip: configuration.voip, state: state, error: lastError, protocolName: configuration.protocolName,
+                         connects: connects, protocolStatus: handler.protocolStatus)
     }
 
     // MARK: Performing the machine's actions

@@ -2,33 +2,6 @@
 // Reclaim") as a pure state machine: the app's lifecycle and the socket's own events go in, the actions to
 // perform come out. No I/O and no clock here; `DataSocket` performs what it decides.
 
-/// What a data socket does when its app enters the background (`policy`).
-public enum DataSocketPolicy: String, Sendable, CaseIterable {
-    /// Flushed and closed (the peer sees FIN); reconnected on will-enter-foreground.
-    case close
-    /// Kept open; the protocol's quiet command is sent (IMAP: DONE), and quiet mode is left on foreground.
-    case quiet
-    /// Left untouched, as iOS leaves a socket the app does not close. The default.
-    case keep
-}
-
-/// A data socket's state as `status` shows it (SPEC section 8).
-public enum DataSocketState: String, Sendable, CaseIterable, CustomStringConvertible {
-    /// A connect is under way.
-    case connecting
-    /// Connected, in normal mode.
-    case connected
-    /// Connected, in the protocol's quiet mode (the app is in the background).
-    case quiet
-    /// Not connected: not yet, after a close for the background, or after an error.
-    case closed
-    /// Reclaimed while the app was suspended: the kernel connection is gone, the descriptor is not; the
-    /// app's first operation on it fails and closes it.
-    case defunct
-
-    public var description: String { rawValue }
-}
-
 /// The rules of one data socket.
 public struct DataSocketMachine: Equatable, Sendable {
     /// Where the app is, as far as its sockets care.

@@ -28,10 +28,6 @@ extension DaemonRuntime {
 extension Watchers {
     /// A request that changes something was accepted: who asked, for what.
     func request(_ command: ControlCommand, app: String?, by requester: Requester) {
-        var event = WatchEvent(kind: .request, at: WallClock.now(), app: app)
-        event.command = command.name
-        event.uid = requester.uid
-        event.pid = requester.pid
-        send(event, app: app)
+        send(WatchEvent(.request(command: command.name, uid: requester.uid, pid: requester.pid), at: WallClock.now(), app: app), app: app)
     }
 }
