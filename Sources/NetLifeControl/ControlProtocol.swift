@@ -1,4 +1,4 @@
-// The control protocol (SPEC section 8): one JSON object per line each way. This module holds what the
+// The control protocol (docs/control-protocol.md): one JSON object per line each way. This module holds what the
 // daemon and netlifectl share: the version, the limits, the error codes, and the typed requests and replies
 // (ControlRequest.swift, ControlReply.swift). It depends on no event loop: netlifectl links only this.
 

@@ -14,7 +14,7 @@ struct DurationKey {
     var rangeDescription: String { "between \(ConfigValues.format(range.lowerBound)) and \(ConfigValues.format(range.upperBound))" }
 }
 
-/// The keys of `[app]` that set a budget (SPEC section 5), in SPEC order, with where each goes.
+/// The keys of `[app]` that set a budget, in the order docs/configuration.md lists them, with where each goes.
 enum BudgetKeys {
     static let transitionRange: ClosedRange<Duration> = .milliseconds(10) ... .seconds(3600)
 

@@ -1,6 +1,6 @@
-// The meaning of the config (SPEC section 9): the [daemon] settings and each [app], [listener] and [socket]
+// The meaning of the config (docs/configuration.md): the [daemon] settings and each [app], [listener] and [socket]
 // section turned into typed values, with every error reported as FILE:LINE: message. Unknown sections and
-// keys are errors; keys that the spec names but this version does not implement yet say so.
+// keys are errors; a key that a later version brings says so.
 
 @preconcurrency import Glibc
 import NetLife
@@ -49,7 +49,7 @@ public struct ConfigErrors: Error, Equatable, Sendable, CustomStringConvertible 
 
 /// Reads config files.
 public enum ConfigLoader {
-    /// Keys the spec defines for later versions: using one is an error that says so, not "unknown key".
+    /// Keys a later version brings: using one is an error that says so, not "unknown key".
     static let notYetSupported: [String: Set<String>] = [:]
 
     /// Reads and checks the config at `path`.
@@ -564,7 +564,7 @@ private struct ConfigReader {
                 valid = false
             }
         }
-        // SPEC section 6: on iOS only a VoIP app has a keep-alive handler (setKeepAliveTimeout).
+        // `keepalive` needs `voip = yes`: on iOS only a VoIP app has a keep-alive handler (setKeepAliveTimeout).
         if socket.keepalive != nil, !socket.voip, let line = entries.first(where: { $0.key == "keepalive" })?.line {
             error(line, "keepalive belongs to a VoIP socket (voip = yes): on iOS only a VoIP app has a keep-alive handler")
             valid = false

@@ -149,7 +149,7 @@ enum ControlCommands {
             }
         },
         .lock: { context in
-            // As pressing the lock button (SPEC section 6): the app in the foreground goes to the background
+            // As pressing the lock button: the app in the foreground goes to the background
             // (will-resign-active, did-enter-background) first; then, TN2277's test recipe, the sockets of
             // every suspended app are reclaimed.
             backgroundForegroundApps(context.supervisor.apps) { reclaimSuspended(context.supervisor, context.reply) }

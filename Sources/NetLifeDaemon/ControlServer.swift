@@ -1,4 +1,4 @@
-// The control socket (SPEC section 8): a Unix stream socket, mode 0600 in a 0700 directory created under a
+// The control socket (docs/control-protocol.md): a Unix stream socket, mode 0600 in a 0700 directory created under a
 // tight umask before bind, peers checked with SO_PEERCRED, at most 32 connections, requests of at most
 // 64 KiB. Each connection is a ControlSession (ControlSession.swift) that reads JSON lines and answers them
 // in order. When every slot is taken, a newcomer evicts the session that has waited longest without a

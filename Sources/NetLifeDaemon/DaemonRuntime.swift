@@ -206,7 +206,7 @@ final class DaemonRuntime {
         }
     }
 
-    /// The loop-stall watchdog (SPEC section 5): a stall longer than `threshold` sends WATCHDOG=trigger to
+    /// The loop-stall watchdog: a stall longer than `threshold` sends WATCHDOG=trigger to
     /// systemd and aborts, so that systemd records the watchdog and restarts the unit. The first call starts
     /// it; later ones (a reload) change its threshold in place: one watching thread for the daemon's lifetime.
     func restartStallWatchdog(threshold: Duration) {

@@ -1,6 +1,6 @@
 // The `report` service: a client sends `REPORT N`, and the app writes N lines, one every 50 ms: a long
 // operation, run under a background task so that it goes on when the app is sent to the background, as
-// the seeds' iOS example does with beginBackgroundTaskWithExpirationHandler. When the background time runs
+// an iOS app does with beginBackgroundTaskWithExpirationHandler. When the background time runs
 // out, the expiration handler writes `TRUNCATED`, lets the connection flush in a restricted run loop, and
 // ends the task.
 

@@ -5,8 +5,7 @@ import Glibc
 import NetLife
 import NetLifeDaemon
 
-/// The app's delegate: it logs its transitions and its background time, as the seeds' example prints
-/// backgroundTimeRemaining.
+/// The app's delegate: it logs its transitions and its background time, as an iOS app logs backgroundTimeRemaining.
 final class ReporterDelegate: AppDelegate {
     private let logger = Logger(label: "reporter delegate")
 

@@ -1,4 +1,4 @@
-// The Swift API of background tasks (SPEC section 5), as UIApplication has it: begin and end, the shared
+// The Swift API of background tasks (docs/swift-apps.md), as UIApplication has it: begin and end, the shared
 // background time, and the restricted run loop an expiration handler may use. The work is done by the app's
 // BackgroundTasks.
 

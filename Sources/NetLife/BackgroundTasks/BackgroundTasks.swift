@@ -1,4 +1,4 @@
-// The background tasks of one app at run time (SPEC section 5): the shell around BackgroundTaskRegistry. It
+// The background tasks of one app at run time (docs/design.md): the shell around BackgroundTaskRegistry. It
 // keeps the Swift expiration handlers, arms one deadline timer for whatever the registry says is due next,
 // runs the handlers it hands out (a closure for tasks begun through the Swift API, the `on-expiration` hook
 // for tasks begun over the control socket), and tells its app when the watchdog must kill it or when the

@@ -1,4 +1,4 @@
-// How long what a hook leaves in its process group may live (SPEC section 5), as a pure value. When a hook's
+// How long what a hook leaves in its process group may live (docs/design.md), as a pure value. When a hook's
 // main process exits, the rest of its group is killed, as systemd's KillMode=control-group does; except while
 // a background task that a process of the group began for the app is open: then the group lives on until the
 // last such task ends, so that TN2277's recipe (begin a task, start the work asynchronously, return) works

@@ -1,4 +1,4 @@
-// The hook commands of one app (SPEC section 5): each run without a shell in its own process group, with
+// The hook commands of one app (docs/design.md): each run without a shell in its own process group, with
 // NETLIFE_APP, NETLIFE_EVENT (and NETLIFE_TASK) in its environment, its output logged under a rate limit,
 // its exit seen on the loop. The runner knows which hooks are running, so that the app can kill them all
 // when it suspends, terminates or leaves the daemon, and abandon them: an abandoned run is still killed,

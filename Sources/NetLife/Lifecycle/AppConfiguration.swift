@@ -114,7 +114,7 @@ public enum ReadinessMode: String, Sendable, CaseIterable {
     case notify
 }
 
-/// A process app's program (SPEC section 12): `exec`, `working-directory`, `environment`, `restart`, `user`,
+/// A process app's program (docs/process-apps.md): `exec`, `working-directory`, `environment`, `restart`, `user`,
 /// `ready`, `watchdog`.
 public struct ProgramConfiguration: Sendable, Equatable {
     /// The program and its arguments, split as hook commands are.

@@ -251,7 +251,7 @@ public struct AppLifecycle: Sendable {
     /// The step a running transition waits for, if it waits.
     public var waitingFor: Wait? { if case .transition(let transition) = phase { return transition.waitingFor } else { return nil } }
 
-    /// Why the app may not suspend now, or nil when it may (SPEC section 2).
+    /// Why the app may not suspend now, or nil when it may.
     public var suspendBlocker: String? {
         var waking = false
         if case .waking = phase { waking = true }
@@ -447,7 +447,7 @@ public struct AppLifecycle: Sendable {
             case .background, .launch(background: true): .exitedOnSuspend
             case .launch, .foreground, .suspend, .interruptBegin, .interruptEnd: .terminated(transition.cause)
             }
-            // The seeds' path for an app that exits on suspend: ... Background -> Suspended -> Not Running.
+            // iOS's path for an app that exits on suspend: ... Background -> Suspended -> Not Running.
             stop(.afterFlush, record: TerminationRecord(reason: reason), through: reason == .exitedOnSuspend ? .suspended : nil,
                  outcome: nil)
         } else {

@@ -1,5 +1,5 @@
-// The time limits of SPEC section 5: the budgets of each transition and of expiration handlers, and the
-// background time of tasks. A profile sets them all; each can be overridden per app.
+// The time limits of an app: the budgets of each transition and of expiration handlers, and the background
+// time of tasks. A profile sets them all; each can be overridden per app (docs/configuration.md).
 
 /// The time limits that bound an app's code.
 public struct Budgets: Equatable, Sendable {

@@ -1,4 +1,4 @@
-// The lifecycle rules of SPEC section 2 as pure functions: given an app's state and a command, which
+// The lifecycle rules (docs/design.md) as pure functions: given an app's state and a command, which
 // transition runs (its stages, their order, the state entered for each, the built-in steps), or why
 // nothing runs. No side effects here; `App` performs what these functions decide.
 
@@ -156,7 +156,7 @@ public enum LifecycleRules {
             let enter = [stage(.didEnterBackground, .background, enterBackground)]
             return plan(.background, traits.exitsOnSuspend ? .notRunning : .background, enter)
         case (.background, .active):
-            // An app that exits on suspend (SPEC section 2, the seeds' path 2): Active -> Inactive ->
+            // An app that exits on suspend (iOS's UIApplicationExitsOnSuspend): Active -> Inactive ->
             // Background -> Suspended -> Not Running, with no callback after did-enter-background (App passes
             // it through suspended as it ends).
             return plan(.background, traits.exitsOnSuspend ? .notRunning : .background, leaveBackground)
@@ -191,7 +191,7 @@ public enum LifecycleRules {
         }
     }
 
-    /// Why an app is not suspend-eligible (SPEC section 2), or nil when it is: it must be in background, with
+    /// Why an app is not suspend-eligible, or nil when it is: it must be in background, with
     /// no transition running, no open background task, no expiration handler running, and no continuous
     /// background mode; nor, after a VoIP or keep-alive wake-up, may its handler still be running (it gets
     /// `keepalive-budget`). The reason is worded for the user.

@@ -1,4 +1,4 @@
-// Which suspended apps memory pressure ends (SPEC section 6), as a pure function: jetsam ends the largest
+// Which suspended apps memory pressure ends (docs/data-sockets.md), as a pure function: jetsam ends the largest
 // suspended app first and stops once it has freed what it needs; VoIP apps are ended last, because iOS
 // relaunches them at once and so frees their memory only for a while. The daemon measures each app, performs
 // the terminations and relaunches the VoIP apps it ended; this file only decides.

@@ -1,4 +1,4 @@
-// When a process app's program is started again after it exits (SPEC section 12), as systemd's Restart=,
+// When a process app's program is started again after it exits (docs/process-apps.md), as systemd's Restart=,
 // RestartSec= with RestartSteps= and StartLimitBurst= decide it, as a pure value driven by explicit instants
 // so that a fake clock can test it. Its owner reports launches and exits and performs the decision: relaunch
 // after a delay, give up (the reason goes to `lastTermination`), or nothing.

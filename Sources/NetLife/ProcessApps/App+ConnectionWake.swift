@@ -1,4 +1,4 @@
-// Beyond iOS: a process app's listeners with `on-background = wake` (SPEC section 12). They go on listening
+// Beyond iOS: a process app's listeners with `on-background = wake` (docs/process-apps.md). They go on listening
 // in the background and while the app is suspended and frozen; a connection arriving wakes the app into the
 // background (AppLifecycle's `.wake(.connection)`), its program accepts and serves it, and the app is
 // suspended and frozen again once the connections from those listeners have been closed for `auto-suspend`.

@@ -1,4 +1,4 @@
-// A process app's program (SPEC section 12) as the app's shell drives it: the lifecycle says when to start
+// A process app's program (docs/process-apps.md) as the app's shell drives it: the lifecycle says when to start
 // it and when to tell it a stage; this file binds its listeners, starts it, forwards its tasks and reports
 // its exit back to the lifecycle.
 

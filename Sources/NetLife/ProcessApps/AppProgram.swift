@@ -1,4 +1,4 @@
-// The program of a process app (SPEC section 12), as its App drives it: an ordinary Linux program that
+// The program of a process app (docs/process-apps.md), as its App drives it: an ordinary Linux program that
 // netlifed starts with the app's listeners (socket activation), holds in a cgroup of its own, freezes while
 // the app is suspended, and, if the program speaks the lifecycle protocol (NETLIFE_EVENTS), tells each stage
 // of a transition and waits for its answer as it waits for a hook. ProcessProgram, beside it, implements it

@@ -1,4 +1,4 @@
-// A listener of a process app (SPEC section 12): netlifed binds it and hands the program a copy at launch
+// A listener of a process app (docs/process-apps.md): netlifed binds it and hands the program a copy at launch
 // (systemd socket activation), keeping its own descriptor of the same socket so that the lifecycle can stop
 // and restart listening without the program's help. `shutdown(SHUT_RD)` on a listening socket ends the
 // listen: the kernel refuses connects at once, although the program still holds its copy; `listen()` on

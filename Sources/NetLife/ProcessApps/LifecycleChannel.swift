@@ -1,4 +1,4 @@
-// The lifecycle protocol of process apps (SPEC section 12), spoken over the Unix stream socket whose
+// The lifecycle protocol of process apps (docs/process-apps.md), spoken over the Unix stream socket whose
 // descriptor number is in the program's NETLIFE_EVENTS: its codec as a pure value. Like TransitionPipeline,
 // `LifecycleChannelState` decides and its owner performs: it is fed bytes the program sent and stages to
 // deliver, and returns actions (lines to send, a stage completed, a task to end, a VoIP declaration, a

@@ -1,4 +1,4 @@
-// The program of a process app (SPEC section 12): the shell that performs what the App decides, with the
+// The program of a process app (docs/process-apps.md): the shell that performs what the App decides, with the
 // pieces that know the kernel. It starts the program through ChildProcess with the app's listeners at
 // descriptors 3.. (socket activation) and its end of a socketpair after them (NETLIFE_EVENTS), inside a
 // cgroup of its own (ProcessCgroup: v2, else the v1 freezer, else only a process group with SIGSTOP, with a

@@ -1,4 +1,4 @@
-// One run of a process app's program (SPEC section 12): its main process, its cgroups and the timers that
+// One run of a process app's program (docs/process-apps.md): its main process, its cgroups and the timers that
 // end them, in one value. A run lives from its start until nothing of it is left: its main process has
 // exited and its cgroups are empty and removed. Each run has cgroups of its own (named for the app and the
 // run's number), so a run still emptying when the next one starts (a child that takes a while to die, a

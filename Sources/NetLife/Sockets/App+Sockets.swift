@@ -1,4 +1,4 @@
-// The app's sockets as the system treats them while it is suspended (SPEC section 6): a wake-up for VoIP data
+// The app's sockets as the system treats them while it is suspended (docs/data-sockets.md): a wake-up for VoIP data
 // or a keep-alive, socket reclaim, and memory pressure, which takes the whole app; and the data sockets a
 // Swift app opens itself.
 
@@ -69,7 +69,7 @@ extension App {
         return true
     }
 
-    /// Opens a data socket from Swift, as a `[socket]` section does (the seeds' CFStream with the VoIP
+    /// Opens a data socket from Swift, as a `[socket]` section does (iOS's CFStream with the VoIP
     /// service type): it connects now if the app runs, and follows its lifecycle from then on.
     @discardableResult
     public func openDataSocket(_ configuration: DataSocketConfiguration, handler: any DataSocketHandler) -> DataSocket {

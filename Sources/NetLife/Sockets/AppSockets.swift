@@ -126,7 +126,7 @@ final class AppSockets {
         for socket in dataSockets { socket.appSuspended() }
     }
 
-    /// The suspended app runs in the background for a moment: only what woke it runs (SPEC section 6), so
+    /// The suspended app runs in the background for a moment: only what woke it runs, so
     /// accepted connections and plain data sockets stay unread until the foreground.
     func wake() {
         for socket in dataSockets { socket.appWokeInBackground() }

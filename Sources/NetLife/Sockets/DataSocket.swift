@@ -1,7 +1,7 @@
 // A data socket of an app (TN2277 "Data Socket"): an outbound connection that lives with the app's
 // lifecycle. `DataSocketMachine` decides (connect, close, quiet, reclaim, reconnect with back-off); this
 // class performs: the connect (OutboundConnector), the connection (Connection), the timers, and the calls
-// into the protocol handler. The seeds' CFStream with the VoIP service type is the model: an app author
+// into the protocol handler. iOS's CFStream with the VoIP service type is the model: an app author
 // opens one with `App.openDataSocket(_:handler:)`; a `[socket]` section of the config does the same with a
 // built-in protocol (line, imap).
 

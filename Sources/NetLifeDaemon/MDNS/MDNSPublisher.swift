@@ -1,5 +1,5 @@
 // mDNS (DNS-SD, as Bonjour does) through avahi-daemon: a listener configured with `mdns = _type._tcp` is
-// announced while it is open and withdrawn when it closes (SPEC section 3). A pure core (`MDNSRegistry`)
+// announced while it is open and withdrawn when it closes (docs/configuration.md). A pure core (`MDNSRegistry`)
 // decides what to publish or withdraw as listeners open and close and avahi-daemon comes and goes; the
 // publisher performs that with libavahi-client on the event loop (AvahiLoopPool), one entry group per
 // listener. The client is made with AVAHI_CLIENT_NO_FAIL: without avahi-daemon it waits for one to appear,

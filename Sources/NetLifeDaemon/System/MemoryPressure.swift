@@ -1,4 +1,4 @@
-// Memory pressure (`netlifectl memory-pressure [--free BYTES]`, SPEC section 6): the shell around
+// Memory pressure (`netlifectl memory-pressure [--free BYTES]`, docs/data-sockets.md): the shell around
 // MemoryPressureRules. It measures each suspended app (`App.heldBytes`: its sockets' buffers and kernel queues,
 // plus a process app's program's memory as its cgroup charges it, the program's `memory` in `status`), ends the
 // apps the rules choose without callbacks, in their order, then relaunches the VoIP apps among them into the

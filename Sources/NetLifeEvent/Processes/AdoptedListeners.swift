@@ -1,4 +1,4 @@
-// The listening sockets a program bound itself, found and taken (SPEC section 12, `adopt = yes`).
+// The listening sockets a program bound itself, found and taken (`adopt = yes`, docs/process-apps.md).
 //
 // A program such as nginx binds its own listeners; netlifed holds them as it holds the ones it hands over
 // once it has a copy of each. They are found through /proc as reclaim finds a program's connections

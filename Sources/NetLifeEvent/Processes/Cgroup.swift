@@ -1,4 +1,4 @@
-// The cgroup a process app runs in (SPEC section 12): found, made, filled, frozen, thawed, killed and removed.
+// The cgroup a process app runs in: found, made, filled, frozen, thawed, killed and removed.
 //
 // `CgroupLayout` is pure: from the text of /proc/self/cgroup and /proc/self/mountinfo it finds the cgroup2
 // hierarchy and the v1 freezer hierarchy and netlifed's own directory in each, and `choose(isWritable:)`

@@ -7,18 +7,18 @@
 // reserved and a later signal to the group cannot reach a stranger; what is left of the group runs on, its
 // output still read, until the owner kills it (`killKeptGroup()`, `close()`).
 //
-// A process app's program (SPEC section 12) needs more than a hook: its listeners at descriptors 3, 4, ...
+// A process app's program (docs/process-apps.md) needs more than a hook: its listeners at descriptors 3, 4, ...
 // under systemd's socket-activation protocol, a working directory, and a cgroup it joins before its first
 // instruction (so that nothing it forks can start outside). posix_spawn cannot write LISTEN_PID (the child's
 // own pid, unknown before the spawn), change directory portably (posix_spawn_file_actions_addchdir_np is
 // hidden behind _GNU_SOURCE) or join a cgroup; so when any of these is asked, the program is started through
-// a fixed /bin/sh script, as RECIPES.md suggests: it changes directory, writes `$$` into each cgroup's
-// cgroup.procs, exports LISTEN_PID=$$ and execs the program, which keeps the shell's pid (and so the pidfd,
-// the process group and the cgroup). The script's text holds no data: the directory, the cgroup files and
-// the program's arguments reach it as positional parameters, so no quoting can go wrong. A step that fails
-// exits with systemd's code for it (200 chdir, 219 cgroup) and the shell's message goes to the log; a
-// program that cannot be executed exits 127 (not found) or 126 (not executable), as a shell's would
-// (`locateProgram` lets an owner find that out before the spawn, as execvp would).
+// a fixed /bin/sh script: it changes directory, writes `$$` into each cgroup's cgroup.procs, exports
+// LISTEN_PID=$$ and execs the program, which keeps the shell's pid (and so the pidfd, the process group and
+// the cgroup). The script's text holds no data: the directory, the cgroup files and the program's arguments
+// reach it as positional parameters, so no quoting can go wrong. A step that fails exits with systemd's code
+// for it (200 chdir, 219 cgroup) and the shell's message goes to the log; a program that cannot be executed
+// exits 127 (not found) or 126 (not executable), as a shell's would (`locateProgram` lets an owner find that
+// out before the spawn, as execvp would).
 // Running as another user (`user`) is the script's last step, after the cgroup is joined: posix_spawn cannot
 // change credentials and fork from a multithreaded daemon is not worth it, so the script execs util-linux's
 // setpriv(1) with the uid and gid (positional parameters too), which sets them and the user's groups and

@@ -1,4 +1,4 @@
-// The TCP sockets of another process, found and reset for reclaim (SPEC sections 6 and 12).
+// The TCP sockets of another process, found and reset for reclaim (docs/process-apps.md).
 //
 // A process app's sockets are its own descriptors, not netlifed's. They are found through /proc: each entry
 // of /proc/PID/fd whose link reads `socket:[INODE]`. For a listing with addresses and states, the inodes are
@@ -6,8 +6,8 @@
 // pure and linear, and the tables are read a chunk at a time keeping only the process's own lines.
 //
 // Reclaim does not read those tables: the kernel walks its whole TCP hash table for every read of them
-// (about 2.3 ms a read on the development machine, five reads for tcp and tcp6: past SPEC's 10 ms for the
-// peer to see the reset). It takes each socket descriptor with `pidfd_getfd` (a duplicate of the same open
+// (about 2.3 ms a read on the development machine, five reads for tcp and tcp6: past the 10 ms in which the
+// peer must see the reset). It takes each socket descriptor with `pidfd_getfd` (a duplicate of the same open
 // socket), asks the socket itself for its TCP state (`getsockopt(TCP_INFO)`, which fails for a socket that
 // is not TCP), dissolves the connection with `connect(AF_UNSPEC)` (`SocketCalls.disconnect`: the kernel
 // sends RST, and the program's next operation on its descriptor fails) and closes the duplicate: four system

@@ -1,4 +1,4 @@
-// The connections a program serves on some of its listeners' ports (SPEC section 12, `on-background = wake`):
+// The connections a program serves on some of its listeners' ports (`on-background = wake`, docs/process-apps.md):
 // an app woken by a connection is suspended again only once none is left, for `auto-suspend`.
 //
 // They are counted as reclaim finds connections (ProcessSockets): the socket descriptors in /proc/PID/fd of

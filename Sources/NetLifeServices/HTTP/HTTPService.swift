@@ -1,5 +1,5 @@
 // The built-in `http` service: the files under `root`, served with GET and HEAD, strong ETags, byte ranges
-// and If-Range, so that clients resume interrupted downloads byte-exactly (SPEC section 7, TN2277 "Beyond
+// and If-Range, so that clients resume interrupted downloads byte-exactly (docs/http.md, TN2277 "Beyond
 // the basics"); and, with `upload-root`, resumable uploads into that directory (the IETF resumable-upload
 // draft: POST or PUT creates an upload resource, HEAD gives its offset, PATCH appends, DELETE cancels). The
 // protocol's rules are the pure HTTPRequestParser, HTTPFileResponder and ResumableUploadServer; this class

@@ -1,5 +1,5 @@
 // The server side of resumable uploads (IETF draft-ietf-httpbis-resumable-upload, the httpwg editor's copy
-// after -12; SPEC section 7) as pure decisions: a request head and the state of its upload resource in, a
+// after -12; docs/http.md) as pure decisions: a request head and the state of its upload resource in, a
 // response or an action for the shell out. The shell (HTTPService) owns the files: it creates the resource,
 // streams the request body into the resource's temporary file, renames the finished file into place and
 // writes the resource's small record; it never decides what the protocol means.

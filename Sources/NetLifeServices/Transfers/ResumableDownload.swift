@@ -1,4 +1,4 @@
-// The resumable downloader's rules as a pure state machine (SPEC section 7, client): the shell that owns the
+// The resumable downloader's rules as a pure state machine (docs/http.md): the shell that owns the
 // socket, the files and the timers tells it what happened (started, a response head, body bytes written,
 // the body ended, the connection failed, the app paused it, a digest computed) and performs the actions it
 // returns, in order. The partial file is `PATH.part`; its record (`DownloadRecord`, in `PATH.part.meta`)

@@ -1,4 +1,4 @@
-// The FTP downloader's rules as a pure state machine (SPEC section 7, client), driven by its shell
+// The FTP downloader's rules as a pure state machine (docs/http.md), driven by its shell
 // (FTPDownload) which runs each step on libcurl (FTP or FTPS; passive mode, SIZE, MDTM, REST and RETR are
 // libcurl's). The part file and its record are those of the HTTP downloader (`PATH.part`, `DownloadRecord` in
 // `PATH.part.meta`), with the file's modification time (MDTM, as an HTTP-date) as the validator and its size

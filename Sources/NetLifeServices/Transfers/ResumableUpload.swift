@@ -1,4 +1,4 @@
-// The client side of resumable uploads (IETF resumable-upload draft; SPEC section 7) as a pure state machine,
+// The client side of resumable uploads (IETF resumable-upload draft; docs/http.md) as a pure state machine,
 // the counterpart of ResumableDownload: the shell (Upload) tells it what happened (started with the file as it
 // is now, a response head, an interim 104, the connection failed, the file changed, paused) and performs the
 // actions it returns, in order. The record (`UploadRecord`, where the daemon chooses) keeps the upload
