@@ -1,4 +1,4 @@
-// SPEC section 12, `adopt = yes`: unmodified servers that bind their own listeners (nginx as a master and two
+// `adopt = yes` (docs/process-apps.md): unmodified servers that bind their own listeners (nginx as a master and two
 // workers, with and without `reuseport`; Python's http.server; memcached; redis-server, whose launch waits
 // for its READY=1 before its listener is looked for), run by the real netlifed on a
 // random 127.a.b.c with an explicit port. netlifed finds each listener in the program's cgroup and from then

@@ -1,4 +1,4 @@
-// SPEC sections 2 and 5 through the control socket: background tasks, the shared background time (none for
+// The background rules through the control socket: background tasks, the shared background time (none for
 // a suspended or not-running app, in the text as in the JSON), a refused task's reason, the expiration hooks
 // in begin order, the grace period, suspend-pending, auto-suspend, exits-on-suspend, multitasking = no, and
 // continuous background mode.
@@ -162,7 +162,7 @@ struct BackgroundTaskTests {
         let background = daemon.ctl("background", "app")
         #expect(background.status == 0)
         #expect(background.stdout.hasPrefix("app: not-running (will-resign-active"))
-        // SPEC section 2: no callback while suspended, then the app ends (no will-terminate).
+        // Exits on suspend: no callback while suspended, then the app ends (no will-terminate).
         #expect(directory.read("events") == "will-resign-active\ndid-enter-background\n")
         #expect((daemon.status("app")["lastTermination"] as? [String: Any])?["reason"] as? String == "exited-on-suspend")
         #expect(connectTCP(port: port) == .failed(ECONNREFUSED))
@@ -182,7 +182,7 @@ struct BackgroundTaskTests {
             if event["event"] as? String == "state" { states.append("\(event["from"] as? String ?? "?")->\(event["to"] as? String ?? "?")") }
             if event["event"] as? String == "transition" { break }
         }
-        // The seeds' path: Active -> Inactive -> Background -> Suspended -> Not Running.
+        // iOS's path for an app that exits on suspend: Active -> Inactive -> Background -> Suspended -> Not Running.
         #expect(states == ["active->inactive", "inactive->background", "background->suspended", "suspended->not-running"], "\(states)")
         let launch = daemon.ctl("launch", "app", "--background")
         #expect(launch.status == 1 && launch.stderr.contains("never runs in the background"), "\(launch)")

@@ -1,4 +1,4 @@
-// SPEC section 9 from the command line: --check-config prints every error as FILE:LINE: message and exits
+// The config from the command line: --check-config prints every error as FILE:LINE: message and exits
 // 1, a valid file exits 0, netlifed refuses to start on a bad config, and the shipped default is valid.
 
 import Foundation

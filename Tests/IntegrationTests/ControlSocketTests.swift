@@ -1,4 +1,4 @@
-// SPEC section 8, the control socket itself: permissions, bad and oversized requests answered with errors
+// The control socket itself: permissions, bad and oversized requests answered with errors
 // while the daemon keeps serving, the connection limit, peers of another uid refused, and netlifectl's exit
 // statuses and help.
 

@@ -1,4 +1,4 @@
-// Data sockets against the real binary (SPEC sections 4 and 6): what the peer at the far end of a
+// Data sockets against the real binary (docs/data-sockets.md): what the peer at the far end of a
 // `[socket]` sees on the wire for each policy, while the app is suspended, after reclaim and lock, when
 // VoIP data or a keep-alive wakes the app, and under memory pressure.
 

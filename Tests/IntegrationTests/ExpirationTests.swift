@@ -1,4 +1,4 @@
-// Expiration where a user would notice, as on iOS (SPEC sections 2 and 5): expiration belongs to the
+// Expiration where a user would notice, as on iOS: expiration belongs to the
 // background (handlers not yet run are dropped on foreground), an expiration handler that runs keeps the app
 // from suspending, and a suspended app is offered no background time.
 

@@ -1,4 +1,4 @@
-// What a hook leaves in its process group (SPEC section 5): TN2277's recipe "begin a task, start the work
+// What a hook leaves in its process group: TN2277's recipe "begin a task, start the work
 // asynchronously, return" works from a hook. The work a hook started under a background task it began lives
 // after the hook's exit until that task ends (its output still logged), and is killed when the task ends,
 // when it expires (the watchdog), or when the app terminates. A task begun by anyone else keeps nothing alive.

@@ -1,4 +1,4 @@
-// SPEC section 3 seen from a peer: echo bytes, ECONNREFUSED once `background` returns, the same port again
+// Listeners seen from a peer: echo bytes, ECONNREFUSED once `background` returns, the same port again
 // after `foreground`, FIN for `connections = close`, an open but unserviced socket for `keep`, RST for
 // connections left in the accept queue, max-connections, and accept paused on EMFILE without spinning.
 // Also PortReservation, for the tests whose config must name a port before netlifed listens on it.

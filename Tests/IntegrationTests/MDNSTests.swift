@@ -1,4 +1,4 @@
-// SPEC section 3, mDNS: a listener with `mdns = _type._tcp` is announced through avahi-daemon while open,
+// mDNS: a listener with `mdns = _type._tcp` is announced through avahi-daemon while open,
 // withdrawn on background, announced again on foreground, renamed on a name collision and announced again
 // when avahi-daemon restarts; without avahi-daemon netlifed warns once and serves on. Each test runs its own
 // dbus-daemon (a private system bus) and avahi-daemon inside a network namespace of its own, where `lo`

@@ -1,4 +1,4 @@
-// Memory pressure against the real binary (SPEC section 6): `memory-pressure --free BYTES` ends only as many
+// Memory pressure against the real binary: `memory-pressure --free BYTES` ends only as many
 // suspended apps as it needs, largest first; a VoIP app is ended after every other app and comes back in the
 // background, with its sockets connected afresh. An app's size here is what its data sockets hold: bytes a
 // peer sent after the app was suspended stay unread in the kernel, on the app's account.

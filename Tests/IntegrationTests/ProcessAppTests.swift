@@ -1,4 +1,4 @@
-// SPEC section 12 seen from a peer: process apps run by the real netlifed. An unmodified lighttpd is refused
+// Process apps seen from a peer, run by the real netlifed. An unmodified lighttpd is refused
 // in the background, frozen in its cgroup (no CPU: the EPOLLHUP spin never runs), answers a kept
 // connection's request only after foreground, from the same process, and leaves nothing behind. The Python
 // reference client (Examples/netlife_events.py) speaks the lifecycle protocol: stages wait for its answers,

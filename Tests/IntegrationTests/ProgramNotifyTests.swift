@@ -1,4 +1,4 @@
-// SPEC section 12, systemd's notify protocol for process apps, against the real netlifed with real programs:
+// systemd's notify protocol for process apps, against the real netlifed with real programs:
 // with `ready = notify` a launch waits for the program's READY=1 (and fails at the launch budget without
 // it, or when the program exits first); STATUS= shows in `status`; READY=1, RELOADING=1 and STOPPING=1 show
 // in `watch`; with `watchdog` a program that stops sending WATCHDOG=1 is killed by the watchdog, and its

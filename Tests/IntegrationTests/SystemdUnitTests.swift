@@ -1,4 +1,4 @@
-// SPEC section 10, the unit file: systemd/netlifed.service passes `systemd-analyze verify` and scores 2.0 or
+// The unit file: systemd/netlifed.service passes `systemd-analyze verify` and scores 2.0 or
 // lower in `systemd-analyze security --offline=true`, every check the analyzer still faults is explained in
 // the unit, and the lines the daemon's contract relies on are there. Both run on copies of the unit in a
 // temporary directory; no systemd manager is started (none runs on the test machines). systemd-analyze
@@ -11,7 +11,7 @@ import NetLifeTestSupport
 private let repository = URL(fileURLWithPath: repositoryDirectory)
 private let unitPath = repository.appendingPathComponent("systemd/netlifed.service").path
 
-/// The highest exposure score the unit may have (SPEC section 10).
+/// The highest exposure score the unit may have.
 private let highestScore = 2.0
 
 /// systemd-analyze's path, or nil when it is not installed.

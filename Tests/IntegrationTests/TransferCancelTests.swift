@@ -23,7 +23,7 @@ private func transfers(_ daemon: TestDaemon) -> [[String: Any]] {
         let daemon = try TestDaemon(config: httpApp(root: files.path) + "\n[app fetcher]\n")
         defer { daemon.stop() }
         let url = "http://127.0.0.1:\(daemon.port(of: "files"))/a.bin"
-        // In the background the files app's listener is closed: connect() gets ECONNREFUSED (SPEC 3).
+        // In the background the files app's listener is closed: connect() gets ECONNREFUSED.
         #expect(daemon.ctl("background", "files").status == 0)
         let output = out.file("a.bin")
         let refused = daemon.ctl("download", "fetcher", url, "--output", output)

@@ -1,4 +1,4 @@
-// SPEC section 2 through netlifectl: replies of transitions, `already <state>`, impossible commands,
+// The lifecycle's transitions through netlifectl: replies of transitions, `already <state>`, impossible commands,
 // unknown apps, launch modes, SIGTERM running will-terminate before a clean exit, and how `status` shows a
 // port-0 listener that has never opened.
 

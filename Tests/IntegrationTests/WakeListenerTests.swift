@@ -1,4 +1,4 @@
-// SPEC section 12, beyond iOS: `on-background = wake` on a process app's listener. Unmodified nginx (a master
+// Beyond iOS: `on-background = wake` on a process app's listener. Unmodified nginx (a master
 // and two workers) and redis-server, whose listeners netlifed adopts, run by the real netlifed: the wake
 // listener goes on listening while the app is suspended and its cgroup frozen; a connection arriving wakes
 // the app (thawed into the background), the program serves it, and once the connection is closed the app is

@@ -1,7 +1,7 @@
-// `netlifectl watch` (SPEC section 8) and systemd's watchdog pings (SPEC section 10), against the real
-// binaries: a watcher sees a background/foreground cycle in order and a data socket entering and leaving
-// quiet mode, a watcher that never reads is dropped without slowing `status`, a watch ends with a clear message and exit status 3 when the daemon stops, and
-// WATCHDOG=1 arrives every half WATCHDOG_USEC whatever the apps are doing.
+// `netlifectl watch` and systemd's watchdog pings, against the real binaries: a watcher sees a
+// background/foreground cycle in order and a data socket entering and leaving quiet mode, a watcher that
+// never reads is dropped without slowing `status`, a watch ends with a clear message and exit status 3 when
+// the daemon stops, and WATCHDOG=1 arrives every half WATCHDOG_USEC whatever the apps are doing.
 
 import Foundation
 import Testing

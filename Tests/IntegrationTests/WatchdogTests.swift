@@ -1,4 +1,4 @@
-// SPEC section 5, the watchdog: a hook that overruns its transition's budget gets the app killed within
+// The watchdog: a hook that overruns its transition's budget gets the app killed within
 // budget + 200 ms (its process group SIGKILLed, sockets closed, lastTermination recorded, 0x8badf00d in the
 // log) while other apps and the control socket keep working; one that finishes in time does not; the
 // event loop's own watchdog aborts the daemon on a stall and tells systemd.

@@ -1,7 +1,7 @@
 // The resumable downloader's pure core: the response head parser and body framing (every split, 1xx heads,
 // limits, errors), the chunked decoder (every split, overflow, limits), URLs (parsing, IPv6 text, RFC 3986's
 // resolution examples), the record file (round trips, garbage), and the state machine driven through every
-// rule of SPEC section 7 by a fake shell against a fake server, both in memory.
+// resume rule by a fake shell against a fake server, both in memory.
 
 @testable import NetLifeServices
 import Testing

@@ -1,4 +1,4 @@
-// Every transition of SPEC section 2 and every refused one, as pure decisions.
+// Every transition of the lifecycle (docs/design.md) and every refused one, as pure decisions.
 
 import NetLife
 import Testing

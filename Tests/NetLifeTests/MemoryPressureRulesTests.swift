@@ -1,4 +1,4 @@
-// Which suspended apps memory pressure ends, and in what order, as pure decisions (SPEC section 6).
+// Which suspended apps memory pressure ends, and in what order, as pure decisions.
 
 import NetLife
 import Testing
