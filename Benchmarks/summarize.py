@@ -5,9 +5,9 @@ table of medians and ratios that Benchmarks/run prints (Markdown), and the same 
 For each echo case the reference is the faster of the C server's two modes there (by the median of the
 case's main figure); every ratio is netlifed / reference, taken per round (the two runs of a round ran one
 right after the other) and then the median over the rounds. Latencies of the control-plane cases are pooled
-over all rounds. SPEC section 11's targets are shown next to the figures they concern. The http case compares
-netlifed with nginx serving the same file (issue 11's target: at least 0.9x nginx's MB/s); the https-download
-cases compare netlifed as a client with the curl command line fetching the same file over TLS (issue 26's
+over all rounds. netlifed's targets are shown next to the figures they concern. The http case compares
+netlifed with nginx serving the same file (target: at least 0.9x nginx's MB/s); the https-download
+cases compare netlifed as a client with the curl command line fetching the same file over TLS (the
 targets: at least 0.95x curl's MB/s, and `status` p99 under 5 ms while the download runs).
 """
 
@@ -18,7 +18,7 @@ import sys
 
 REFERENCE_MODES = ("event", "bufferevent")
 
-# case group -> (main figure, label, unit, higher is better, SPEC target on the ratio or None)
+# case group -> (main figure, label, unit, higher is better, target on the ratio or None)
 ECHO_GROUPS = {
     "pingpong": ("messages_per_s", "msg/s", ">= 0.95"),
     "pipelined": ("messages_per_s", "msg/s", ">= 0.95"),
@@ -184,7 +184,7 @@ def download_case(name, records):
 def echo_table(cases):
     lines = [
         "| scenario | reference mode | netlifed | reference | ratio | p99 µs netlifed / ref | p99 ratio "
-        "| per server CPU-s netlifed / ref | ratio | ratio, rounds with steal under 1/4 CPU | SPEC | meets |",
+        "| per server CPU-s netlifed / ref | ratio | ratio, rounds with steal under 1/4 CPU | target | meets |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for case in cases:
@@ -245,7 +245,7 @@ def main():
     if "idle" in groups:
         idle = [echo_case(name, "idle", recs) for name, recs in groups["idle"].items()]
         summary["idle"] = idle
-        out += ["| idle connections | reference mode | netlifed bytes/conn | reference bytes/conn | ratio | SPEC | meets |",
+        out += ["| idle connections | reference mode | netlifed bytes/conn | reference bytes/conn | ratio | target | meets |",
                 "| --- | --- | --- | --- | --- | --- | --- |"]
         for case in idle:
             value = case["ratio"]["bytes_per_connection"]
@@ -267,7 +267,7 @@ def main():
                 "connections on the ports) in the same rounds; the ratio is netlifed's p50 over the floor's, per "
                 "round, then the median:", "",
                 "| transition | p50 ms | p99 ms | max ms | samples | C floor p50 / p99 ms | p50 ratio to the floor "
-                "| SPEC | meets |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+                "| target | meets |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for key, label, target in (("background_ms", "background acknowledged", "<= 10"),
                                    ("foreground_ms", "foreground (from background) acknowledged", "<= 10"),
                                    ("suspend_ms", "suspend acknowledged", None),
@@ -293,14 +293,14 @@ def main():
     if "control" in groups:
         control = {}
         out += ["Control socket round trips (µs, pooled over rounds; Python client):", "",
-                "| case | status p50 | status p99 | status max | samples | version p50 | reply bytes | SPEC p99 | meets |",
+                "| case | status p50 | status p99 | status max | samples | version p50 | reply bytes | target p99 | meets |",
                 "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for name, recs in groups["control"].items():
             results = [r["result"] for r in recs]
             status, version = pooled(results, "status_us"), pooled(results, "version_us")
             control[name] = {"status_us": status, "version_us": version, "apps": results[0]["apps"],
                              "reply_bytes": results[0]["reply_bytes"]}
-            # Issue 11: p99 under 1 ms with 10 apps, under 5 ms while 1,000 echo connections are busy.
+            # The target: p99 under 1 ms with 10 apps, under 5 ms while 1,000 echo connections are busy.
             target = "<= 5000" if name.endswith("-busy") or name.endswith("-stream") else "<= 1000"
             out.append(f"| {name} | {fmt(status['p50'])} | {fmt(status['p99'])} | {fmt(status['max'])} | {status['samples']} "
                        f"| {fmt(version['p50'])} | {results[0]['reply_bytes']:,} | {target} | {meets(status['p99'], target)} |")
@@ -313,7 +313,7 @@ def main():
         summary["voip"] = {"wake_us": polled, "wake_event_us": watched,
                            "seen_in_background": sum(r["seen_in_background"] for r in results)}
         out += ["VoIP wake-up (µs, pooled over rounds; Python peer and client):", "",
-                "| measured until | p50 | p99 | max | samples | SPEC p99 | meets |", "| --- | --- | --- | --- | --- | --- | --- |",
+                "| measured until | p50 | p99 | max | samples | target p99 | meets |", "| --- | --- | --- | --- | --- | --- | --- |",
                 f"| `status` shows the app woken (polled) | {fmt(polled['p50'])} | {fmt(polled['p99'])} | {fmt(polled['max'])} "
                 f"| {polled['samples']} | <= 1000 | {meets(polled['p99'], '<= 1000')} |",
                 f"| the `woken` event arrives on a watch | {fmt(watched['p50'])} | {fmt(watched['p99'])} | {fmt(watched['max'])} "
