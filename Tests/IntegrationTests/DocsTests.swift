@@ -2,8 +2,10 @@
 // exist; docs/control-protocol.md names every netlifectl command, every exit status and every request of the
 // protocol; every relative link of README.md and docs/*.md leads to a path of the repository, and an anchor to
 // a heading of the page it names; the netlifectl command lines the pages show are commands of the current
-// netlifectl; and README.md stays a short front page that keeps the two commands (.ci/run runs the second),
-// a tour alias that is an absolute path, and links to the reference pages.
+// netlifectl; README.md stays a short front page that keeps the two commands (.ci/run runs the second), a
+// tour alias that is an absolute path, and links to the reference pages; and no file of the repository cites
+// a document its reader cannot open (a contract, a style guide or source notes kept elsewhere, an issue
+// tracker): each file states the rule it relies on, or points to the page of docs/ that does.
 
 import Foundation
 import Testing
@@ -101,6 +103,48 @@ enum MarkdownLinks {
             anchors.insert(count == 0 ? base : "\(base)-\(count)")
         }
         return anchors
+    }
+}
+
+/// The repository's files, as paths relative to it: those git tracks, or, where git cannot say (no git, a copy
+/// without its history), every file but git's and the build's own.
+private func repositoryFiles() -> [String] {
+    let listed = run(["/usr/bin/git", "-C", repositoryDirectory, "ls-files"])
+    if listed.status == 0 {
+        return listed.stdout.split(separator: "\n").map(String.init)
+    }
+    guard let walker = FileManager.default.enumerator(atPath: repositoryDirectory) else { return [] }
+    var files: [String] = []
+    while let path = walker.nextObject() as? String {
+        if [".git", ".build", ".swiftpm"].contains((path as NSString).lastPathComponent) {
+            walker.skipDescendants()
+        } else if walker.fileAttributes?[.type] as? FileAttributeType == .typeRegular {
+            files.append(path)
+        }
+    }
+    return files
+}
+
+enum OutsideCitations {
+    /// What cites a document outside the repository: the contract, the style guide and the recipes by file
+    /// name; the contract by its name in capitals, as a whole word (a section of it, a number or an order of
+    /// it, a table column named after it), so that AF_UNSPEC, AVAHI_IF_UNSPEC and IMAP's SPECIAL-USE are not
+    /// taken for it; the source notes by their name followed by an apostrophe or a slash, so that random seeds
+    /// and a fuzzer's seed inputs are not; and an issue by its number. Each pattern's first letter is in
+    /// brackets, so that this file does not match itself.
+    static func expression() -> NSRegularExpression {
+        let patterns = [#"\b[S]PEC\b"#, #"(?i:\b[s]pec sections? [0-9])"#, #"\b[S]TYLE\.md"#, #"\b[R]ECIPES\.md"#,
+                        #"\b[s]eeds['/]"#, #"\b[Ii]ssues? #?[0-9]"#]
+        return try! NSRegularExpression(pattern: patterns.joined(separator: "|"))
+    }
+
+    /// The numbers (from 1) of the lines of `text` that cite a document outside the repository.
+    static func lines(_ text: String, _ expression: NSRegularExpression) -> [Int] {
+        text.split(separator: "\n", omittingEmptySubsequences: false).enumerated().compactMap { index, line in
+            let line = String(line)
+            let found = expression.firstMatch(in: line, range: NSRange(line.startIndex..., in: line)) != nil
+            return found ? index + 1 : nil
+        }
     }
 }
 
@@ -209,6 +253,38 @@ struct DocsTests {
         for link in ["docs/configuration.md", "docs/control-protocol.md", "docs/operations.md", "docs/process-apps.md",
                      "docs/design.md", "docs/performance.md"] {
             #expect(MarkdownLinks.targets(readme).contains(link), "README.md does not link \(link)")
+        }
+    }
+
+    @Test func noFileCitesADocumentOutsideTheRepository() {
+        let expression = OutsideCitations.expression()
+        // Each citation is written in two pieces, so that this file does not match itself.
+        let cited = ["(SP" + "EC section 12)", "past SP" + "EC's 10 ms", "in SP" + "EC order", "| SP" + "EC p99 |",
+                     "as RECI" + "PES.md suggests", "STY" + "LE.md", "the see" + "ds' path 2", "(see" + "ds/README.md)",
+                     "Iss" + "ue 11's target", "(iss" + "ue 26)", "the sp" + "ec section 7"]
+        for line in cited {
+            #expect(OutsideCitations.lines(line, expression) == [1], "not taken for a citation: \(line)")
+        }
+        let spared = ["connect(fd, AF_UNSPEC)", "AVAHI_IF_UNSPEC", "AVAHI_PROTO_UNSPEC", "NOTIFY SPECIAL-USE]",
+                      "patternBytes(100, seed: 3)", "valid seeds, random bytes", "the seeds in Fuzz/Corpus/TARGET",
+                      "RFC 9110 section 14.2", "one range-spec resolved", "tissue 3"]
+        for line in spared {
+            #expect(OutsideCitations.lines(line, expression).isEmpty, "taken for a citation: \(line)")
+        }
+        let files = repositoryFiles()
+        #expect(files.count > 300, "\(files.count) files found in \(repositoryDirectory)")
+        var citations: [String] = []
+        for file in files.sorted() {
+            // A file that is not UTF-8 text (a fuzzer's binary input) reads as "".
+            let text = page(file)
+            let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+            for number in OutsideCitations.lines(text, expression) {
+                citations.append("\(file):\(number): \(lines[number - 1].trimmingCharacters(in: .whitespaces))")
+            }
+        }
+        if !citations.isEmpty {
+            let listed = citations.joined(separator: "\n")
+            Issue.record("state the rule instead, or point to the page of docs/ that states it:\n\(listed)")
         }
     }
 }
