@@ -1,4 +1,4 @@
-// The rules of one data socket (SPEC sections 4 and 6, TN2277 "Data Socket" and "Socket Resource
+// The rules of one data socket (docs/data-sockets.md, TN2277 "Data Socket" and "Socket Resource
 // Reclaim") as a pure state machine: the app's lifecycle and the socket's own events go in, the actions to
 // perform come out. No I/O and no clock here; `DataSocket` performs what it decides.
 
@@ -138,7 +138,7 @@ public struct DataSocketMachine: Equatable, Sendable {
     }
 
     /// A suspended app runs again in the background for a moment (a VoIP wake-up or a keep-alive): only
-    /// what woke it runs (SPEC section 6), so a plain socket stays unread until the foreground.
+    /// what woke it runs, so a plain socket stays unread until the foreground.
     public mutating func appWokeInBackground() -> [Action] {
         guard phase == .suspended else { return [] }
         phase = .background
