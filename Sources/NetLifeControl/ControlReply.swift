@@ -295,65 +295,10 @@ public struct MemoryPressureReply: Equatable, Sendable, JSONRecord {
     ])
 }
 
-/// A download or upload in `transfers`.
-public struct TransferInfo: Equatable, Sendable, JSONRecord {
-    /// The transfer's id: given when it is made, kept in the journal across restarts, never reused by the
-    /// daemon that gave it; what `transfers cancel ID` names. 0 from a daemon that gives none.
-    public var id: UInt64
-    public var app: String
-    /// `download` or `upload`.
-    public var direction: String
-    public var url: String
-    /// The local file: where a download goes, what an upload sends.
-    public var output: String
-    /// Bytes on disk (download) or acknowledged by the server (upload) so far.
-    public var bytes: Int
-    /// The whole length, when known.
-    public var total: Int?
-    /// `running`, `paused`, `done` or `failed`.
-    public var state: String
-    /// Why it is paused or failed.
-    public var reason: String?
-    /// Whether it stopped (paused or failed) on an error of the network, the server or the file, rather than
-    /// by its app's lifecycle (suspended, background time spent, stopped) or not yet run.
-    public var error: Bool
-
-    public init(id: UInt64 = 0, app: String, direction: String = "download", url: String, output: String, bytes: Int,
-                total: Int?, state: String, reason: String?, error: Bool = false) {
-        self.id = id
-        self.app = app
-        self.direction = direction
-        self.url = url
-        self.output = output
-        self.bytes = bytes
-        self.total = total
-        self.state = state
-        self.reason = reason
-        self.error = error
-    }
-
-    /// Older daemons gave no ids and had downloads only; a reply without `error` has one when it failed.
-    public static let schema = JSONSchema<TransferInfo>("a transfer", blank: TransferInfo(app: "", url: "", output: "", bytes: 0, total: nil, state: "", reason: nil), [
-        .count("id", \.id, default: 0), .string("app", \.app), .string("direction", \.direction, default: "download"),
-        .string("url", \.url), .string("output", \.output), .count("bytes", \.bytes), .count("total", \.total),
-        .string("state", \.state), .string("reason", \.reason),
-        JSONField("error", write: { .bool($0.error) }) { fields, key, transfer throws(JSONRecordError) in
-            transfer.error = try fields.bool(key, default: transfer.state == "failed")
-        },
-    ])
-
-    /// One line of text for netlifectl.
-    public var text: String {
-        let size = total.map { "\(bytes)/\($0) bytes" } ?? "\(bytes) bytes"
-        let route = direction == "upload" ? "\(output) -> \(url)" : "\(url) -> \(output)"
-        return "\(id == 0 ? "" : "[\(id)] ")\(app): \(route): \(state)\(reason.map { " (\($0))" } ?? ""), \(size)"
-    }
-}
-
 /// The reply to `transfers [APP]`, and to `download` (the transfer it started): `{"ok": true, "transfers": [...]}`.
 public struct TransfersReply: Equatable, Sendable, JSONRecord {
-    public var transfers: [TransferInfo]
-    public init(transfers: [TransferInfo]) { self.transfers = transfers }
+    public var transfers: [TransferStatus]
+    public init(transfers: [TransferStatus]) { self.transfers = transfers }
 
     public static let schema = JSONSchema<TransfersReply>("a reply", blank: TransfersReply(transfers: []), [.ok, .records("transfers", \.transfers)])
 }
@@ -361,10 +306,10 @@ public struct TransfersReply: Equatable, Sendable, JSONRecord {
 /// The reply to `transfers-cancel`: the transfers stopped and forgotten, and the files of theirs removed
 /// (parts and records; a finished file is never removed): `{"ok": true, "cancelled": [...], "removed": [...]}`.
 public struct TransfersCancelReply: Equatable, Sendable, JSONRecord {
-    public var cancelled: [TransferInfo]
+    public var cancelled: [TransferStatus]
     public var removed: [String]
 
-    public init(cancelled: [TransferInfo], removed: [String]) {
+    public init(cancelled: [TransferStatus], removed: [String]) {
         self.cancelled = cancelled
         self.removed = removed
     }

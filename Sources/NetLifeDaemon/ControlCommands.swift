@@ -211,7 +211,7 @@ enum ControlCommands {
     }
 
     /// A started transfer's reply, or why it did not start.
-    private static func replyWithTransfer(_ context: Context, _ result: Result<TransferInfo, ControlError>) {
+    private static func replyWithTransfer(_ context: Context, _ result: Result<TransferStatus, ControlError>) {
         switch result {
         case .success(let info): context.reply(TransfersReply(transfers: [info]).json)
         case .failure(let error): context.reply(error.json)

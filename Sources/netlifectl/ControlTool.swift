@@ -191,7 +191,7 @@ enum ControlTool {
             }
             id = transfer.id
             output = transfer.output
-            if transfer.state != "running" {
+            if transfer.state != .running {
                 if terminal { printError("") }
                 print(json ? TransfersReply(transfers: [transfer]).json.serialized : transfer.text)
                 let status = transferExit(transfer)
@@ -234,16 +234,16 @@ enum ControlTool {
     }
 
     /// The exit status for a transfer that is no longer running.
-    static func transferExit(_ transfer: TransferInfo) -> Int32 {
+    static func transferExit(_ transfer: TransferStatus) -> Int32 {
         switch transfer.state {
-        case "done": return Exit.ok
-        case "failed": return Exit.transferFailed
-        default: return transfer.error ? Exit.transferError : Exit.transferPausedByApp
+        case .done: return Exit.ok
+        case .failed: return Exit.transferFailed
+        case .running, .paused, .cancelled: return transfer.error ? Exit.transferError : Exit.transferPausedByApp
         }
     }
 
     /// `[#####.....]  42%  1234567/2939393 bytes` on one line of stderr, redrawn in place.
-    static func printProgress(_ transfer: TransferInfo) {
+    static func printProgress(_ transfer: TransferStatus) {
         let width = 30
         var line = "\r"
         if let total = transfer.total, total > 0 {

@@ -64,7 +64,7 @@ final class Transfers {
     /// named after the URL (DownloadPlace). `clientSees`: the identity of output's directory as netlifectl saw it.
     /// `owner`: whose rights the files are used with (nil: the daemon's own, for root and the daemon's uid).
     func download(app: App, url text: String, output: String?, clientSees: String? = nil, tls: TransferTLS = .verified,
-                  owner: FileCredentials? = nil) -> Result<TransferInfo, ControlError> {
+                  owner: FileCredentials? = nil) -> Result<TransferStatus, ControlError> {
         if let refusal = Self.cannotActFor(owner) { return .failure(refusal) }
         guard let output else {
             guard let stateDirectory else {
@@ -96,7 +96,7 @@ final class Transfers {
     }
 
     /// Starts (or resumes) uploading `file` to `url` for `app`; the file is read with `owner`'s rights.
-    func upload(app: App, file: String, url text: String, tls: TransferTLS = .verified, owner: FileCredentials? = nil) -> Result<TransferInfo, ControlError> {
+    func upload(app: App, file: String, url text: String, tls: TransferTLS = .verified, owner: FileCredentials? = nil) -> Result<TransferStatus, ControlError> {
         if let refusal = Self.cannotActFor(owner) { return .failure(refusal) }
         guard file.hasPrefix("/") else {
             return .failure(ControlError(.badRequest, "FILE must be an existing regular file, got '\(file.prefix(256))'"))
@@ -139,7 +139,7 @@ final class Transfers {
     static let maxCertificateBytes = 4 << 20
 
     private func start(_ direction: TransferDirection, app: App, url text: String, file: String, what: String, tls: TransferTLS,
-                       owner: FileCredentials?) -> Result<TransferInfo, ControlError> {
+                       owner: FileCredentials?) -> Result<TransferStatus, ControlError> {
         let url: URLParts
         do {
             url = try URLParts(parsing: text)
@@ -210,7 +210,7 @@ final class Transfers {
     }
 
     /// What `transfers` shows, for one app or all.
-    func list(app: String?) -> [TransferInfo] {
+    func list(app: String?) -> [TransferStatus] {
         entries.filter { app == nil || $0.app == app }.map(info)
     }
 
@@ -268,7 +268,7 @@ final class Transfers {
             return reply(.failure(ControlError(.unknownTransfer, "no transfer with \(what) (see netlifectl transfers)")))
         }
         for entry in chosen { if let refused = refusal(entry.app) { return reply(.failure(refused)) } }
-        var cancelled: [TransferInfo] = []
+        var cancelled: [TransferStatus] = []
         var doomed: [(path: String, owner: FileCredentials?)] = []
         for entry in chosen {
             // The pause closes its connections and files and, through changed(), ends its background task.
@@ -276,7 +276,7 @@ final class Transfers {
             entry.transfer.onChange = nil
             endTask(entry)
             var info = info(entry)
-            info.state = "cancelled"
+            info.state = .cancelled
             cancelled.append(info)
             switch entry.transfer.state {
             case .done: break   // a finished download's part became the file; an upload's record is gone
@@ -315,26 +315,32 @@ final class Transfers {
         guard let text = readSmallFile(journalPath) else { return }
         let list: [JSON]
         do {
-            list = try JSON.parse(text)["transfers"]?.arrayValue ?? []
+            list = try TransferJournal(json: JSON.parse(text)).entries
         } catch {
             logger.warning("\(journalPath): not a transfer list (\(error)); starting without it")
             return
         }
         for item in list.prefix(1024) {
-            let direction = item["direction"]?.stringValue.flatMap(TransferDirection.init(rawValue:)) ?? .download
-            guard let app = item["app"]?.stringValue, let urlText = item["url"]?.stringValue,
-                  let output = item["output"]?.stringValue, let url = try? URLParts(parsing: urlText),
-                  let tls = Self.tls(item["tls"]),
+            let entry: JournalEntry
+            do {
+                entry = try JournalEntry(json: item)
+            } catch {
+                logger.warning("\(journalPath): skipping an entry that does not read: \(error)")
+                continue
+            }
+            let (app, direction, urlText, output) = (entry.app, entry.direction, entry.url, entry.output)
+            let tls = entry.tls?.tls ?? .verified
+            guard let url = try? URLParts(parsing: urlText),
                   !entries.contains(where: { $0.transfer.output == output && $0.transfer.direction == direction }) else { continue }
             guard appNamed(app) != nil else {
                 logger.warning("\(journalPath): app \(app) is no longer configured; not resuming \(urlText.prefix(256))")
                 continue
             }
             // An entry without an id (an older journal) or with one already taken gets a new one.
-            let recorded = item["id"]?.doubleValue.flatMap { $0 >= 1 && $0 < 9e15 && $0.rounded() == $0 ? UInt64($0) : nil }
+            let recorded = entry.id >= 1 && entry.id < 9_000_000_000_000_000 ? entry.id : nil
             let id = recorded.flatMap { id in entries.contains { $0.id == id } ? nil : id }
             let owner: FileCredentials?
-            switch Self.owner(item["owner"]) {
+            switch Self.owner(entry.owner) {
             case .success(let found): owner = found
             case .failure(let reason):
                 logger.warning("app \(app): not resuming \(urlText.prefix(256)) (\(output)): \(reason.message)")
@@ -380,11 +386,13 @@ final class Transfers {
             }
         }
         let items: [JSON] = unfinished.map { entry in
-            .object(["id": .number(Double(entry.id)), "app": .string(entry.app), "direction": .string(entry.transfer.direction.rawValue),
-                     "url": .string(entry.transfer.url.text), "output": .string(entry.transfer.output), "tls": Self.json(entry.transfer.tls),
-                     "owner": entry.transfer.owner.map(Self.json) ?? .null])
+            JournalEntry(id: entry.id, app: entry.app, direction: entry.transfer.direction, url: entry.transfer.url.text,
+                         output: entry.transfer.output, tls: JournalEntry.TLSChoices(entry.transfer.tls),
+                         owner: entry.transfer.owner.map { owner in
+                             JournalEntry.Owner(uid: Int(owner.uid), gid: Int(owner.gid), groups: owner.groups.map(Int.init))
+                         }).json
         }
-        let text = JSON.object(["transfers": .array(items)]).serialized + "\n"
+        let text = TransferJournal(entries: items).json.serialized + "\n"
         guard text != lastJournal else { return }
         if let error = writeFileAtomically(journalPath, Array(text.utf8)) {
             logger.error("cannot write the transfer list \(journalPath): \(error)")
@@ -393,22 +401,17 @@ final class Transfers {
         lastJournal = text
     }
 
-    /// Who asked for a transfer, as the journal keeps it: the identity its files are used with.
-    private static func json(_ owner: FileCredentials) -> JSON {
-        .object(["uid": .number(Double(owner.uid)), "gid": .number(Double(owner.gid)),
-                 "groups": .array(owner.groups.map { .number(Double($0)) })])
-    }
-
     /// The identity a journal entry's files are used with: nil (the daemon's own) when it has none; a
     /// failure when that user cannot be acted for any more (removed, or this netlifed cannot take another
     /// user's identity). Its groups are those it had when it asked, less any it has left since.
-    static func owner(_ json: JSON?) -> Result<FileCredentials?, ControlError> {
-        guard let json, json != .null else { return .success(nil) }
-        func id(_ value: JSON?) -> UInt32? { value?.doubleValue.flatMap { $0 >= 0 && $0 < 4294967295 && $0.rounded() == $0 ? UInt32($0) : nil } }
-        guard let uid = id(json["uid"]), let gid = id(json["gid"]) else {
+    static func owner(_ recorded: JournalEntry.Owner?) -> Result<FileCredentials?, ControlError> {
+        guard let recorded else { return .success(nil) }
+        // (uid_t)-1 and (gid_t)-1 mean "no change" to the kernel: never an identity.
+        func id(_ value: Int) -> UInt32? { value >= 0 && value < 4294967295 ? UInt32(value) : nil }
+        guard let uid = id(recorded.uid), let gid = id(recorded.gid) else {
             return .failure(ControlError(.badRequest, "its requester does not read back"))
         }
-        let recorded = (json["groups"]?.arrayValue ?? []).prefix(65536).compactMap(id)
+        let groups = recorded.groups.prefix(65536).compactMap(id)
         guard let user = getpwuid(uid) else {
             return .failure(ControlError(.permissionDenied, "it was asked for by uid \(uid), which no longer exists"))
         }
@@ -424,25 +427,7 @@ final class Transfers {
         }
         let now = Set(current.prefix(Int(max(0, count))))
         return .success(FileCredentials(uid: uid, gid: gid == primary || now.contains(gid) ? gid : primary,
-                                        groups: recorded.filter { now.contains($0) }))
-    }
-
-    /// A transfer's TLS choices as the journal keeps them.
-    private static func json(_ tls: TransferTLS) -> JSON {
-        var members = JSONObject()
-        if let caFile = tls.caFile { members["cacert"] = .string(caFile) }
-        if tls.insecure { members["insecure"] = .bool(true) }
-        if tls.required { members["sslRequired"] = .bool(true) }
-        return .object(members)
-    }
-
-    /// The TLS choices of a journal entry: the default when it has none (an older journal); nil when they
-    /// do not read (the entry is skipped rather than run with weaker checks than asked).
-    private static func tls(_ json: JSON?) -> TransferTLS? {
-        guard let json else { return .verified }
-        guard case .object = json else { return nil }
-        return TransferTLS(caFile: json["cacert"]?.stringValue, insecure: json["insecure"]?.boolValue ?? false,
-                           required: json["sslRequired"]?.boolValue ?? false)
+                                        groups: groups.filter { now.contains($0) }))
     }
 
     // MARK: Running
@@ -489,16 +474,16 @@ final class Transfers {
         entry.taskOwner = nil
     }
 
-    private func info(_ entry: Entry) -> TransferInfo {
+    private func info(_ entry: Entry) -> TransferStatus {
         let transfer = entry.transfer
-        let (state, reason, error): (String, String?, Bool) = switch transfer.state {
-        case .idle: ("paused", "waiting for the app to run", false)
-        case .running: ("running", nil, false)
-        case .paused(let why): ("paused", why, !entry.pausedByApp)
-        case .done: ("done", nil, false)
-        case .failed(let why): ("failed", why, true)
+        let (state, reason, error): (TransferStatus.State, String?, Bool) = switch transfer.state {
+        case .idle: (.paused, "waiting for the app to run", false)
+        case .running: (.running, nil, false)
+        case .paused(let why): (.paused, why, !entry.pausedByApp)
+        case .done: (.done, nil, false)
+        case .failed(let why): (.failed, why, true)
         }
-        return TransferInfo(id: entry.id, app: entry.app, direction: transfer.direction.rawValue, url: transfer.url.description, output: transfer.output,
+        return TransferStatus(id: entry.id, app: entry.app, direction: transfer.direction, url: transfer.url.description, output: transfer.output,
                             bytes: transfer.bytesDone, total: transfer.total, state: state, reason: reason, error: error)
     }
 }

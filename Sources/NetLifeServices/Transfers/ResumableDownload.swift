@@ -561,17 +561,32 @@ public struct DownloadRecord: Equatable, Sendable {
         self.digest = digest
     }
 
+    /// The record's keys, each spelled once for writing and reading (a digest's key is its algorithm's name).
+    enum Key: String, CaseIterable {
+        case url, etag, lastModified = "last-modified", total, offset
+        case sha256 = "sha-256", md5
+
+        init(_ algorithm: DigestAlgorithm) {
+            switch algorithm {
+            case .sha256: self = .sha256
+            case .md5: self = .md5
+            }
+        }
+    }
+
     /// The text of the record file, ending in a newline.
     public func encoded() -> String {
-        var lines = [Self.versionLine, "url=" + RecordText.escaped(url.description)]
+        var lines = [Self.versionLine]
+        func add(_ key: Key, _ value: String) { lines.append(key.rawValue + "=" + value) }
+        add(.url, RecordText.escaped(url.description))
         switch validator {
-        case .etag(let tag): lines.append("etag=" + RecordText.escaped(tag))
-        case .lastModified(let date): lines.append("last-modified=" + RecordText.escaped(date))
+        case .etag(let tag): add(.etag, RecordText.escaped(tag))
+        case .lastModified(let date): add(.lastModified, RecordText.escaped(date))
         case nil: break
         }
-        if let total { lines.append("total=\(total)") }
-        lines.append("offset=\(offset)")
-        if let digest { lines.append("\(digest.algorithm.rawValue)=\(Self.hex(digest.bytes))") }
+        if let total { add(.total, String(total)) }
+        add(.offset, String(offset))
+        if let digest { add(Key(digest.algorithm), Self.hex(digest.bytes)) }
         return lines.joined(separator: "\n") + "\n"
     }
 
@@ -584,21 +599,19 @@ public struct DownloadRecord: Equatable, Sendable {
         var lines = text.split(separator: "\n", omittingEmptySubsequences: false)
         if lines.last?.isEmpty == true { lines.removeLast() }
         guard lines.first == Substring(versionLine) else { return nil }
-        var fields: [String: String] = [:]
+        var fields: [Key: String] = [:]
         for line in lines.dropFirst() {
-            guard let equals = line.firstIndex(of: "="), let value = RecordText.unescaped(line[line.index(after: equals)...]) else { return nil }
-            let key = String(line[..<equals])
-            guard ["url", "etag", "last-modified", "total", "offset", "sha-256", "md5"].contains(key),
-                  fields.updateValue(value, forKey: key) == nil else { return nil }
+            guard let equals = line.firstIndex(of: "="), let value = RecordText.unescaped(line[line.index(after: equals)...]),
+                  let key = Key(rawValue: String(line[..<equals])), fields.updateValue(value, forKey: key) == nil else { return nil }
         }
-        guard let urlText = fields["url"], let url = try? URLParts(parsing: urlText),
-              let offsetText = fields["offset"], let offset = HTTPSyntax.decimal(offsetText.utf8) else { return nil }
+        guard let urlText = fields[.url], let url = try? URLParts(parsing: urlText),
+              let offsetText = fields[.offset], let offset = HTTPSyntax.decimal(offsetText.utf8) else { return nil }
         var record = DownloadRecord(url: url, offset: offset)
-        if let totalText = fields["total"] {
+        if let totalText = fields[.total] {
             guard let total = HTTPSyntax.decimal(totalText.utf8), offset <= total else { return nil }
             record.total = total
         }
-        switch (fields["etag"], fields["last-modified"]) {
+        switch (fields[.etag], fields[.lastModified]) {
         case (let tag?, nil):
             guard isStrongETag(tag) else { return nil }
             record.validator = .etag(tag)
@@ -610,7 +623,7 @@ public struct DownloadRecord: Equatable, Sendable {
         case (_?, _?):
             return nil
         }
-        switch (fields["sha-256"], fields["md5"]) {
+        switch (fields[.sha256], fields[.md5]) {
         case (let text?, nil):
             guard let bytes = bytes(hex: text), bytes.count == 32 else { return nil }
             record.digest = .sha256(bytes)

@@ -3,6 +3,7 @@
 // resumable HTTP and HTTPS uploads (Upload), all on libcurl. Each is a thin shell over a pure machine; this is only the face they show.
 
 import NetLifeEvent
+import NetLifeStatus
 
 /// Where a transfer is, as `transfers` shows it.
 public enum TransferState: Equatable, Sendable {
@@ -16,12 +17,6 @@ public enum TransferState: Equatable, Sendable {
     case done
     /// Stopped for a reason a retry at once would not fix; `start()` tries again.
     case failed(String)
-}
-
-/// Which way the bytes go.
-public enum TransferDirection: String, Sendable {
-    case download
-    case upload
 }
 
 /// One resumable transfer run by an app on the event loop.
