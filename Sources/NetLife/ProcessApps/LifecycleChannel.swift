@@ -112,9 +112,7 @@ public struct LifecycleChannelState: Sendable {
     public mutating func deliver(_ event: LifecycleEvent, budget: Duration, listeners: ListenerHint? = nil) -> [Action] {
         guard isSubscribed, !isClosed else { return [.stageCompleted(event)] }
         awaited = event
-        var message: JSONObject = ["event": .string(event.rawValue), "budget_ms": .number(Self.milliseconds(budget))]
-        if let listeners { message["listeners"] = .string(listeners.rawValue) }
-        return [.send(Self.line(message))]
+        return [.send(Self.line(.stage(event, budget: budget, listeners: listeners)))]
     }
 
     // MARK: Tasks
@@ -123,7 +121,7 @@ public struct LifecycleChannelState: Sendable {
     /// tells the program, or nothing when the channel is closed.
     public func taskExpiring(_ id: BackgroundTaskIdentifier, budget: Duration) -> [Action] {
         guard !isClosed else { return [] }
-        return [.send(Self.line(["task-expiring": .number(Double(id)), "budget_ms": .number(Self.milliseconds(budget))]))]
+        return [.send(Self.line(.taskExpiring(id, budget: budget)))]
     }
 
     // MARK: The program's side
@@ -189,6 +187,53 @@ public struct LifecycleChannelState: Sendable {
         case hello, done, beginTask = "begin-task", endTask = "end-task", voip
     }
 
+    /// Every other member name either side uses, spelled once (the answers to hello and voip use the
+    /// request's name).
+    enum Member: String {
+        case event, budget = "budget_ms", listeners, task, name, taskExpiring = "task-expiring", error
+    }
+
+    /// What netlifed sends the program.
+    enum Message {
+        /// The version netlifed speaks, the answer to the program's hello.
+        case hello
+        /// A stage of a transition, with the time left to answer it and, in stages that shut the listeners
+        /// down or reopen them, the hint.
+        case stage(LifecycleEvent, budget: Duration, listeners: ListenerHint?)
+        /// The answer to begin-task: the task's id (0: refused) and its name.
+        case task(BackgroundTaskIdentifier, name: String?)
+        /// A task's background time is ending: end it, or answer within the budget.
+        case taskExpiring(BackgroundTaskIdentifier, budget: Duration)
+        /// The answer to voip: reclaim will spare that descriptor's socket.
+        case voip(CInt)
+        /// The answer to a line that could not be taken.
+        case error(String)
+
+        var object: JSONObject {
+            var object = JSONObject()
+            func set(_ member: Member, _ value: JSON) { object.append(member.rawValue, value) }
+            switch self {
+            case .hello:
+                object.append(Request.hello.rawValue, .number(Double(LifecycleChannelState.protocolVersion)))
+            case .stage(let event, let budget, let listeners):
+                set(.event, .string(event.rawValue))
+                set(.budget, .number(LifecycleChannelState.milliseconds(budget)))
+                if let listeners { set(.listeners, .string(listeners.rawValue)) }
+            case .task(let id, let name):
+                set(.task, .number(Double(id)))
+                set(.name, name.map(JSON.string) ?? .null)
+            case .taskExpiring(let id, let budget):
+                set(.taskExpiring, .number(Double(id)))
+                set(.budget, .number(LifecycleChannelState.milliseconds(budget)))
+            case .voip(let fd):
+                object.append(Request.voip.rawValue, .number(Double(fd)))
+            case .error(let reason):
+                set(.error, .string(reason))
+            }
+            return object
+        }
+    }
+
     private mutating func handle(line: [UInt8], tasks: ProgramTasks) -> [Action] {
         // An empty line (or a lone \r) asks nothing and costs nothing.
         if line.allSatisfy({ $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\r") || $0 == UInt8(ascii: "\t") }) { return [] }
@@ -208,10 +253,10 @@ public struct LifecycleChannelState: Sendable {
         case .hello:
             guard let version = value.intValue, version >= 1 else { return refuse("\"hello\" takes the protocol version, 1") }
             isSubscribed = true
-            return [.send(Self.line(["hello": .number(Double(Self.protocolVersion))]))]
+            return [.send(Self.line(.hello))]
         case .done:
             guard let name = value.stringValue else { return refuse("\"done\" takes a stage's name") }
-            return done(name, task: message["task"], tasks: tasks)
+            return done(name, task: message[Member.task.rawValue], tasks: tasks)
         case .beginTask:
             guard value == .null || value.stringValue != nil else { return refuse("\"begin-task\" takes a name or null") }
             let name = value.stringValue
@@ -220,7 +265,7 @@ public struct LifecycleChannelState: Sendable {
                 return refuse("a task name is at most \(BackgroundTaskRegistry.maxNameBytes) bytes")
             }
             let id = tasks.begin(name)
-            return [.send(Self.line(["task": .number(Double(id)), "name": name.map(JSON.string) ?? .null]))]
+            return [.send(Self.line(.task(id, name: name)))]
         case .endTask:
             guard let id = Self.taskID(value) else { return refuse("\"end-task\" takes a task id") }
             guard isOpen(id, tasks) else { return refuse("task \(id) was not begun by this program, or has ended") }
@@ -229,7 +274,7 @@ public struct LifecycleChannelState: Sendable {
         case .voip:
             guard let fd = value.intValue, fd >= 0, fd <= Int(Int32.max) else { return refuse("\"voip\" takes a descriptor number") }
             let descriptor = CInt(fd)
-            let answer = Action.send(Self.line(["voip": .number(Double(fd))]))
+            let answer = Action.send(Self.line(.voip(descriptor)))
             if voipDescriptors.contains(descriptor) { return [answer] }
             guard voipDescriptors.count < Self.maxVoIPDescriptors else { return refuse("at most \(Self.maxVoIPDescriptors) VoIP descriptors") }
             voipDescriptors.insert(descriptor)
@@ -259,7 +304,7 @@ public struct LifecycleChannelState: Sendable {
     /// An error line back, and the cut-off at `maxErrors`.
     private mutating func refuse(_ reason: String) -> [Action] {
         errorCount += 1
-        let answer = Action.send(Self.line(["error": .string(reason)]))
+        let answer = Action.send(Self.line(.error(reason)))
         guard errorCount >= Self.maxErrors else { return [answer] }
         return [answer, .cutOff("\(errorCount) protocol errors, the last: \(reason)")] + close()
     }
@@ -268,15 +313,15 @@ public struct LifecycleChannelState: Sendable {
 
     /// A message as one line, newline included; never longer than `maxLineBytes` (a string that would make
     /// it longer is shortened).
-    static func line(_ message: JSONObject) -> String {
-        var text = JSON.object(message).serialized
-        if text.utf8.count > maxLineBytes, let reason = message["error"]?.stringValue {
-            text = JSON.object(["error": .string(String(reason.prefix(256)))]).serialized
+    static func line(_ message: Message) -> String {
+        var text = JSON.object(message.object).serialized
+        if text.utf8.count > maxLineBytes, case .error(let reason) = message {
+            text = JSON.object(Message.error(String(reason.prefix(256))).object).serialized
         }
         return text + "\n"
     }
 
-    private static func milliseconds(_ duration: Duration) -> Double {
+    static func milliseconds(_ duration: Duration) -> Double {
         max(0, (duration.milliseconds).rounded(.up))
     }
 
