@@ -193,14 +193,17 @@ public struct DataSocketStatus: Equatable, Sendable, JSONRecord {
     ])
 }
 
+/// A background task's identifier; 0 (`BackgroundTaskRegistry.invalid`) means the task was refused.
+public typealias BackgroundTaskIdentifier = UInt64
+
 /// An open background task.
 public struct TaskStatus: Equatable, Sendable, JSONRecord {
-    public var id: UInt64
+    public var id: BackgroundTaskIdentifier
     public var name: String?
     /// Seconds since it began.
     public var age: Double
 
-    public init(id: UInt64, name: String?, age: Double) {
+    public init(id: BackgroundTaskIdentifier, name: String?, age: Double) {
         self.id = id
         self.name = name
         self.age = age

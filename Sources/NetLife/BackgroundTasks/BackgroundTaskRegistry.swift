@@ -10,8 +10,6 @@
 
 import NetLifeEvent
 
-/// A background task's identifier; 0 (`BackgroundTaskRegistry.invalid`) means the task was refused.
-public typealias BackgroundTaskIdentifier = UInt64
 
 /// The open background tasks of one app, its background time, and the expiration of its tasks.
 public struct BackgroundTaskRegistry: Sendable {

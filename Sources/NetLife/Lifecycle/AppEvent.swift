@@ -37,3 +37,10 @@ public enum AppEvent: Equatable, Sendable {
     /// A process app's program said READY=1, RELOADING=1 or STOPPING=1 on its NOTIFY_SOCKET.
     case programNotified(ProgramNotification)
 }
+
+/// What a program said over its notify socket that its App acts on.
+public enum ProgramNotification: String, Equatable, Sendable {
+    case ready = "READY=1"
+    case reloading = "RELOADING=1"
+    case stopping = "STOPPING=1"
+}

@@ -7,26 +7,6 @@ import Synchronization
 
 /// A logger with a label (for example `app echo`) and a minimum level.
 public struct Logger: Sendable {
-    /// Syslog priorities, as sd-daemon(3) prefixes them.
-    public enum Level: Int32, Sendable, Comparable, CaseIterable {
-        case critical = 2, error = 3, warning = 4, notice = 5, info = 6, debug = 7
-
-        public static func < (a: Level, b: Level) -> Bool { a.rawValue > b.rawValue }
-
-        /// Parses `debug`, `info`, `notice`, `warning`, `error` or `critical`.
-        public init?(name: String) {
-            switch name {
-            case "debug": self = .debug
-            case "info": self = .info
-            case "notice": self = .notice
-            case "warning": self = .warning
-            case "error": self = .error
-            case "critical": self = .critical
-            default: return nil
-            }
-        }
-    }
-
     /// The minimum level, shared by a logger and every copy made from it, so that a reload can change it.
     private final class Threshold: Sendable {
         let level: Atomic<Int32>

@@ -7,13 +7,6 @@
 
 import NetLifeEvent
 
-/// What a program said over its notify socket that its App acts on.
-public enum ProgramNotification: String, Equatable, Sendable {
-    case ready = "READY=1"
-    case reloading = "RELOADING=1"
-    case stopping = "STOPPING=1"
-}
-
 /// One run's notify state.
 public struct ProgramNotifyState: Equatable, Sendable {
     /// What the shell does.

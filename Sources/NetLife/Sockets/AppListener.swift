@@ -10,7 +10,7 @@ import NetLifeEvent
 final class AppListener: ConnectionTracker {
     let configuration: ListenerConfiguration
     private unowned let loop: EventLoop
-    let service: any Service
+    let service: any ConnectionServer
     private let logger: Logger
 
     /// The configured address; after the first successful open, with the port the kernel gave.
@@ -40,7 +40,7 @@ final class AppListener: ConnectionTracker {
 
     private enum AcceptPause { case none, descriptors, maxConnections }
 
-    init(configuration: ListenerConfiguration, service: any Service, loop: EventLoop, logger: Logger) {
+    init(configuration: ListenerConfiguration, service: any ConnectionServer, loop: EventLoop, logger: Logger) {
         self.configuration = configuration
         self.service = service
         self.loop = loop
@@ -260,4 +260,11 @@ final class AppListener: ConnectionTracker {
         ListenerStatus(name: configuration.name, address: address.description, service: configuration.service,
                        open: isOpen, error: openError, connections: connections.count)
     }
+}
+
+/// What serves the connections a listener accepts: the listener's side of a `Service`, which knows no App.
+public protocol ConnectionServer: AnyObject {
+    /// A connection was accepted. The server typically becomes its `delegate`; it must not close the
+    /// connection's descriptor behind its back (use `connection.close(_:)`).
+    func serve(_ connection: Connection)
 }

@@ -7,30 +7,6 @@
 
 import NetLifeEvent
 
-/// A data socket as configured.
-public struct DataSocketConfiguration: Sendable, Equatable {
-    /// The name after the dot in `[socket APP.NAME]`.
-    public var name: String
-    /// The peer (`connect = HOST:PORT`, numeric addresses).
-    public var address: SocketAddress
-    /// The protocol's name (`line`, `imap`, or an app author's own).
-    public var protocolName: String
-    /// The protocol's own settings (`quiet-enter`, `user`, ...).
-    public var protocolOptions = ServiceOptions()
-    /// What happens on did-enter-background.
-    public var policy: DataSocketPolicy = .keep
-    /// A VoIP socket: read while the app is suspended (data wakes it), never reclaimed.
-    public var voip = false
-    /// How often the protocol's keep-alive is sent (waking a suspended app); nil: never.
-    public var keepalive: Duration? = nil
-
-    public init(name: String, address: SocketAddress, protocolName: String) {
-        self.name = name
-        self.address = address
-        self.protocolName = protocolName
-    }
-}
-
 /// How a protocol entered quiet mode.
 public enum QuietEntry: Sendable, Equatable {
     /// Done: nothing to wait for.

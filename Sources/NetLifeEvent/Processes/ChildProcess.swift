@@ -31,22 +31,6 @@
 @preconcurrency import Glibc
 internal import CLibevent
 
-/// How a child process ended.
-public enum ChildExitStatus: Equatable, Sendable, CustomStringConvertible {
-    case exited(Int32)
-    case signaled(Int32)
-
-    public var description: String {
-        switch self {
-        case .exited(let code): return "exit status \(code)"
-        case .signaled(let signal): return "killed by signal \(signal)"
-        }
-    }
-
-    /// Whether the process exited with status 0.
-    public var isSuccess: Bool { self == .exited(0) }
-}
-
 /// What a child wrote, as its owner is told.
 public enum ChildOutput: Equatable, Sendable {
     /// One line of stdout or stderr, without its newline.

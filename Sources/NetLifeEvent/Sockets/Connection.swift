@@ -69,17 +69,6 @@ public final class Connection {
         case closed
     }
 
-    /// How `close(_:)` ends the connection.
-    public enum CloseMode: Equatable, Sendable {
-        /// Write what is in `output`, then send FIN and close. Gives up (and resets) when no byte could be
-        /// written for `flushTimeout`.
-        case afterFlush
-        /// Close now; unsent output is dropped. The peer sees FIN, or RST if it had unread data queued.
-        case now
-        /// Reset the connection (SO_LINGER 0): the peer sees RST.
-        case reset
-    }
-
     private unowned let loop: EventLoop
     /// The socket descriptor; -1 once closed.
     public var fd: CInt { descriptor }

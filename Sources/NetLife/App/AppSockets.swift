@@ -8,6 +8,8 @@ import NetLifeEvent
 /// The listeners (and accepted connections) and data sockets of one app.
 final class AppSockets {
     private let listeners: [AppListener]
+    /// The services behind `listeners`, told which app they belong to.
+    private let services: [any Service]
     /// A process app's listeners, which its program serves.
     let handedListeners: [HandedListener]
     private(set) var dataSockets: [DataSocket]
@@ -34,6 +36,7 @@ final class AppSockets {
     convenience init(configuration: AppConfiguration, services: ServiceRegistry, loop: EventLoop,
                      logger: Logger) throws(ServiceOptionError) {
         var listeners: [AppListener] = []
+        var made: [any Service] = []
         var handed: [HandedListener] = []
         for listener in configuration.listeners {
             if configuration.program != nil {
@@ -44,6 +47,7 @@ final class AppSockets {
                 throw ServiceOptionError(key: "service", "unknown service '\(listener.service)'")
             }
             let service = try descriptor.make(listener.serviceOptions)
+            made.append(service)
             listeners.append(AppListener(configuration: listener, service: service, loop: loop, logger: logger))
         }
         var dataSockets: [DataSocket] = []
@@ -54,18 +58,19 @@ final class AppSockets {
             let handler = try descriptor.make(socket)
             dataSockets.append(DataSocket(configuration: socket, handler: handler, loop: loop, logger: logger))
         }
-        self.init(listeners: listeners, handedListeners: handed, dataSockets: dataSockets)
+        self.init(listeners: listeners, services: made, handedListeners: handed, dataSockets: dataSockets)
     }
 
-    init(listeners: [AppListener], handedListeners: [HandedListener] = [], dataSockets: [DataSocket] = []) {
+    init(listeners: [AppListener], services: [any Service], handedListeners: [HandedListener] = [], dataSockets: [DataSocket] = []) {
         self.listeners = listeners
+        self.services = services
         self.handedListeners = handedListeners
         self.dataSockets = dataSockets
     }
 
     /// Tells every service which app it belongs to, and every data socket who owns it.
     func attach(to app: App) {
-        for listener in listeners { listener.service.didAttach(to: app) }
+        for service in services { service.didAttach(to: app) }
         for socket in dataSockets { socket.owner = app }
     }
 

@@ -1,5 +1,4 @@
-// Snapshots of an app for `status` (the records of NetLifeStatus), made on the loop thread and encoded by the
-// daemon; and why an app last stopped.
+// Why an app last stopped, as the lifecycle records it, and how `status` shows that record and a stage.
 
 import NetLifeEvent
 import Glibc
@@ -87,20 +86,4 @@ extension TerminationRecord {
 extension StageReport {
     /// The stage as `status` and `watch` show it.
     public var timing: StageTiming { StageTiming(event: event, duration: duration) }
-}
-
-extension App {
-    /// A snapshot for `status`.
-    public var status: AppStatus {
-        let now = MonotonicTime.now()
-        return AppStatus(name: name, state: state, suspendPending: suspendPending,
-                         backgroundTimeRemaining: backgroundTimeRemaining.map(StatusTime.seconds),
-                         backgroundMode: backgroundMode,
-                         listeners: sockets.listenerStatus,
-                         sockets: sockets.dataSocketStatus,
-                         tasks: backgroundTasks.tasks.map { TaskStatus(id: $0.id, name: $0.name, age: StatusTime.seconds(now - $0.begunAt)) },
-                         lastTermination: lastTermination?.status,
-                         lastStages: lifecycle.lastStages.map(\.timing),
-                         program: program?.status)
-    }
 }
