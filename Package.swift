@@ -75,8 +75,9 @@ let package = Package(
         .testTarget(name: "NetLifeStatusTests", dependencies: ["NetLifeStatus"]),
         .testTarget(name: "NetLifeControlTests", dependencies: ["NetLifeControl"]),
         .testTarget(name: "NetLifeDaemonTests", dependencies: ["NetLifeDaemon", "NetLifeTestSupport"]),
-        // The integration tests run the built netlifed and netlifectl, which these dependencies build first.
-        .testTarget(name: "IntegrationTests", dependencies: ["netlifed", "netlifectl", "NetLifeTestSupport"]),
+        // The integration tests run the built netlifed and netlifectl, which these dependencies build first,
+        // and check the pages against netlifectl's command table.
+        .testTarget(name: "IntegrationTests", dependencies: ["netlifed", "netlifectl", "NetLifeControl", "NetLifeTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

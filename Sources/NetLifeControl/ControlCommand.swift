@@ -89,6 +89,17 @@ public struct ControlArgument: Sendable {
     }
 }
 
+/// An option of a command's netlifectl command line: one that takes a value (`--output PATH`) or a flag
+/// (`--insecure`, `--no-wait`). The completion script and the tests of the pages list them from here.
+public struct ControlOption: Sendable {
+    /// `--output`.
+    public let name: String
+    /// What its value stands for in the usage (`PATH`); nil for a flag, which takes none.
+    public let metavar: String?
+    /// The argument it sets; nil for a flag that netlifectl reads itself (`--no-wait`).
+    public let argument: ControlArgument?
+}
+
 /// A command line that netlifectl cannot turn into a request: the message says what is wrong.
 public struct ControlUsageError: Error, Equatable, Sendable {
     public var message: String
@@ -149,6 +160,23 @@ public struct ControlCommand: Hashable, Sendable, CustomStringConvertible {
     /// netlifectl's usage line, without the program name: `task begin APP [--name N]`.
     public var usage: String {
         (words + arguments.compactMap(\.usage) + localFlags.map { "[\($0)]" }).joined(separator: " ")
+    }
+
+    /// The options of its command line, in the order of its usage: its arguments' options and flags, then the
+    /// flags netlifectl reads itself.
+    public var options: [ControlOption] {
+        arguments.compactMap { argument in
+            switch argument.source {
+            case .option(let name, let metavar): ControlOption(name: name, metavar: metavar, argument: argument)
+            case .flag(let name): ControlOption(name: name, metavar: nil, argument: argument)
+            case .positional, .directoryIdentity: nil
+            }
+        } + localFlags.map { ControlOption(name: $0, metavar: nil, argument: nil) }
+    }
+
+    /// The words after the command words that are no option, in order (`APP`, `URL`).
+    public var positionals: [ControlArgument] {
+        arguments.filter { if case .positional = $0.source { true } else { false } }
     }
 
     /// The command named by the first words of `words` (the longest match: `transfers cancel`, not `transfers`).

@@ -1,6 +1,6 @@
 // The operator's pages: docs/configuration.md has a row for every config key and none for a key that does not
-// exist; docs/control-protocol.md names every netlifectl command, every exit status and every request of the
-// protocol; every relative link of README.md and docs/*.md leads to a path of the repository, and an anchor to
+// exist; docs/control-protocol.md names every netlifectl command (every option of its command table's entry in
+// its row), every exit status and every request of the protocol; every relative link of README.md and docs/*.md leads to a path of the repository, and an anchor to
 // a heading of the page it names; the netlifectl command lines the pages show are commands of the current
 // netlifectl; README.md stays a short front page that keeps the two commands (.ci/run runs the second), a
 // tour alias that is an absolute path, and links to the reference pages; and no file of the repository cites
@@ -8,6 +8,7 @@
 // tracker): each file states the rule it relies on, or points to the page of docs/ that does.
 
 import Foundation
+import NetLifeControl
 import Testing
 import NetLifeTestSupport
 
@@ -184,6 +185,19 @@ struct DocsTests {
         let requestCells = firstCells(section(lines, "## Requests and replies"))
         for request in requests {
             #expect(requestCells.contains { $0.contains("`\(request)`") }, "docs/control-protocol.md has no request \(request)")
+        }
+    }
+
+    @Test func theControlProtocolPageNamesEveryOptionOfEveryCommandInItsRow() {
+        let rows = split(page("docs/control-protocol.md")).prose.filter { $0.hasPrefix("| `netlifectl ") }
+        for command in ControlCommand.all {
+            // The row whose first cell's command words are the command's (`transfers [APP]`, not `transfers cancel`).
+            let row = rows.first { commandWords(String($0.dropFirst("| `netlifectl ".count).prefix { $0 != "`" })) == command.words }
+            #expect(row != nil, "docs/control-protocol.md has no row for netlifectl \(command.words.joined(separator: " "))")
+            for option in command.options {
+                #expect(mentions(row ?? "", option: option.name),
+                        "docs/control-protocol.md does not name \(option.name) in the row of netlifectl \(command.words.joined(separator: " "))")
+            }
         }
     }
 

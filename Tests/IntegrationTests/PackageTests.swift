@@ -1,9 +1,11 @@
-// The operator's files: the man pages (lint clean; every netlifectl command and every config key named), the
-// bash completion (commands, and the app names of a running daemon), and scripts/package's Debian package,
-// built from the binaries next to the tests (NETLIFE_BIN_DIR) or the static release build when there is one:
-// its fields, its files, its maintainer scripts, and what lintian says of it.
+// The operator's files: the man pages (lint clean; every netlifectl command, with every option of its command
+// table's entry, and every config key named), the bash completion (commands, and the app names of a running
+// daemon), and scripts/package's Debian package, built from the binaries next to the tests (NETLIFE_BIN_DIR)
+// or the static release build when there is one: its fields, its files, its maintainer scripts, and what
+// lintian says of it.
 
 import Foundation
+import NetLifeControl
 import Testing
 import NetLifeTestSupport
 
@@ -14,10 +16,30 @@ private func repositoryFile(_ path: String) -> String { repository.appendingPath
 /// The first of `paths` that is an executable, if any.
 private func tool(_ paths: String...) -> String? { paths.first { FileManager.default.isExecutableFile(atPath: $0) } }
 
-/// A man page as `mandoc` renders it, without the overstrikes and tabs.
-private func rendered(_ page: String) -> [String] {
-    let text = run(["/bin/sh", "-c", "mandoc -Tascii '\(page)' | col -bx"], timeout: 20).stdout
+/// A man page as `mandoc` renders it, without the overstrikes and tabs, `width` columns wide.
+private func rendered(_ page: String, width: Int = 78) -> [String] {
+    let text = run(["/bin/sh", "-c", "mandoc -Tascii -Owidth=\(width) '\(page)' | col -bx"], timeout: 20).stdout
     return text.split(separator: "\n").map(String.init)
+}
+
+/// The entry of netlifectl's command `words` in its rendered page: the tag line whose leading lowercase words
+/// are `words` (`transfers [APP]` for ["transfers"], not `transfers cancel ...`), and the text under it.
+private func entry(_ lines: [String], _ words: [String]) -> [String] {
+    func isTag(_ line: String) -> Bool { line.hasPrefix("       ") && !line.hasPrefix("        ") }
+    guard let start = lines.firstIndex(where: { isTag($0) && commandWords($0) == words }) else { return [] }
+    return [lines[start]] + lines[(start + 1)...].prefix { !isTag($0) }
+}
+
+/// The leading words of `text` that are lowercase letters and dashes: the command words of a usage.
+func commandWords(_ text: String) -> [String] {
+    text.split(separator: " ").prefix { $0.allSatisfy { $0.isLowercase || $0 == "-" } }.map(String.init)
+}
+
+/// Whether `text` names `option` (`--cacert`), not only a longer option that begins with it.
+func mentions(_ text: String, option: String) -> Bool {
+    text.components(separatedBy: option).dropFirst().contains { rest in
+        rest.first.map { !($0.isLetter || $0.isNumber || $0 == "-") } ?? true
+    }
 }
 
 /// Whether `lines` hold an entry tagged `tag` (alone on its line, or followed by its text when it is short).
@@ -101,6 +123,17 @@ struct ManPageTests {
         let exit = Array(lines.drop { $0 != "EXIT STATUS" }.prefix { $0 != "ENVIRONMENT" })
         for status in 0...3 {
             #expect(hasEntry(exit, String(status)), "exit status \(status)")
+        }
+    }
+
+    @Test func netlifectlsPageNamesEveryOptionOfEveryCommandInItsEntry() {
+        let lines = rendered(repositoryFile("man/netlifectl.1"), width: 400)
+        for command in ControlCommand.all {
+            let text = entry(lines, command.words).joined(separator: "\n")
+            #expect(!text.isEmpty, "netlifectl(1) has no entry for \(command.words.joined(separator: " "))")
+            for option in command.options {
+                #expect(mentions(text, option: option.name), "netlifectl(1) does not name \(option.name) under \(command.words.joined(separator: " "))")
+            }
         }
     }
 

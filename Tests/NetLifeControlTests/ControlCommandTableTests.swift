@@ -61,6 +61,22 @@ import Testing
         #expect(["task begin", "task end", "task list"].allSatisfy { family.contains("netlifectl \($0) ") })
     }
 
+    @Test func theOptionsOfEveryEntryAreItsOptionsAndFlagsInUsageOrder() {
+        func names(_ command: ControlCommand) -> [String] { command.options.map { option in option.metavar.map { option.name + " " + $0 } ?? option.name } }
+        #expect(names(.download) == ["--output PATH", "--cacert FILE", "--insecure", "--ssl-reqd", "--no-wait"])
+        #expect(names(.upload) == ["--cacert FILE", "--insecure", "--no-wait"])
+        #expect(names(.transfersCancel) == ["--app APP", "--url URL"])
+        #expect(names(.launch) == ["--background"] && names(.status).isEmpty)
+        #expect(ControlCommand.download.options.first?.argument?.isPath == true)
+        #expect(ControlCommand.download.positionals.map(\.member) == [.app, .url])
+        for command in ControlCommand.all {
+            // Every option and flag of the usage, and only those.
+            let shown = command.usage.split(separator: " ").filter { $0.hasPrefix("[--") || $0.hasPrefix("--") }
+                .map { String($0.drop { $0 == "[" }.prefix { $0 != "]" }) }
+            #expect(shown == command.options.map(\.name), "\(command)")
+        }
+    }
+
     @Test func netlifectlsArgumentsBecomeTheRequestTheyName() throws {
         #expect(try ControlCommand.launch.request(arguments: ["mail", "--background"]) == ControlRequest(.launch, [.app: "mail", .background: true]))
         #expect(try ControlCommand.launch.request(arguments: ["mail"]).json.serialized == #"{"cmd":"launch","protocol":1,"app":"mail","background":false}"#)
