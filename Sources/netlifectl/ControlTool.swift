@@ -68,9 +68,10 @@ enum ControlTool {
             words.removeFirst()
         }
         if wantsHelp {
-            print(words.isEmpty ? help : (ControlCommand.usage(of: words) ?? help))
+            print(words.isEmpty ? help : (ControlCommand.usage(of: words) ?? ownUsage(of: words) ?? help))
             return Exit.ok
         }
+        if words.first == "completion" { return printCompletion(Array(words.dropFirst())) }
         guard !words.isEmpty else { return usage("no command given") }
         guard let command = ControlCommand.find(words) else {
             if let family = ControlCommand.usage(of: [words[0]]) {
@@ -122,6 +123,30 @@ enum ControlTool {
                 return Exit.unreachable
             }
         }
+    }
+
+    /// The commands netlifectl runs itself, with no daemon: in the help after the table's.
+    static let ownCommands: [(name: String, usage: String, summary: String)] = [
+        ("completion", "completion bash", "Print the bash completion script, made from these commands (needs no daemon)."),
+        ("help", "help [COMMAND]", "Show this help, or a command's usage."),
+    ]
+
+    /// The usage of one of netlifectl's own commands, or nil.
+    static func ownUsage(of words: [String]) -> String? {
+        ownCommands.first { $0.name == words.first }.map { "USAGE: netlifectl \($0.usage)\n\n\($0.summary)" }
+    }
+
+    /// `completion SHELL`: the completion script for SHELL, made from the command table, on stdout.
+    static func printCompletion(_ arguments: [String]) -> Int32 {
+        let usageLine = "USAGE: netlifectl completion \(BashCompletion.shells.joined(separator: "|"))"
+        guard let shell = arguments.first else { return usage("completion needs a shell\n\(usageLine)") }
+        if shell.hasPrefix("-") { return usage("unknown option '\(shell.prefix(64))'\n\(usageLine)") }
+        guard BashCompletion.shells.contains(shell) else {
+            return usage("no completion for the shell '\(shell.prefix(64))'\n\(usageLine)")
+        }
+        guard arguments.count == 1 else { return usage("too many arguments\n\(usageLine)") }
+        print(BashCompletion.script, terminator: "")
+        return Exit.ok
     }
 
     /// Connects to the control socket: `--control`, else $NETLIFE_CONTROL (set for hooks), else the default
@@ -340,7 +365,7 @@ enum ControlTool {
     }
 
     static var help: String {
-        let lines = ControlCommand.all.map { ($0.usage, $0.summary) } + [("help [COMMAND]", "Show this help, or a command's usage.")]
+        let lines = ControlCommand.all.map { ($0.usage, $0.summary) } + ownCommands.map { ($0.usage, $0.summary) }
         let text = lines.map { usage, summary in HelpLayout.entry(usage: usage, summary: summary, width: HelpLayout.terminalWidth) }
         return """
             OVERVIEW: netlifectl - drive the apps of netlifed through its control socket

@@ -49,7 +49,6 @@ let installedCopies: [String: String] = docsPages.reduce(into: [
     "/usr/share/man/man8/netlifed.8": "man/netlifed.8",
     "/usr/share/man/man1/netlifectl.1": "man/netlifectl.1",
     "/usr/share/man/man5/netlifed.conf.5": "man/netlifed.conf.5",
-    "/usr/share/bash-completion/completions/netlifectl": "completion/netlifectl.bash",
 ]) { copies, page in copies["/usr/share/doc/netlife/docs/" + page] = "docs/" + page }
 
 private var docsPages: [String] {
@@ -61,6 +60,7 @@ private let installedFiles: Set<String> = Set(installedCopies.keys).union([
     "/usr/bin/netlifectl",
     "/etc/netlifed/netlifed.conf",
     "/etc/systemd/system/netlifed.service",
+    "/usr/share/bash-completion/completions/netlifectl",
 ])
 
 /// The release binaries, when they were built as scripts/install builds them (with the Swift runtime linked
@@ -91,6 +91,10 @@ struct InstallTests {
         for (installed, source) in installedCopies {
             #expect(FileManager.default.contentsEqual(atPath: root + installed, andPath: repository.appendingPathComponent(source).path), "\(installed)")
         }
+        // The completion is the one the installed netlifectl writes.
+        let completion = run([root + "/usr/bin/netlifectl", "completion", "bash"], timeout: 10)
+        #expect(completion.status == 0 && !completion.stdout.isEmpty, "\(completion)")
+        #expect(contents(root + "/usr/share/bash-completion/completions/netlifectl") == completion.stdout)
         // The process-apps drop-in is shipped, not active: nothing is in netlifed.service.d.
         #expect(!FileManager.default.fileExists(atPath: root + "/etc/systemd/system/netlifed.service.d"))
         let help = run([root + "/usr/bin/netlifectl", "--help"], timeout: 10)
@@ -172,7 +176,7 @@ struct InstallTests {
         // netlifectl.
         let copy = TemporaryDirectory()
         defer { copy.remove() }
-        for path in ["scripts", "Config", "systemd", "man", "completion", "README.md", "docs", "Examples/netlife_events.py"] {
+        for path in ["scripts", "Config", "systemd", "man", "README.md", "docs", "Examples/netlife_events.py"] {
             let target = copy.file(path)
             try FileManager.default.createDirectory(atPath: (target as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
             try FileManager.default.copyItem(atPath: repository.appendingPathComponent(path).path, toPath: target)

@@ -1,8 +1,8 @@
 // The operator's files: the man pages (lint clean; every netlifectl command, with every option of its command
-// table's entry, and every config key named), the bash completion (commands, and the app names of a running
-// daemon), and scripts/package's Debian package, built from the binaries next to the tests (NETLIFE_BIN_DIR)
-// or the static release build when there is one: its fields, its files, its maintainer scripts, and what
-// lintian says of it.
+// table's entry, and every config key named), the bash completion that `netlifectl completion bash` writes
+// (every command and option of the table, file names for paths, and the app names of a running daemon), and
+// scripts/package's Debian package, built from the binaries next to the tests (NETLIFE_BIN_DIR) or the static
+// release build when there is one: its fields, its files, its maintainer scripts, and what lintian says of it.
 
 import Foundation
 import NetLifeControl
@@ -84,12 +84,12 @@ func configKeys() -> Set<String> {
     return keys
 }
 
-/// The candidates bash completion offers for the last word of `words` (empty: a new word), with `path` as
-/// PATH.
-private func complete(_ words: [String], path: String = "/usr/bin:/bin") -> [String] {
+/// The candidates bash completion, as `netlifectl completion bash` writes it, offers for the last word of
+/// `words` (empty: a new word), with `path` as PATH and `directory` as the current directory.
+private func complete(_ words: [String], path: String = "/usr/bin:/bin", in directory: String = "/") -> [String] {
     let quoted = words.map { "'" + $0 + "'" }.joined(separator: " ")
     let script = """
-        source '\(repositoryFile("completion/netlifectl.bash"))'
+        source <('\(product("netlifectl"))' completion bash) && cd '\(directory)' || exit 1
         COMP_WORDS=(\(quoted)); COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
         _netlifectl
         printf '%s\\n' "${COMPREPLY[@]}"
@@ -186,6 +186,68 @@ struct CompletionTests {
         #expect(complete(["netlifectl", "memory-pressure", "--f"]) == ["--free"])
     }
 
+    @Test func theScriptNamesEveryCommandAndOptionOfTheTableAndBashReadsIt() throws {
+        let generated = run([product("netlifectl"), "completion", "bash"], timeout: 10)
+        try #require(generated.status == 0 && generated.stderr.isEmpty, "\(generated)")
+        let script = generated.stdout
+        for command in ControlCommand.all {
+            let name = command.words.joined(separator: " ")
+            #expect(script.contains("\"\(name)\""), "the script does not name \(name)")
+            for word in command.words {
+                #expect(mentions(script, option: word), "the script does not name the word \(word) of \(name)")
+            }
+            for option in command.options {
+                #expect(mentions(script, option: option.name), "the script does not name \(option.name) of \(name)")
+            }
+        }
+        let scratch = TemporaryDirectory()
+        defer { scratch.remove() }
+        scratch.write("netlifectl.bash", script)
+        let syntax = run(["/bin/bash", "-n", scratch.file("netlifectl.bash")], timeout: 10)
+        #expect(syntax.status == 0 && syntax.stderr.isEmpty, "\(syntax)")
+    }
+
+    @Test func completesTheOptionsOfEveryCommandAndFilesForTheirPaths() throws {
+        #expect(complete(["netlifectl", "download", "--ca"]) == ["--cacert"])
+        #expect(complete(["netlifectl", "upload", "app", "--in"]) == ["--insecure"])
+        #expect(complete(["netlifectl", "download", "app", "http://x/", "--ss"]) == ["--ssl-reqd"])
+        #expect(complete(["netlifectl", "transfers", "c"]) == ["cancel"])
+        #expect(complete(["netlifectl", "transfers", "cancel", "--"]) == ["--app", "--control", "--help", "--json", "--url"])
+        #expect(complete(["netlifectl", "completion", ""]) == ["bash"])
+        #expect(complete(["netlifectl", "help", "tr"]) == ["transfers"])
+        for command in ControlCommand.all {
+            let offered = complete(["netlifectl"] + command.words + ["--"])
+            #expect(Set(offered).isSuperset(of: command.options.map(\.name)), "\(command.words): \(offered)")
+        }
+        // A path's value is a file name, as bash splits `--output=PATH` too; a value that is no path is not
+        // taken for an argument.
+        let scratch = TemporaryDirectory()
+        defer { scratch.remove() }
+        scratch.write("ca.pem", "")
+        scratch.write("data.bin", "")
+        #expect(complete(["netlifectl", "download", "app", "http://x/", "--cacert", "c"], in: scratch.path) == ["ca.pem"])
+        #expect(complete(["netlifectl", "download", "app", "http://x/", "--output", "=", "d"], in: scratch.path) == ["data.bin"])
+        #expect(complete(["netlifectl", "upload", "app", "d"], in: scratch.path) == ["data.bin"])
+        #expect(complete(["netlifectl", "--control", "c"], in: scratch.path) == ["ca.pem"])
+        #expect(complete(["netlifectl", "task", "begin", "app", "--name", "N", "--"]) == ["--control", "--help", "--json", "--name"])
+        #expect(complete(["netlifectl", "mode", "--control", "/run/x.sock", "app", "c"]) == ["continuous"])
+    }
+
+    @Test func theCompletionCommandNeedsNoDaemonAndRefusesAnotherShell() {
+        let ctl = product("netlifectl")
+        let script = run([ctl, "--control", "/nonexistent/control.sock", "completion", "bash"], timeout: 10)
+        #expect(script.status == 0 && script.stdout.hasPrefix("# bash completion for netlifectl") && script.stderr.isEmpty, "\(script)")
+        for (arguments, message) in [(["zsh"], "no completion for the shell 'zsh'"), ([], "completion needs a shell"),
+                                     (["bash", "bash"], "too many arguments"), (["--bash"], "unknown option '--bash'")] {
+            let refused = run([ctl, "completion"] + arguments, timeout: 10)
+            #expect(refused.status == 2 && refused.stdout.isEmpty, "\(arguments): \(refused)")
+            #expect(refused.stderr.contains(message) && refused.stderr.contains("USAGE: netlifectl completion bash"), "\(arguments): \(refused)")
+        }
+        let help = run([ctl, "help", "completion"], timeout: 10)
+        #expect(help.status == 0 && help.stdout.hasPrefix("USAGE: netlifectl completion bash\n"), "\(help)")
+        #expect(run([ctl, "--help"], timeout: 10).stdout.contains("  completion bash "))
+    }
+
     @Test func offersTheAppsOfTheRunningDaemonWithAndWithoutPython() throws {
         let daemon = try TestDaemon(config: echoApp("alpha") + "\n" + echoApp("beta", appLines: "launch = no"))
         defer { daemon.stop() }
@@ -194,6 +256,9 @@ struct CompletionTests {
             #expect(complete([ctl, "--control", daemon.controlPath] + command + [""]) == ["alpha", "beta"], "\(command)")
         }
         #expect(complete([ctl, "--control=" + daemon.controlPath, "terminate", "a"]) == ["alpha"])
+        #expect(complete([ctl, "--control", "=", daemon.controlPath, "terminate", "b"]) == ["beta"])
+        #expect(complete([ctl, "--control", daemon.controlPath, "transfers", ""]) == ["alpha", "beta", "cancel"])
+        #expect(complete([ctl, "--control", daemon.controlPath, "transfers", "cancel", "--app", ""]) == ["alpha", "beta"])
 
         // Without python3: a PATH holding only what the completion needs besides it.
         let bare = TemporaryDirectory()
@@ -269,6 +334,9 @@ struct PackageTests {
         let check = run(["/bin/sh", "-c", "cd '\(tree)' && md5sum --quiet -c DEBIAN/md5sums"], timeout: 60)
         #expect(check.status == 0, "\(check)")
         #expect(contents(tree + "/etc/netlifed/netlifed.conf") == contents(repositoryFile("Config/system.conf")))
+        // The completion is the one the packaged netlifectl writes.
+        let completion = run([tree + "/usr/bin/netlifectl", "completion", "bash"], timeout: 10)
+        #expect(completion.status == 0 && contents(tree + "/usr/share/bash-completion/completions/netlifectl") == completion.stdout, "\(completion)")
         let unit = contents(tree + "/lib/systemd/system/netlifed.service").split(separator: "\n")
         #expect(unit.contains("ExecStart=/usr/bin/netlifed --config /etc/netlifed/netlifed.conf"))
         #expect(!unit.contains { !$0.hasPrefix("#") && $0.contains("/usr/local/") })
