@@ -1,11 +1,13 @@
 // The operator's pages: docs/configuration.md has a row for every config key and none for a key that does not
-// exist; docs/control-protocol.md names every netlifectl command (every option of its command table's entry in
-// its row), every exit status and every request of the protocol; every relative link of README.md and docs/*.md leads to a path of the repository, and an anchor to
-// a heading of the page it names; the netlifectl command lines the pages show are commands of the current
-// netlifectl; README.md stays a short front page that keeps the two commands (.ci/run runs the second), a
-// tour alias that is an absolute path, and links to the reference pages; and no file of the repository cites
-// a document its reader cannot open (a contract, a style guide or source notes kept elsewhere, an issue
-// tracker): each file states the rule it relies on, or points to the page of docs/ that does.
+// exist, and the annotated Config/netlifed.conf shows every key the sources name; docs/control-protocol.md
+// names every netlifectl command (every option of its command table's entry in its row), every exit status
+// and every request of the protocol; every relative link of README.md and docs/*.md leads to a path of the
+// repository, and an anchor to a heading of the page it names; the netlifectl command lines the pages show
+// are commands of the current netlifectl; README.md stays a short front page that keeps the two commands
+// (.ci/run runs the second), a tour alias that is an absolute path, and links to the reference pages; and no
+// file of the repository cites a document its reader cannot open (a contract, a style guide or source notes
+// kept elsewhere, an issue tracker): each file states the rule it relies on, or points to the page of docs/
+// that does.
 
 import Foundation
 import NetLifeControl
@@ -161,6 +163,16 @@ struct DocsTests {
         }
         for row in rows.sorted() {
             #expect(keys.contains(row), "docs/configuration.md has a row for \(row), which is no config key")
+        }
+    }
+
+    @Test func theAnnotatedConfigShowsEveryKeyTheSourcesName() {
+        let keys = configKeysInSources()
+        #expect(keys.isSuperset(of: ["control", "launch", "on-did-enter-background", "task-time", "exec", "adopt", "connect", "root", "mailbox"]),
+                "\(keys.sorted())")
+        let shown = annotatedConfigKeys()
+        for key in keys.sorted() {
+            #expect(shown.contains(key), "Config/netlifed.conf shows no line '\(key) =' nor '#\(key) ='")
         }
     }
 

@@ -58,10 +58,14 @@ func netlifectlCommands() -> [[String]] {
         }
 }
 
-/// Every key of the config: those Config/netlifed.conf shows (`key =` or `#key =`), the duration keys of
-/// ConfigKeys.swift, and the option keys of the built-in services and protocols (`optionKeys: [...]` in
-/// Sources/NetLifeServices).
+/// Every key of the config: those the sources name (`configKeysInSources`) and those Config/netlifed.conf
+/// shows.
 func configKeys() -> Set<String> {
+    configKeysInSources().union(annotatedConfigKeys())
+}
+
+/// The keys Config/netlifed.conf shows, set or commented out: each `key =` or `#key =` at the start of a line.
+func annotatedConfigKeys() -> Set<String> {
     var keys: Set<String> = []
     for line in contents(repositoryFile("Config/netlifed.conf")).split(separator: "\n") {
         let text = line.hasPrefix("#") ? line.dropFirst() : line[...]
@@ -70,15 +74,45 @@ func configKeys() -> Set<String> {
             keys.insert(String(text[..<equals.lowerBound]))
         }
     }
+    return keys
+}
+
+/// The keys of the config as the sources name them: the `case "KEY":` labels of the `switch entry.key`
+/// statements of Sources/NetLifeDaemon/Configuration.swift ([daemon], [app], a program's, [listener],
+/// [socket]), the duration keys of ConfigKeys.swift, the hook of each lifecycle event (`on-` and the event of
+/// Sources/NetLife/Lifecycle/AppState.swift), and the option keys of the built-in services and protocols
+/// (`optionKeys: [...]` in Sources/NetLifeServices).
+func configKeysInSources() -> Set<String> {
+    /// The strings in double quotes of `text`.
+    func quoted(_ text: some StringProtocol) -> [String] {
+        String(text).components(separatedBy: "\"").enumerated().filter { $0.offset % 2 == 1 }.map(\.element)
+    }
+    var keys: Set<String> = []
+    var switchIndent: Int?
+    for line in contents(repositoryFile("Sources/NetLifeDaemon/Configuration.swift")).split(separator: "\n") {
+        let indent = line.prefix { $0 == " " }.count
+        let text = line.dropFirst(indent)
+        if text.hasPrefix("switch entry.key {") {
+            switchIndent = indent
+        } else if indent == switchIndent, text.hasPrefix("}") {
+            switchIndent = nil
+        } else if indent == switchIndent, text.hasPrefix("case \"") {
+            keys.formUnion(quoted(text.prefix { $0 != ":" }))
+        }
+    }
     let source = contents(repositoryFile("Sources/NetLifeDaemon/ConfigKeys.swift"))
     for part in source.components(separatedBy: "key: \"").dropFirst() {
         keys.insert(String(part.prefix { $0 != "\"" }))
     }
+    let states = contents(repositoryFile("Sources/NetLife/Lifecycle/AppState.swift"))
+    let events = states.components(separatedBy: "enum LifecycleEvent").dropFirst().first?.components(separatedBy: "\n}").first ?? ""
+    for line in events.split(separator: "\n") where line.trimmingCharacters(in: .whitespaces).hasPrefix("case ") {
+        keys.formUnion(quoted(line).map { "on-" + $0 })
+    }
     let services = repositoryFile("Sources/NetLifeServices")
     for name in (FileManager.default.subpaths(atPath: services) ?? []) where name.hasSuffix(".swift") {
         for part in contents(services + "/" + name).components(separatedBy: "optionKeys: [").dropFirst() {
-            let quoted = part.prefix { $0 != "]" }.components(separatedBy: "\"")
-            keys.formUnion(quoted.enumerated().filter { $0.offset % 2 == 1 }.map(\.element))
+            keys.formUnion(quoted(part.prefix { $0 != "]" }))
         }
     }
     return keys
