@@ -104,7 +104,7 @@ func configKeysInSources() -> Set<String> {
     for part in source.components(separatedBy: "key: \"").dropFirst() {
         keys.insert(String(part.prefix { $0 != "\"" }))
     }
-    let states = contents(repositoryFile("Sources/NetLife/Lifecycle/AppState.swift"))
+    let states = contents(repositoryFile("Sources/NetLifeStatus/Vocabulary.swift"))
     let events = states.components(separatedBy: "enum LifecycleEvent").dropFirst().first?.components(separatedBy: "\n}").first ?? ""
     for line in events.split(separator: "\n") where line.trimmingCharacters(in: .whitespaces).hasPrefix("case ") {
         keys.formUnion(quoted(line).map { "on-" + $0 })
