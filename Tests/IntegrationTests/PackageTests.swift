@@ -78,7 +78,7 @@ func annotatedConfigKeys() -> Set<String> {
 }
 
 /// The keys of the config as the sources name them: the `case "KEY":` labels of the `switch entry.key`
-/// statements of Sources/NetLifeDaemon/Configuration.swift ([daemon], [app], a program's, [listener],
+/// statements of Sources/NetLifeDaemon/Config/Configuration.swift ([daemon], [app], a program's, [listener],
 /// [socket]), the duration keys of ConfigKeys.swift, the hook of each lifecycle event (`on-` and the event of
 /// Sources/NetLife/Lifecycle/AppState.swift), and the option keys of the built-in services and protocols
 /// (`optionKeys: [...]` in Sources/NetLifeServices).
@@ -89,7 +89,7 @@ func configKeysInSources() -> Set<String> {
     }
     var keys: Set<String> = []
     var switchIndent: Int?
-    for line in contents(repositoryFile("Sources/NetLifeDaemon/Configuration.swift")).split(separator: "\n") {
+    for line in contents(repositoryFile("Sources/NetLifeDaemon/Config/Configuration.swift")).split(separator: "\n") {
         let indent = line.prefix { $0 == " " }.count
         let text = line.dropFirst(indent)
         if text.hasPrefix("switch entry.key {") {
@@ -100,7 +100,7 @@ func configKeysInSources() -> Set<String> {
             keys.formUnion(quoted(text.prefix { $0 != ":" }))
         }
     }
-    let source = contents(repositoryFile("Sources/NetLifeDaemon/ConfigKeys.swift"))
+    let source = contents(repositoryFile("Sources/NetLifeDaemon/Config/ConfigKeys.swift"))
     for part in source.components(separatedBy: "key: \"").dropFirst() {
         keys.insert(String(part.prefix { $0 != "\"" }))
     }
