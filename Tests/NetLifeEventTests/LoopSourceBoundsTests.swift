@@ -70,61 +70,67 @@ struct LoopSourceBoundsTests {
         return (connection, theirs)
     }
 
+    // The flush timeout on a manual clock: the instants are exact, and no test waits for them.
+
+    /// Serves what the sockets have ready: a few non-blocking turns (a write that used up its share of a turn
+    /// goes on at the next one).
+    private func serveReady(_ loop: EventLoop) {
+        for _ in 0..<4 { loop.runOnce() }
+    }
+
     @Test func theFlushTimeoutMeasuresLackOfProgressNotTotalTime() throws {
-        let loop = try EventLoop()
+        let loop = try EventLoop(manualClockAt: MonotonicTime(nanoseconds: 1_000_000_000))
+        let started = loop.now
         let total = 400_000
         let (_, theirs) = try closingAfterFlush(loop, bytes: total, flushTimeout: .milliseconds(150))
         defer { close(theirs) }
         // Read a little every 20 ms: the whole flush takes far longer than the timeout, but never stalls.
         var received = 0
-        var lastRead = MonotonicTime.now()
-        let started = MonotonicTime.now()
         var ended = false
-        runLoop(loop, timeout: .seconds(20)) {
-            if !ended, MonotonicTime.now() - lastRead >= .milliseconds(20) {
-                lastRead = .now()
-                var chunk = [UInt8](repeating: 0, count: 16384)
-                let count = recv(theirs, &chunk, chunk.count, CInt(MSG_DONTWAIT))
-                if count > 0 { received += count }
-                if count == 0 { ended = true }
-            }
-            return ended
+        for _ in 0..<2_000 where !ended {
+            loop.advance(by: .milliseconds(20))
+            var chunk = [UInt8](repeating: 0, count: 16384)
+            let count = recv(theirs, &chunk, chunk.count, CInt(MSG_DONTWAIT))
+            if count > 0 { received += count }
+            if count == 0 { ended = true }
+            serveReady(loop)
         }
         #expect(ended, "the peer saw the end of the stream")
         #expect(received == total, "a slow but steady reader got every byte")
-        #expect(MonotonicTime.now() - started > .milliseconds(150), "the flush outlasted the timeout")
+        #expect(loop.now - started > .milliseconds(150), "the flush outlasted the timeout")
     }
 
     @Test func theFlushTimeoutStillResetsAPeerThatStopsReading() throws {
-        let loop = try EventLoop()
+        let loop = try EventLoop(manualClockAt: MonotonicTime(nanoseconds: 1_000_000_000))
         let (mine, theirs) = socketPair()
         defer { close(theirs) }
         let connection = try Connection(loop: loop, fd: mine)
         connection.flushTimeout = .milliseconds(50)
         connection.output.append([UInt8](repeating: 0x61, count: 4 << 20))
         connection.close(.afterFlush)
-        #expect(runLoop(loop, timeout: .seconds(2)) { connection.state == .closed })
+        serveReady(loop)
+        loop.advance(by: .milliseconds(49))
+        #expect(connection.state == .closing)
+        loop.advance(by: .milliseconds(1))
+        #expect(connection.state == .closed, "reset when the peer has taken nothing for the whole timeout")
     }
 
     @Test func aPeerThatStopsReadingIsResetOneTimeoutAfterItsLastProgressNotTwo() throws {
-        let loop = try EventLoop()
+        let loop = try EventLoop(manualClockAt: MonotonicTime(nanoseconds: 1_000_000_000))
         let (connection, theirs) = try closingAfterFlush(loop, bytes: 1 << 20, flushTimeout: .milliseconds(300))
         defer { close(theirs) }
-        // The peer takes one piece 30 ms into the flush, then nothing: the last progress the connection sees.
-        let started = MonotonicTime.now()
-        var lastRead: MonotonicTime?
-        let closed = runLoop(loop, timeout: .seconds(3)) {
-            if lastRead == nil, MonotonicTime.now() - started >= .milliseconds(30) {
-                var chunk = [UInt8](repeating: 0, count: 16384)
-                _ = recv(theirs, &chunk, chunk.count, CInt(MSG_DONTWAIT))
-                lastRead = .now()
-            }
-            return connection.state == .closed
-        }
-        #expect(closed)
-        let stalled = MonotonicTime.now() - (lastRead ?? started)
+        serveReady(loop)
+        // The peer takes one piece 30 ms into the flush, then nothing: the last progress the connection sees,
+        // at its next look (every tenth of the timeout), 60 ms in.
+        loop.advance(by: .milliseconds(30))
+        var chunk = [UInt8](repeating: 0, count: 16384)
+        #expect(recv(theirs, &chunk, chunk.count, CInt(MSG_DONTWAIT)) > 0)
+        serveReady(loop)
+        loop.advance(by: .milliseconds(329))
+        #expect(connection.state == .closing, "not yet a timeout after the progress was seen")
+        loop.advance(by: .milliseconds(1))
         // A look every whole timeout found this stall at about 570 ms (1.9 timeouts).
-        #expect(stalled >= .milliseconds(290) && stalled < .milliseconds(400), "reset \(stalled) after the last progress")
+        #expect(connection.state == .closed, "reset 330 ms after the last progress: 1.1 timeouts, not 2")
     }
 
     @Test func aChildsOwnEndsOfItsPipesBlock() throws {

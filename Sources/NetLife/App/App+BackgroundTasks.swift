@@ -13,7 +13,7 @@ extension App {
     /// background (afresh on every entry), shared by all tasks; zero when spent, and zero while suspended or
     /// not running: no code of the app runs then, so no time is offered (and a task begun then gets 0).
     public var backgroundTimeRemaining: Duration? {
-        state.isRunning ? backgroundTasks.remaining(now: .now()) : .zero
+        state.isRunning ? backgroundTasks.remaining(now: loop.now) : .zero
     }
 
     /// How many background tasks are open.
@@ -64,7 +64,7 @@ extension App {
         if configuration.exitsOnSuspend {
             return BackgroundTaskRefusal(message: "app \(name) has exits-on-suspend = yes: it never runs in the background")
         }
-        if backgroundTasks.remaining(now: .now()) == .zero {
+        if backgroundTasks.remaining(now: loop.now) == .zero {
             return BackgroundTaskRefusal(message: "app \(name) has spent its background time (task-time \(format(configuration.budgets.taskTime)))")
         }
         if backgroundTasks.tasks.count >= BackgroundTaskRegistry.maxOpenTasks {
@@ -115,7 +115,7 @@ extension App {
         var limit = timeout
         if let deadline = backgroundTasks.expirationHandlerDeadline {
             // Leave a little of the budget for the handler to end its task after the run.
-            limit = min(limit, (deadline - MonotonicTime.now()) - .milliseconds(20))
+            limit = min(limit, (deadline - loop.now) - .milliseconds(20))
         }
         guard limit > .zero, !loop.isRunningRestricted else { return condition() }
         let started = MonotonicTime.now()

@@ -4,7 +4,7 @@
 extension App {
     /// A snapshot for `status`.
     public var status: AppStatus {
-        let now = MonotonicTime.now()
+        let now = loop.now
         return AppStatus(name: name, state: state, suspendPending: suspendPending,
                          backgroundTimeRemaining: backgroundTimeRemaining.map(StatusTime.seconds),
                          backgroundMode: backgroundMode,

@@ -131,10 +131,10 @@ public final class App {
     /// Tells the lifecycle `event` and performs what it decides, until it waits for the next event. An
     /// event sent while actions are performed is applied at once; the loop below goes on with its actions.
     func send(_ event: AppLifecycle.Event) {
-        lifecycle.handle(event, now: .now())
+        lifecycle.handle(event, now: loop.now)
         guard !isPerforming else { return }
         isPerforming = true
-        while let action = lifecycle.nextAction(now: .now()) { perform(action) }
+        while let action = lifecycle.nextAction(now: loop.now) { perform(action) }
         isPerforming = false
         syncConnectionWake()
         deadlineTimer?.arm(at: lifecycle.nextDeadline)

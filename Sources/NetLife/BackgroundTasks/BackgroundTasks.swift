@@ -25,6 +25,8 @@ final class BackgroundTasks {
     private var deadline: DeadlineTimer?
     private let hooks: HookRunner
     private let logger: Logger
+    /// The loop whose time the registry is driven by.
+    private unowned let loop: EventLoop
     /// The `on-expiration` hook, for tasks begun over the control socket.
     var expirationHook: HookCommand?
     /// The `on-expiration` hook running now, if one is.
@@ -36,6 +38,7 @@ final class BackgroundTasks {
         self.expirationHook = expirationHook
         self.hooks = hooks
         self.logger = logger
+        self.loop = loop
         deadline = DeadlineTimer(loop: loop) { [weak self] in self?.drive() }
     }
 
@@ -59,7 +62,7 @@ final class BackgroundTasks {
     ///   that asked (SO_PEERCRED), if known.
     func begin(name: String?, origin: BackgroundTaskRegistry.Origin, allowed: Bool, processGroup: Int32? = nil,
                expirationHandler: (() -> Void)?) -> BackgroundTaskIdentifier {
-        let id = registry.begin(name: name, origin: origin, now: .now(), allowed: allowed)
+        let id = registry.begin(name: name, origin: origin, now: loop.now, allowed: allowed)
         guard id != BackgroundTaskRegistry.invalid else { return id }
         if let expirationHandler { handlers[id] = expirationHandler }
         if let processGroup { hooks.taskBegun(id, inProcessGroup: processGroup) }
@@ -87,7 +90,7 @@ final class BackgroundTasks {
     /// The app entered the background (or was woken): a fresh background time.
     func enterBackground() {
         abandonRunningHook()
-        registry.enterBackground(now: .now())
+        registry.enterBackground(now: loop.now)
         deadline?.arm(at: registry.nextDeadline)
     }
 
@@ -143,7 +146,7 @@ final class BackgroundTasks {
 
     /// Performs what the registry says is due, until it says to wait.
     private func drive() {
-        while let action = registry.next(now: .now()) {
+        while let action = registry.next(now: loop.now) {
             switch action {
             case .kill(let timeout):
                 deadline?.cancel()
@@ -170,8 +173,8 @@ final class BackgroundTasks {
             if let handler = handlers.removeValue(forKey: task.id) {
                 handler()
                 // A closure cannot be interrupted: its overrun is judged when it returns.
-                if let deadline = registry.expirationHandlerDeadline, MonotonicTime.now() > deadline,
-                   case .kill(let timeout) = registry.next(now: .now()) {
+                if let deadline = registry.expirationHandlerDeadline, loop.now > deadline,
+                   case .kill(let timeout) = registry.next(now: loop.now) {
                     owner?.backgroundTasksRequireKill(timeout)
                     return true
                 }

@@ -21,7 +21,7 @@ public final class AppTimer {
         self.set = set
         self.loop = loop
         self.handler = handler
-        deadline = MonotonicTime.now() + delay
+        deadline = loop.now + delay
         if frozen { frozenRemaining = delay } else { arm(after: delay) }
     }
 
@@ -94,7 +94,7 @@ final class AppTimers {
     func suspend() {
         guard !isSuspended else { return }
         isSuspended = true
-        let now = MonotonicTime.now()
+        let now = loop.now
         for timer in timers.values { timer.freeze(now: now) }
     }
 
@@ -103,7 +103,7 @@ final class AppTimers {
     func resume() {
         guard isSuspended else { return }
         isSuspended = false
-        let now = MonotonicTime.now()
+        let now = loop.now
         for timer in Array(timers.values) { timer.thaw(now: now) }
     }
 

@@ -8,16 +8,18 @@ import NetLifeEvent
 /// A timer armed for a deadline rather than a delay.
 final class DeadlineTimer {
     private var timer: EventTimer?
+    private unowned let loop: EventLoop
 
     /// `handler` runs on the loop thread when the deadline passes.
     init(loop: EventLoop, _ handler: @escaping () -> Void) {
+        self.loop = loop
         timer = EventTimer(loop: loop, handler)
     }
 
     /// Arms the timer for `deadline` (at once if it has passed), or disarms it for nil.
     func arm(at deadline: MonotonicTime?) {
         guard let deadline else { return cancel() }
-        timer?.arm(after: max(.zero, deadline - .now()))
+        timer?.arm(after: max(.zero, deadline - loop.now))
     }
 
     /// Disarms the timer.

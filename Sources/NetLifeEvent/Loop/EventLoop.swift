@@ -35,6 +35,22 @@ public final class EventLoop {
     let readContext: ReadContext
     /// Whether a restricted-mode run is in progress (they do not nest).
     public private(set) var isRunningRestricted = false
+    /// A test's clock (`init(manualClockAt:)`); nil: the system's monotonic clock.
+    let manualClock: ManualClock?
+
+    /// The loop's time: the monotonic clock's, or a manual clock's. Shells take their deadlines from it.
+    public var now: MonotonicTime { manualClock?.now ?? MonotonicTime.now() }
+
+    /// Creates a loop whose time starts at `start` and moves only with `advance(by:)`: its timers fire there,
+    /// not on the system clock (a test's loop).
+    public convenience init(manualClockAt start: MonotonicTime) throws(SystemError) {
+        try self.init(clock: ManualClock(now: start))
+    }
+
+    /// Creates the loop. The corresponding C function is `event_base_new_with_config`.
+    public convenience init() throws(SystemError) {
+        try self.init(clock: nil)
+    }
 
     /// The most normal-priority callbacks one dispatch runs before libevent polls again (the control socket's
     /// are not counted, and run first).
@@ -43,8 +59,8 @@ public final class EventLoop {
     /// The 64 KiB scratch area of `readContext`.
     var readScratch: UnsafeMutableRawBufferPointer { readContext.scratch }
 
-    /// Creates the loop. The corresponding C function is `event_base_new_with_config`.
-    public init() throws(SystemError) {
+    private init(clock: ManualClock?) throws(SystemError) {
+        manualClock = clock
         let config = event_config_new()
         defer { event_config_free(config) }
         // No libevent locks: only the loop thread touches the base. No EVENT_BASE_FLAG_PRECISE_TIMER: with it,

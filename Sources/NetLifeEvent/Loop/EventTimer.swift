@@ -16,8 +16,8 @@ public final class EventTimer {
     private let closesAfterFiring: Bool
     /// Whether the timer is armed and will fire.
     public private(set) var isArmed = false
-    /// When the armed timer is due, on `MonotonicTime`'s clock.
-    private var deadline = MonotonicTime(nanoseconds: 0)
+    /// When the armed timer is due, on the loop's clock.
+    private(set) var deadline = MonotonicTime(nanoseconds: 0)
 
     /// Creates an unarmed timer. The corresponding C function is `evtimer_new`.
     public init(loop: EventLoop, _ handler: @escaping () -> Void) {
@@ -45,7 +45,12 @@ public final class EventTimer {
     /// is closed. The corresponding C function is `event_add`.
     public func arm(after delay: Duration) {
         guard event != nil else { return }
-        deadline = MonotonicTime.now() + delay
+        deadline = loop.now + delay
+        if let clock = loop.manualClock {
+            clock.arm(self)
+            isArmed = true
+            return
+        }
         add(after: delay)
     }
 
@@ -63,6 +68,7 @@ public final class EventTimer {
     public func cancel() {
         if closesAfterFiring { close(); return }
         guard let event, isArmed else { return }
+        loop.manualClock?.disarm(self)
         event_del(event)
         isArmed = false
     }
@@ -70,6 +76,7 @@ public final class EventTimer {
     /// Disarms and frees the timer. Calling it again does nothing.
     public func close() {
         guard let event else { return }
+        loop.manualClock?.disarm(self)
         event_free(event)
         self.event = nil
         isArmed = false
@@ -79,11 +86,11 @@ public final class EventTimer {
     /// Whether the timer has been closed (it can no longer fire).
     public var isClosed: Bool { event == nil }
 
-    fileprivate func fire() {
+    func fire() {
         // The loop keeps time with CLOCK_MONOTONIC_COARSE (see `EventLoop.init`), which lags the precise clock
         // by up to one tick (4 ms): by it, a timer can come due a little before its deadline. The handler
         // never runs early; the timer waits out the rest.
-        let early = deadline - MonotonicTime.now()
+        let early = deadline - loop.now
         if early > .zero { return add(after: early) }
         isArmed = false
         if closesAfterFiring { close() }

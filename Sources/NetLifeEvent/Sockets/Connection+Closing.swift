@@ -18,7 +18,7 @@ extension Connection {
             flush()
             if currentState == .closing {
                 let timer = EventTimer(loop: loop) { [weak self] in self?.flushTimerFired() }
-                flushWatch = FlushWatch(timer: timer, unsent: unsentBytes, lastProgress: .now())
+                flushWatch = FlushWatch(timer: timer, unsent: unsentBytes, lastProgress: loop.now)
                 timer.arm(after: FlushWatch.interval(of: flushTimeout))
             }
         case (_, .now), (_, .reset):
@@ -63,7 +63,7 @@ extension Connection {
     /// than the timeout after its last progress).
     func flushTimerFired() {
         guard currentState == .closing, let watch = flushWatch else { return }
-        let now = MonotonicTime.now()
+        let now = loop.now
         let unsent = unsentBytes
         if unsent < watch.unsent {
             watch.unsent = unsent

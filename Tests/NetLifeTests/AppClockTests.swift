@@ -1,0 +1,97 @@
+// The App's own timers, budgets and background time on a loop whose clock the test moves (EventLoop's manual
+// clock): what an app does when time passes, without waiting for it. Each test would take seconds of wall time
+// on a real loop; here they take microseconds, and the instant each thing happens is exact.
+
+import NetLife
+import Testing
+
+private let start = MonotonicTime(nanoseconds: 1_000_000_000_000)
+
+private func makeApp(_ loop: EventLoop, _ configure: (inout AppConfiguration) -> Void = { _ in }) throws -> App {
+    var configuration = AppConfiguration(name: "a")
+    configure(&configuration)
+    return try App(configuration: configuration, services: ServiceRegistry(), loop: loop,
+                   logger: Logger(label: "test", minimumLevel: .critical))
+}
+
+@Suite struct AppClockTests {
+    @Test func anAppTimerStandsStillWhileTheAppIsSuspendedAndRunsOutItsTimeAfter() throws {
+        let loop = try EventLoop(manualClockAt: start)
+        let app = try makeApp(loop)
+        defer { app.retire(reason: "test over"); _ = loop.close() }
+        app.perform(.launch(background: false)) { _ in }
+        var firedAt: Duration?
+        app.schedule(after: .seconds(2)) { firedAt = loop.now - start }
+        loop.advance(by: .milliseconds(1500))
+        app.perform(.background) { _ in }
+        app.perform(.suspend) { _ in }
+        #expect(app.state == .suspended)
+        loop.advance(by: .seconds(3600))
+        #expect(firedAt == nil, "no code of a suspended app runs: its timer is frozen with 0.5 s left")
+        app.perform(.foreground) { _ in }
+        loop.advance(by: .milliseconds(499))
+        #expect(firedAt == nil)
+        loop.advance(by: .milliseconds(1))
+        #expect(firedAt == .milliseconds(1500) + .seconds(3600) + .milliseconds(500))
+    }
+
+    @Test func autoSuspendWaitsItsDelayAndAnOpenTaskHoldsItBackUntilItEnds() throws {
+        let loop = try EventLoop(manualClockAt: start)
+        let app = try makeApp(loop) { $0.autoSuspend = .seconds(10) }
+        defer { app.retire(reason: "test over"); _ = loop.close() }
+        app.perform(.launch(background: false)) { _ in }
+        app.perform(.background) { _ in }
+        loop.advance(by: .milliseconds(9999))
+        #expect(app.state == .background, "auto-suspend waits its delay")
+        loop.advance(by: .milliseconds(1))
+        #expect(app.state == .suspended)
+
+        app.perform(.foreground) { _ in }
+        let task = app.beginBackgroundTask(name: "sync")
+        app.perform(.background) { _ in }
+        loop.advance(by: .seconds(20))
+        #expect(app.state == .background, "an open task keeps the app running past auto-suspend")
+        _ = app.endBackgroundTask(task)
+        #expect(app.state == .suspended, "as on iOS, the app is suspended as soon as its last task ends")
+    }
+
+    @Test func theExpirationHandlerRunsAtItsLeadAndATaskLeftOpenPastItsGraceGetsTheAppKilled() throws {
+        let loop = try EventLoop(manualClockAt: start)
+        let app = try makeApp(loop) {
+            $0.budgets.taskTime = .seconds(30)
+            $0.budgets.expirationLead = .seconds(5)
+            $0.budgets.expirationGrace = .seconds(1)
+        }
+        defer { app.retire(reason: "test over"); _ = loop.close() }
+        app.perform(.launch(background: false)) { _ in }
+        var expiredAt: Duration?
+        _ = app.beginBackgroundTask(name: "upload") { expiredAt = loop.now - start }
+        app.perform(.background) { _ in }
+        #expect(app.backgroundTimeRemaining == .seconds(30))
+        loop.advance(by: .seconds(24))
+        #expect(expiredAt == nil && app.backgroundTimeRemaining == .seconds(6))
+        loop.advance(by: .seconds(1))
+        #expect(expiredAt == .seconds(25), "the handler runs expiration-lead before the background time ends")
+        loop.advance(by: .seconds(5))
+        #expect(app.state == .background, "the background time is spent; the grace is not")
+        loop.advance(by: .seconds(1))
+        #expect(app.state == .notRunning, "a task still open a grace after its time is up: the watchdog ends the app")
+        #expect(app.lastTermination?.reason.kind == .watchdog)
+    }
+
+    @Test func aTaskEndedByItsExpirationHandlerLetsTheAppSuspendWithNoWatchdog() throws {
+        let loop = try EventLoop(manualClockAt: start)
+        let app = try makeApp(loop) {
+            $0.budgets.taskTime = .seconds(30)
+            $0.budgets.expirationLead = .seconds(5)
+        }
+        defer { app.retire(reason: "test over"); _ = loop.close() }
+        app.perform(.launch(background: false)) { _ in }
+        var task: BackgroundTaskIdentifier = 0
+        task = app.beginBackgroundTask(name: "upload") { _ = app.endBackgroundTask(task) }
+        app.perform(.background) { _ in }
+        loop.advance(by: .seconds(25))
+        #expect(app.state == .suspended, "its last task ended: the app is suspended, as iOS suspends it")
+        #expect(app.lastTermination == nil)
+    }
+}
