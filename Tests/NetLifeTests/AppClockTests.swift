@@ -2,6 +2,7 @@
 // clock): what an app does when time passes, without waiting for it. Each test would take seconds of wall time
 // on a real loop; here they take microseconds, and the instant each thing happens is exact.
 
+import Glibc
 import NetLife
 import Testing
 
@@ -93,5 +94,54 @@ private func makeApp(_ loop: EventLoop, _ configure: (inout AppConfiguration) ->
         loop.advance(by: .seconds(25))
         #expect(app.state == .suspended, "its last task ended: the app is suspended, as iOS suspends it")
         #expect(app.lastTermination == nil)
+    }
+}
+
+/// A protocol that says nothing.
+private final class QuietPeerProtocol: DataSocketHandler {
+    func dataSocketDidRead(_ socket: DataSocket) {}
+}
+
+/// Serves what the sockets have ready until `condition` holds: non-blocking turns only, no waiting (a loopback
+/// connect is answered within a few turns).
+@discardableResult
+private func serve(_ loop: EventLoop, until condition: () -> Bool) -> Bool {
+    for _ in 0..<10_000 {
+        if condition() { return true }
+        loop.runOnce()
+    }
+    return condition()
+}
+
+@Suite struct DataSocketClockTests {
+    @Test func aRefusedSocketRetriesAfterADoublingDelayAndConnectsOnceThePeerListens() throws {
+        let loop = try EventLoop(manualClockAt: start)
+        // A TCP socket bound and not listening: the kernel refuses connections to it until it listens.
+        let peer = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(peer) }
+        var local = sockaddr_in()
+        local.sin_family = sa_family_t(AF_INET)
+        local.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &local) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(peer, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        #expect(bound == 0)
+        let address = try SocketCalls.localAddress(of: peer)
+        let app = try makeApp(loop) { $0.autoSuspend = nil }
+        defer { app.retire(reason: "test over"); _ = loop.close() }
+        app.perform(.launch(background: false)) { _ in }
+        let dataSocket = app.openDataSocket(DataSocketConfiguration(name: "feed", address: address, protocolName: "quiet"),
+                                            handler: QuietPeerProtocol())
+        #expect(serve(loop) { dataSocket.state == .closed }, "refused")
+        for delay in [100, 200, 400, 800, 1600, 3200, 5000, 5000] {
+            loop.advance(by: .milliseconds(delay - 1))
+            #expect(dataSocket.state == .closed, "no retry before \(delay) ms")
+            loop.advance(by: .milliseconds(1))
+            #expect(dataSocket.state == .connecting, "the retry \(delay) ms after the refusal, to the millisecond")
+            #expect(serve(loop) { dataSocket.state == .closed }, "refused again")
+        }
+        #expect(listen(peer, 4) == 0)
+        loop.advance(by: .seconds(5))
+        #expect(serve(loop) { dataSocket.state == .connected }, "the retry at the ceiling connects once the peer listens")
     }
 }
