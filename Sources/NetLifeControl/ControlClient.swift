@@ -16,6 +16,14 @@ public final class ControlClient {
     private let fd: CInt
     private var buffer: [UInt8] = []
 
+    /// The connected socket (for a bridge that copies it to and from standard input and output).
+    public var descriptor: CInt { fd }
+
+    /// Takes a connected stream socket whose other end speaks the protocol (ssh running a far bridge).
+    public init(descriptor: CInt) {
+        fd = descriptor
+    }
+
     /// Connects to the socket at `path`. The corresponding C functions are `socket` and `connect`.
     public init(path: String) throws(Failure) {
         guard path.utf8.count <= ControlProtocol.maxSocketPathBytes else {

@@ -11,10 +11,12 @@ enum BashCompletion {
     static let shells = ["bash"]
 
     /// netlifectl's own options before a command, and those that may follow one.
-    static let leadingOptions = ["--control", "--json", "--version", "--help"]
-    static let trailingOptions = ["--control", "--json", "--help"]
-    /// netlifectl's own options that take a value.
+    static let leadingOptions = ["-H", "--host", "--control", "--json", "--version", "--help"]
+    static let trailingOptions = ["-H", "--host", "--control", "--json", "--help"]
+    /// netlifectl's own options that take a path.
     static let valueOptions = ["--control"]
+    /// netlifectl's own options that take a host (completed from the host names the system knows).
+    static let hostOptions = ["-H", "--host"]
 
     /// How the word at some place is completed.
     enum Completion {
@@ -111,6 +113,7 @@ enum BashCompletion {
 
         // The value of an option: netlifectl's own --control, then each command's.
         var values: [(pattern: String, completion: Completion)] = valueOptions.map { ("*:" + $0, .files) }
+            + hostOptions.map { ("*:" + $0, .none) }
         for command in commands {
             for option in command.options where option.metavar != nil {
                 let value = option.argument.map(completion(of:)) ?? Completion.none

@@ -35,6 +35,8 @@ enum ControlTool {
     static func main(arguments: [String] = CommandLine.arguments) -> Int32 {
         signal(SIGPIPE, SIG_IGN)
         var controlPath: String?
+        var host: String?
+        var bridge = false
         var json = false
         var showVersion = false
         var wantsHelp = false
@@ -43,7 +45,8 @@ enum ControlTool {
         // --json and --control are netlifectl's wherever they stand (`status --json`); other options after
         // the command belong to it.
         while let argument = iterator.next() {
-            guard words.isEmpty || argument == "--json" || argument == "--control" || argument.hasPrefix("--control=") else {
+            guard words.isEmpty || ["--json", "--control", "-H", "--host"].contains(argument) || argument.hasPrefix("--control=")
+                    || argument.hasPrefix("--host=") else {
                 if argument == "-h" || argument == "--help" { wantsHelp = true } else { words.append(argument) }
                 continue
             }
@@ -54,6 +57,12 @@ enum ControlTool {
                 controlPath = path
             case _ where argument.hasPrefix("--control="):
                 controlPath = String(argument.dropFirst("--control=".count))
+            case _ where argument == "-H" || argument == "--host" || argument.hasPrefix("--host="):
+                let value = argument.hasPrefix("--host=") ? String(argument.dropFirst("--host=".count)) : iterator.next()
+                guard let value else { return usage("\(argument) needs a host: [USER@]HOST") }
+                guard ControlTarget.isHost(value) else { return usage("'\(value.prefix(64))' is not a host: [USER@]HOST") }
+                host = value
+            case "--bridge": bridge = true
             case "-h", "--help": wantsHelp = true
             case "--version": showVersion = true
             case _ where argument.hasPrefix("-") && argument.count > 1:
@@ -62,7 +71,12 @@ enum ControlTool {
                 words.append(argument)
             }
         }
-        if showVersion { return printVersions(controlPath: controlPath) }
+        if bridge {
+            guard words.isEmpty, host == nil else { return usage("--bridge takes no command and no host") }
+            return Self.bridge(controlPath: controlPath)
+        }
+        let target = ControlTarget(controlPath: controlPath, host: host)
+        if showVersion { return printVersions(target: target) }
         if words.first == "help" {
             wantsHelp = true
             words.removeFirst()
@@ -89,13 +103,13 @@ enum ControlTool {
         } catch {
             return usage("\(error.message)\nUSAGE: netlifectl \(command.usage)")
         }
-        if command == .watch { return watch(request, controlPath: controlPath, json: json) }
+        if command == .watch { return watch(request, target: target, json: json) }
         if command.localFlags.contains("--no-wait"), !words.contains("--no-wait") {
             // The file the transfer writes (a download's --output) or reads (an upload's FILE).
             let file = request.optionalString(command == .upload ? .file : .output)
-            return follow(request, app: request.string(.app), file: file, controlPath: controlPath, json: json)
+            return follow(request, app: request.string(.app), file: file, target: target, json: json)
         }
-        switch exchange(request, controlPath: controlPath) {
+        switch exchange(request, target: target) {
         case .failure(let status):
             return status.code
         case .success(let reply):
@@ -165,9 +179,9 @@ enum ControlTool {
     }
 
     /// Sends one request and returns the reply, or the exit status after reporting why there is none.
-    static func exchange(_ request: ControlRequest, controlPath: String?) -> Result<JSON, ExitStatus> {
+    static func exchange(_ request: ControlRequest, target: ControlTarget) -> Result<JSON, ExitStatus> {
         do throws(ControlClient.Failure) {
-            let client = try connect(controlPath)
+            let client = try target.connect()
             do throws(ControlClient.Failure) {
                 try client.send(request)
             } catch {
@@ -195,9 +209,9 @@ enum ControlTool {
     /// paused by an error (exit 7), failed (exit 5) or paused by its app (exit 6), saying why on stderr. The transfer is followed by the id the
     /// first reply gives (by `file` from a daemon that gives none): a new transfer to the same file is another.
     /// `file` nil: the file the daemon chose (a download without --output), as its first reply says.
-    static func follow(_ request: ControlRequest, app: String, file: String?, controlPath: String?, json: Bool) -> Int32 {
+    static func follow(_ request: ControlRequest, app: String, file: String?, target: ControlTarget, json: Bool) -> Int32 {
         var reply: JSON
-        switch exchange(request, controlPath: controlPath) {
+        switch exchange(request, target: target) {
         case .failure(let status): return status.code
         case .success(let first): reply = first
         }
@@ -237,7 +251,7 @@ enum ControlTool {
                 printError("netlifectl: \(error.message)")
                 return 2
             }
-            switch exchange(request, controlPath: controlPath) {
+            switch exchange(request, target: target) {
             case .failure(let status): return status.code
             case .success(let next): reply = next
             }
@@ -284,9 +298,9 @@ enum ControlTool {
 
     /// `watch`: prints each event line as it comes (text, or the line as is with --json) until interrupted.
     /// When the daemon ends the watch (it stops or restarts), says so and exits 3.
-    static func watch(_ request: ControlRequest, controlPath: String?, json: Bool) -> Int32 {
+    static func watch(_ request: ControlRequest, target: ControlTarget, json: Bool) -> Int32 {
         do throws(ControlClient.Failure) {
-            let client = try connect(controlPath)
+            let client = try target.connect()
             try client.send(request)
             guard let reply = try client.receive() else {
                 printError("netlifectl: netlifed closed the connection without a reply")
@@ -327,14 +341,14 @@ enum ControlTool {
     }
 
     /// `--version`: netlifectl's version, then the daemon's (or why it cannot be had), each labelled.
-    static func printVersions(controlPath: String?) -> Int32 {
+    static func printVersions(target: ControlTarget) -> Int32 {
         print("netlifectl \(version) (control protocol \(ControlProtocol.version))")
         let request: ControlRequest
         do { request = try ControlRequest(.version) } catch {
             printError("netlifectl: \(error.message)")
             return 2
         }
-        switch exchange(request, controlPath: controlPath) {
+        switch exchange(request, target: target) {
         case .failure:
             // netlifectl's own version is what was asked for; why the daemon's is missing is on stderr.
             return Exit.ok
@@ -370,10 +384,14 @@ enum ControlTool {
         return """
             OVERVIEW: netlifectl - drive the apps of netlifed through its control socket
 
-            USAGE: netlifectl [--control PATH] [--json] COMMAND [ARGUMENTS]
-                   (--control and --json may also follow the command)
+            USAGE: netlifectl [-H [USER@]HOST] [--control PATH] [--json] COMMAND [ARGUMENTS]
+                   (-H, --control and --json may also follow the command)
 
             OPTIONS:
+              -H, --host [USER@]HOST
+                               Run the command on HOST's netlifed over ssh ($NETLIFE_SSH:
+                               another ssh command); HOST's netlifectl bridges to its
+                               socket, and HOST's daemon judges the ssh user's request.
               --control PATH   The control socket (default: $NETLIFE_CONTROL, else
                                /run/netlifed/control.sock for root, else
                                $XDG_RUNTIME_DIR/netlifed/control.sock, or when that does

@@ -214,7 +214,7 @@ struct CompletionTests {
             #expect(!expected.isEmpty)
             #expect(complete(["netlifectl", family, ""]) == expected, "\(family)")
         }
-        #expect(complete(["netlifectl", "--"]) == ["--control", "--help", "--json", "--version"])
+        #expect(complete(["netlifectl", "--"]) == ["--control", "--help", "--host", "--json", "--version"])
         #expect(complete(["netlifectl", "mode", "echo", ""]) == ["continuous", "idle"])
         #expect(complete(["netlifectl", "launch", "echo", "--b"]) == ["--background"])
         #expect(complete(["netlifectl", "memory-pressure", "--f"]) == ["--free"])
@@ -246,7 +246,7 @@ struct CompletionTests {
         #expect(complete(["netlifectl", "upload", "app", "--in"]) == ["--insecure"])
         #expect(complete(["netlifectl", "download", "app", "http://x/", "--ss"]) == ["--ssl-reqd"])
         #expect(complete(["netlifectl", "transfers", "c"]) == ["cancel"])
-        #expect(complete(["netlifectl", "transfers", "cancel", "--"]) == ["--app", "--control", "--help", "--json", "--url"])
+        #expect(complete(["netlifectl", "transfers", "cancel", "--"]) == ["--app", "--control", "--help", "--host", "--json", "--url"])
         #expect(complete(["netlifectl", "completion", ""]) == ["bash"])
         #expect(complete(["netlifectl", "help", "tr"]) == ["transfers"])
         for command in ControlCommand.all {
@@ -263,7 +263,7 @@ struct CompletionTests {
         #expect(complete(["netlifectl", "download", "app", "http://x/", "--output", "=", "d"], in: scratch.path) == ["data.bin"])
         #expect(complete(["netlifectl", "upload", "app", "d"], in: scratch.path) == ["data.bin"])
         #expect(complete(["netlifectl", "--control", "c"], in: scratch.path) == ["ca.pem"])
-        #expect(complete(["netlifectl", "task", "begin", "app", "--name", "N", "--"]) == ["--control", "--help", "--json", "--name"])
+        #expect(complete(["netlifectl", "task", "begin", "app", "--name", "N", "--"]) == ["--control", "--help", "--host", "--json", "--name"])
         #expect(complete(["netlifectl", "mode", "--control", "/run/x.sock", "app", "c"]) == ["continuous"])
     }
 
