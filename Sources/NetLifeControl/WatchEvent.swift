@@ -37,6 +37,9 @@ public struct WatchEvent: Equatable, Sendable {
         /// A request that changes something was accepted: the command's wire name and who asked, as the kernel
         /// reported them. The events it causes follow.
         case request(command: String, uid: UInt32, pid: Int32)
+        /// Nothing used the active app for `unused` seconds (`idle-background`): netlifed moves it to the
+        /// background; the transition's events follow.
+        case idle(unused: Double)
         /// The last line of a watch the daemon ends: why (e.g. the watcher did not read).
         case end(error: String)
 
@@ -59,6 +62,7 @@ public struct WatchEvent: Equatable, Sendable {
             case .notify: "notify"
             case .reload: "reload"
             case .request: "request"
+            case .idle: "idle"
             case .end: "end"
             }
         }
@@ -79,7 +83,7 @@ public struct WatchEvent: Equatable, Sendable {
     /// Each member's name, spelled once for both directions.
     enum Key: String {
         case event, at, app, from, to, command, stages, id, name, stage, budget, elapsed, reason, by, listener,
-             address, socket, sockets, error, message, added, removed, restarted, updated, uid, pid
+             address, socket, sockets, error, message, added, removed, restarted, updated, uid, pid, unused
     }
 
     public var json: JSON {
@@ -140,6 +144,8 @@ public struct WatchEvent: Equatable, Sendable {
             members.set(.command, command)
             members.set(.uid, count(UInt64(uid)))
             members.set(.pid, count(UInt64(max(pid, 0))))
+        case .idle(let unused):
+            members.set(.unused, unused)
         case .end(let error):
             members.set(.error, error)
         }
@@ -189,6 +195,7 @@ public struct WatchEvent: Equatable, Sendable {
                 throw JSONRecordError("\"uid\" and \"pid\" must be a user id and a process id")
             }
             payload = .request(command: try fields.string(.command), uid: uid, pid: pid)
+        case "idle": payload = .idle(unused: try fields.number(.unused))
         case "end": payload = .end(error: try fields.optionalString(.error) ?? "no reason given")
         default: throw JSONRecordError("unknown watch event '\(kind.prefix(40))'")
         }
@@ -240,6 +247,8 @@ public struct WatchEvent: Equatable, Sendable {
         case .request(let command, let uid, let pid):
             let words = ControlCommand.named(command)?.words.joined(separator: " ") ?? command
             return "\(subject)\(words) asked by uid \(uid) (pid \(pid))"
+        case .idle(let unused):
+            return "\(subject)unused for \(Self.milliseconds(unused * 1000)) (idle-background): moving to the background"
         case .end(let error):
             return "the daemon ended this watch: \(error)"
         }

@@ -311,11 +311,15 @@ public struct AppStatus: Equatable, Sendable, JSONRecord {
     public var lastStages: [StageTiming]
     /// A process app's program (absent for other apps).
     public var program: ProgramStatus?
+    /// `idle-background` in seconds (absent when off), and while the app is active how long it has gone
+    /// unused (seconds).
+    public var idleBackground: Double?
+    public var unusedFor: Double?
 
     public init(name: String, state: AppState, suspendPending: Bool = false, backgroundTimeRemaining: Double?,
                 backgroundMode: BackgroundMode = .idle, listeners: [ListenerStatus] = [], sockets: [DataSocketStatus] = [],
                 tasks: [TaskStatus] = [], lastTermination: TerminationStatus? = nil, lastStages: [StageTiming] = [],
-                program: ProgramStatus? = nil) {
+                program: ProgramStatus? = nil, idleBackground: Double? = nil, unusedFor: Double? = nil) {
         self.name = name
         self.state = state
         self.suspendPending = suspendPending
@@ -327,6 +331,8 @@ public struct AppStatus: Equatable, Sendable, JSONRecord {
         self.lastTermination = lastTermination
         self.lastStages = lastStages
         self.program = program
+        self.idleBackground = idleBackground
+        self.unusedFor = unusedFor
     }
 
     public static let schema = JSONSchema<AppStatus>("an app", blank: AppStatus(name: "", state: .notRunning, backgroundTimeRemaining: nil), [
@@ -334,5 +340,6 @@ public struct AppStatus: Equatable, Sendable, JSONRecord {
         .number("backgroundTimeRemaining", \.backgroundTimeRemaining), .name("backgroundMode", \.backgroundMode, default: .idle),
         .records("listeners", \.listeners), .records("sockets", \.sockets), .records("tasks", \.tasks),
         .record("lastTermination", \.lastTermination, absent: .null), .records("lastStages", \.lastStages), .record("program", \.program),
+        .number("idleBackground", \.idleBackground, absent: .omitted), .number("unusedFor", \.unusedFor, absent: .omitted),
     ])
 }

@@ -85,6 +85,9 @@ func renderStatus(_ reply: JSON) throws(JSONRecordError) -> String {
         if app.backgroundMode == .continuous { header += " [continuous background mode]" }
         lines.append(header)
         lines.append("  " + app.backgroundTimeText)
+        if let after = app.idleBackground {
+            lines.append("  idle-background: \(formatSeconds(after))" + (app.unusedFor.map { ", unused for \(formatSeconds($0))" } ?? ""))
+        }
         if let program = app.program {
             var line = "  program: " + (program.pid.map { "pid \($0)" } ?? "not running")
             line += ", \(program.containment)" + (program.cgroup.map { " \($0)" } ?? "")

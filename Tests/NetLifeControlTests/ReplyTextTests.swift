@@ -85,7 +85,7 @@ import Testing
             .woken(.voipData(socket: "voip")), .woken(.connection(listener: "web")),
             .reclaimed(sockets: ["imap"], connections: 2), .notify(message: "READY=1"),
             .reload(added: ["a"], removed: [], restarted: ["b"], updated: []),
-            .request(command: "interrupt-begin", uid: 1000, pid: 42), .end(error: "stopping"),
+            .request(command: "interrupt-begin", uid: 1000, pid: 42), .idle(unused: 300.012), .end(error: "stopping"),
         ]
         for payload in payloads {
             let event = WatchEvent(payload, at: 1.5, app: "mail")

@@ -4,6 +4,7 @@
 
 import Glibc
 import NetLife
+import NetLifeTestSupport
 import Testing
 
 private let start = MonotonicTime(nanoseconds: 1_000_000_000_000)
@@ -143,5 +144,94 @@ private func serve(_ loop: EventLoop, until condition: () -> Bool) -> Bool {
         #expect(listen(peer, 4) == 0)
         loop.advance(by: .seconds(5))
         #expect(serve(loop) { dataSocket.state == .connected }, "the retry at the ceiling connects once the peer listens")
+    }
+}
+
+/// A service that echoes what it reads.
+private final class EchoingService: Service {
+    func serve(_ connection: Connection) { connection.delegate = Echoing.shared }
+    private final class Echoing: ConnectionDelegate {
+        nonisolated(unsafe) static let shared = Echoing()
+        func connectionDidRead(_ connection: Connection) { connection.send(connection.input) }
+    }
+}
+
+@Suite struct IdleBackgroundTests {
+    /// An active app with `idle-background = 10s`, an echo listener and the events it emits.
+    private static func idleApp(_ loop: EventLoop, keepsConnections: Bool = false) throws -> (App, events: () -> [AppEvent]) {
+        var configuration = AppConfiguration(name: "a")
+        configuration.autoSuspend = nil
+        configuration.idleBackground = .seconds(10)
+        configuration.idleKeepsConnections = keepsConnections
+        configuration.listeners = [ListenerConfiguration(name: "main", address: .ipv4("127.0.0.1", port: 0), service: "echo")]
+        let app = try App(configuration: configuration, services: ServiceRegistry([ServiceDescriptor(name: "echo") { _ in EchoingService() }]),
+                          loop: loop, logger: Logger(label: "test", minimumLevel: .critical))
+        var events: [AppEvent] = []
+        app.onEvent = { _, event in events.append(event) }
+        app.perform(.launch(background: false)) { _ in }
+        return (app, { events })
+    }
+
+    private static func port(_ app: App) throws -> UInt16 {
+        try #require(app.status.listeners.first?.address.split(separator: ":").last.flatMap { UInt16($0) })
+    }
+
+    @Test func anActiveAppNothingUsesGoesToTheBackgroundAfterItsIdleTime() throws {
+        let loop = try EventLoop(manualClockAt: start)
+        let (app, events) = try Self.idleApp(loop)
+        defer { app.retire(reason: "test over"); _ = loop.close() }
+        #expect(app.status.idleBackground == 10 && app.status.unusedFor == 0)
+        loop.advance(by: .milliseconds(9_999))
+        #expect(app.state == .active && app.status.unusedFor == 9.999)
+        loop.advance(by: .milliseconds(1))
+        #expect(app.state == .background, "the ordinary pipeline: listeners closed, then auto-suspend as configured")
+        #expect(events().contains(.idle(unusedFor: .seconds(10))))
+        #expect(app.status.unusedFor == nil, "no idle detection outside the foreground")
+        app.perform(.foreground) { _ in }
+        loop.advance(by: .seconds(9))
+        #expect(app.state == .active, "back in the foreground, the idle time counts afresh")
+    }
+
+    @Test func bytesMovedOnAConnectionKeepTheAppActiveAndASilentOneDoesNot() throws {
+        let loop = try EventLoop(manualClockAt: start)
+        let (app, _) = try Self.idleApp(loop)
+        defer { app.retire(reason: "test over"); _ = loop.close() }
+        let client = try #require(Peer.connect(port: Self.port(app)))
+        defer { client.close() }
+        loop.advance(by: .milliseconds(1))
+        #expect(serve(loop) { app.status.listeners.first?.connections == 1 })
+        for second in 1...30 {
+            loop.advance(by: .seconds(1))
+            if second % 5 == 0 {
+                client.send("ping\n")
+                for _ in 0..<20 { loop.runOnce() }
+            }
+        }
+        #expect(app.state == .active, "a ping every 5 s for 30 s: in use")
+        // The connection stays open and says nothing: the app goes within a tenth past its idle time.
+        loop.advance(by: .seconds(10))
+        #expect(app.state == .active)
+        loop.advance(by: .seconds(1))
+        #expect(app.state == .background, "an open connection that moves nothing is no use")
+    }
+
+    @Test func anOpenConnectionKeepsItWhenTheAppSaysSoAndATaskKeepsItAlways() throws {
+        let loop = try EventLoop(manualClockAt: start)
+        let (app, _) = try Self.idleApp(loop, keepsConnections: true)
+        defer { app.retire(reason: "test over"); _ = loop.close() }
+        let client = try #require(Peer.connect(port: Self.port(app)))
+        // The listener accepts a millisecond after the launch's reply; the connection is then accepted.
+        loop.advance(by: .milliseconds(1))
+        #expect(serve(loop) { app.status.listeners.first?.connections == 1 })
+        loop.advance(by: .seconds(60))
+        #expect(app.state == .active, "idle-keeps-connections: a silent stream is use")
+        client.close()
+        #expect(serve(loop) { app.status.listeners.first?.connections == 0 })
+        let task = app.beginBackgroundTask(name: "report")
+        loop.advance(by: .seconds(60))
+        #expect(app.state == .active, "an open task is use")
+        _ = app.endBackgroundTask(task)
+        loop.advance(by: .seconds(11))
+        #expect(app.state == .background || app.state == .suspended)
     }
 }

@@ -13,6 +13,8 @@ extension App {
                          tasks: backgroundTasks.tasks.map { TaskStatus(id: $0.id, name: $0.name, age: StatusTime.seconds(now - $0.begunAt)) },
                          lastTermination: lastTermination?.status,
                          lastStages: lifecycle.lastStages.map(\.timing),
-                         program: program?.status)
+                         program: program?.status,
+                         idleBackground: configuration.idleBackground.map(StatusTime.seconds),
+                         unusedFor: unusedFor.map(StatusTime.seconds))
     }
 }

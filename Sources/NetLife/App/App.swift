@@ -63,6 +63,11 @@ public final class App {
     var notifyLog = LogLimiter()
     /// What `on-background = wake` listeners need watched and counted; nil without such a listener.
     let connectionWake: ConnectionWake?
+    /// The idle-background rule while the app is active (`idle-background`), and the timer of its next look.
+    var idle: IdleRule?
+    var idleTimer: EventTimer?
+    /// How many transfers of the app run now (the daemon's transfers set it): a running transfer is use.
+    public var runningTransfers: (() -> Int)?
 
     /// Creates the app, not running. Services of the listeners are made from `services`.
     ///
@@ -137,6 +142,7 @@ public final class App {
         while let action = lifecycle.nextAction(now: loop.now) { perform(action) }
         isPerforming = false
         syncConnectionWake()
+        syncIdleDetection()
         deadlineTimer?.arm(at: lifecycle.nextDeadline)
     }
 
@@ -286,6 +292,8 @@ public final class App {
         send(.retire(reason))
         deadlineTimer?.close()
         deadlineTimer = nil
+        idleTimer?.close()
+        idleTimer = nil
         hooks.close()
         backgroundTasks.close()
         delegate = nil

@@ -68,6 +68,18 @@ final class AppSockets {
         self.dataSockets = dataSockets
     }
 
+    /// What the app's sockets have done so far (`IdleRule.Use`): accepts and moves on every listener, moves on
+    /// every data socket, and the accepted connections open now.
+    var usage: (accepted: UInt64, moves: UInt64, open: Int) {
+        var total: (accepted: UInt64, moves: UInt64, open: Int) = (0, 0, 0)
+        for listener in listeners {
+            let usage = listener.usage
+            total = (total.accepted &+ usage.accepted, total.moves &+ usage.moves, total.open + usage.open)
+        }
+        for socket in dataSockets { total.moves &+= socket.moves }
+        return total
+    }
+
     /// Tells every service which app it belongs to, and every data socket who owns it.
     func attach(to app: App) {
         for service in services { service.didAttach(to: app) }

@@ -148,6 +148,11 @@ public struct AppConfiguration: Sendable, Equatable {
     public var expirationHook: HookCommand? = nil
     /// How long after becoming suspend-eligible the app is suspended; nil never (`auto-suspend = never`).
     public var autoSuspend: Duration? = .seconds(1)
+    /// How long an active app may go unused before netlifed moves it to the background itself; nil never
+    /// (`idle-background`, off by default). See `IdleRule` for what counts as use.
+    public var idleBackground: Duration? = nil
+    /// Whether an open connection counts as use even when it moves nothing (`idle-keeps-connections`).
+    public var idleKeepsConnections = false
     /// UIApplicationExitsOnSuspend: leaving the foreground terminates the app.
     public var exitsOnSuspend = false
     /// `multitasking = no`: like exits-on-suspend, and background tasks are refused (id 0).

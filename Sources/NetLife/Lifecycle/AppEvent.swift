@@ -36,6 +36,9 @@ public enum AppEvent: Equatable, Sendable {
     case reclaimed(sockets: [String], connections: Int)
     /// A process app's program said READY=1, RELOADING=1 or STOPPING=1 on its NOTIFY_SOCKET.
     case programNotified(ProgramNotification)
+    /// Nothing used the active app for this long (`idle-background`): netlifed moves it to the background;
+    /// the transition's events follow.
+    case idle(unusedFor: Duration)
 }
 
 /// What a program said over its notify socket that its App acts on.

@@ -20,6 +20,10 @@ final class AppListener: ConnectionTracker {
     private var prepared: PreparedSocket?
     /// The connections accepted and not yet closed, by identity.
     private(set) var connections: [ObjectIdentifier: Connection] = [:]
+    /// Connections accepted so far, and the moves of those closed since (`Connection.moves`): with the open
+    /// connections' moves, what tells an app in use from an idle one (`usage`).
+    private var acceptedCount: UInt64 = 0
+    private var closedMoves: UInt64 = 0
     /// Why the last open failed, while the listener is not open.
     private(set) var openError: String?
     /// Whether the app wants the listener open; retries stop when it no longer does.
@@ -50,6 +54,14 @@ final class AppListener: ConnectionTracker {
 
     /// Whether the socket is bound and listening.
     var isOpen: Bool { listener != nil }
+
+    /// What the listener's connections have done so far: accepts, and reads and sends that moved bytes (a
+    /// count that only grows, so that two looks tell whether anything happened between them).
+    var usage: (accepted: UInt64, moves: UInt64, open: Int) {
+        var moves = closedMoves
+        for connection in connections.values { moves &+= connection.moves }
+        return (acceptedCount, moves, connections.count)
+    }
 
     // MARK: Opening and closing
 
@@ -207,6 +219,7 @@ final class AppListener: ConnectionTracker {
         }
         if case .unix = address {} else { SocketCalls.setNoDelay(socket.fd) }
         connections[ObjectIdentifier(connection)] = connection
+        acceptedCount &+= 1
         connection.tracker = self
         if connectionsPaused { connection.pauseReading() }
         service.serve(connection)
@@ -215,6 +228,7 @@ final class AppListener: ConnectionTracker {
 
     func connectionClosed(_ connection: Connection) {
         connections[ObjectIdentifier(connection)] = nil
+        closedMoves &+= connection.moves
         switch acceptPause {
         case .descriptors:
             resumeAccepting()   // a descriptor is free again

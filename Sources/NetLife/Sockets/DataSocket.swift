@@ -86,7 +86,11 @@ public final class DataSocket: ConnectionDelegate {
     private let logger: Logger
     weak var owner: DataSocketOwner?
     private var connector: OutboundConnector?
-    private var connection: Connection?
+    private var connection: Connection? {
+        willSet { if let connection, newValue !== connection { earlierMoves &+= connection.moves } }
+    }
+    /// The moves of the connections before the current one (`moves`).
+    private var earlierMoves: UInt64 = 0
     private var reconnectTimer: EventTimer?
     private var keepaliveTimer: EventTimer?
     /// Armed at each connect: when it fires the connection counts as stable and the back-off starts over.
@@ -173,6 +177,10 @@ public final class DataSocket: ConnectionDelegate {
         perform(actions)
         return true
     }
+
+    /// Reads and sends that moved bytes on this socket's connections so far (`Connection.moves`), for idle
+    /// detection.
+    var moves: UInt64 { earlierMoves &+ (connection?.moves ?? 0) }
 
     /// The bytes the socket holds (buffers and kernel queues), for memory pressure.
     var heldBytes: Int { connection?.heldBytes ?? 0 }

@@ -111,6 +111,8 @@ final class Watchers {
             return .reclaimed(sockets: sockets, connections: UInt64(connections))
         case .programNotified(let notification):
             return .notify(message: notification.rawValue)
+        case .idle(let unused):
+            return .idle(unused: StatusTime.seconds(unused))
         }
     }
 }

@@ -135,6 +135,7 @@ final class DaemonRuntime {
         logger.notice("netlifed \(ControlProtocol.daemonVersion) starting with \(configuration.file): \(supervisor.apps.count) app(s), open files limit \(openFileLimit.map { OpenFileLimit.format($0.soft) } ?? "unknown")")
         let supervisor = self.supervisor
         transfers.appNamed = { [weak supervisor] name in supervisor?.app(named: name) }
+        supervisor.runningTransfers = { [weak transfers] name in transfers?.runningCount(app: name) ?? 0 }
         transfers.restore()
         supervisor.launchApps { [weak self] in
             guard let self else { return }

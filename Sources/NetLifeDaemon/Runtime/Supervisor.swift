@@ -11,6 +11,8 @@ final class Supervisor {
     private let logger: Logger
     /// Told everything that happens to every app.
     var onAppEvent: ((App, AppEvent) -> Void)?
+    /// How many transfers of the app named so run now (idle detection counts them as use).
+    var runningTransfers: ((String) -> Int)?
 
     init(loop: EventLoop, logger: Logger) {
         self.loop = loop
@@ -37,6 +39,7 @@ final class Supervisor {
             app.program = ProcessProgram(app: app.name, configuration: program, environment: hookEnvironment, loop: loop, logger: logger)
         }
         app.onEvent = { [weak self] app, event in self?.onAppEvent?(app, event) }
+        app.runningTransfers = { [weak self, name = app.name] in self?.runningTransfers?(name) ?? 0 }
         return app
     }
 

@@ -210,6 +210,11 @@ final class Transfers {
     }
 
     /// What `transfers` shows, for one app or all.
+    /// How many transfers of `app` run now.
+    func runningCount(app: String) -> Int {
+        entries.filter { $0.app == app && $0.transfer.state == .running }.count
+    }
+
     func list(app: String?) -> [TransferStatus] {
         entries.filter { app == nil || $0.app == app }.map(info)
     }

@@ -112,6 +112,7 @@ extension Connection {
             }
         }
         if received > 0 {
+            moves &+= 1
             currentDelegate?.connectionDidRead(self)
             guard currentState == .open else { return }
             pauseReadingIfOutputIsHigh()
@@ -166,6 +167,7 @@ extension Connection {
             break reading
         }
         if received > 0 {
+            moves &+= 1
             currentDelegate?.connectionDidRead(self)
             guard currentState == .open else { return }
             pauseReadingIfOutputIsHigh()
@@ -212,6 +214,7 @@ extension Connection {
         let scratch = context.scratch
         let got = netlife_read(descriptor, scratch.baseAddress, scratch.count)
         if got > 0 {
+            moves &+= 1
             readSizer.record(got)
             let bytes = UnsafeRawBufferPointer(rebasing: scratch[0..<got])
             guard let delegate = currentDelegate else { return input.append(bytes) }

@@ -12,6 +12,7 @@ extension Connection {
         var unsent = 0
         if let outputStorage {
             // An empty buffer makes no system call.
+            if !outputStorage.isEmpty { moves &+= 1 }
             guard write(from: outputStorage) else { return }
             unsent = outputStorage.count
         }
@@ -24,6 +25,7 @@ extension Connection {
     /// changing hands). On a closed connection the bytes are dropped.
     public func send(_ buffer: EventBuffer) {
         guard currentState != .closed else { return buffer.removeAll() }
+        moves &+= 1
         guard outputCount == 0, transportStorage == nil else {
             output.moveAll(from: buffer)
             return flush()
@@ -43,6 +45,7 @@ extension Connection {
             output.append(bytes)
             return flush()
         }
+        moves &+= 1
         var sent = netlife_send(descriptor, base, bytes.count, CInt(MSG_NOSIGNAL | MSG_DONTWAIT))
         if sent < 0 {
             let error = Errno.current

@@ -126,6 +126,9 @@ public final class Connection {
     var flushTimeoutNanoseconds: Int64 = 5_000_000_000
     /// The peer's end of input has been seen.
     public var inputEnded: Bool { endOfInputSeen }
+    /// Reads that brought bytes and sends with bytes to go, so far: what tells a connection in use from one
+    /// that only stays open (an app's idle detection compares it between two looks).
+    public internal(set) var moves: UInt64 = 0
     /// Told of each read callback of an ordinary connection; watches a reading `.control` one.
     let context: ReadContext
     /// The most reads one readable event makes before the delegate is told: a bulk stream is echoed with one

@@ -1,0 +1,56 @@
+// Idle detection as the App performs it (`idle-background`): while the app is active, a timer looks at its
+// use now and then (its listeners' accepts and moved bytes, its data sockets', its open tasks and running
+// transfers) and IdleRule says when to look again, or that nothing has used the app for long enough: then the
+// app goes to the background through the ordinary pipeline, as if `netlifectl background` had asked, and
+// follows the iOS path from there (tasks, auto-suspend). Off while the app is not active.
+
+import NetLifeEvent
+
+extension App {
+    /// Starts idle detection when the app has become active, stops it when it no longer is.
+    func syncIdleDetection() {
+        guard let after = configuration.idleBackground, retirement == nil else { return }
+        guard state == .active, !isInTransition else {
+            if idle != nil {
+                idle = nil
+                idleTimer?.cancel()
+            }
+            return
+        }
+        guard idle == nil else { return }
+        var rule = IdleRule(after: after, keepsConnections: configuration.idleKeepsConnections, now: loop.now, use: use)
+        follow(rule.restart(now: loop.now, use: use))
+        idle = rule
+    }
+
+    /// The app's use now.
+    var use: IdleRule.Use {
+        let sockets = self.sockets.usage
+        return IdleRule.Use(accepted: sockets.accepted, moves: sockets.moves, openConnections: sockets.open,
+                            openTasks: backgroundTasks.tasks.count, runningTransfers: runningTransfers?() ?? 0)
+    }
+
+    /// How long the active app has gone unused, while idle detection runs.
+    var unusedFor: Duration? { idle.map { loop.now - $0.lastUse } }
+
+    private func follow(_ decision: IdleRule.Decision) {
+        switch decision {
+        case .look(let instant):
+            if idleTimer == nil { idleTimer = EventTimer(loop: loop) { [weak self] in self?.lookForUse() } }
+            idleTimer?.arm(after: max(.zero, instant - loop.now))
+        case .idle(let unused):
+            idle = nil
+            idleTimer?.cancel()
+            logger.notice("unused for \(format(unused)) (idle-background = \(format(configuration.idleBackground ?? unused))): moving to the background")
+            emit(.idle(unusedFor: unused))
+            perform(.background) { _ in }
+        }
+    }
+
+    private func lookForUse() {
+        guard var rule = idle, state == .active else { return }
+        let decision = rule.look(now: loop.now, use: use)
+        idle = rule
+        follow(decision)
+    }
+}
