@@ -76,8 +76,9 @@ let package = Package(
         .testTarget(name: "NetLifeControlTests", dependencies: ["NetLifeControl"]),
         .testTarget(name: "NetLifeDaemonTests", dependencies: ["NetLifeDaemon", "NetLifeTestSupport"]),
         // The integration tests run the built netlifed and netlifectl, which these dependencies build first,
-        // and check the pages against netlifectl's command table.
-        .testTarget(name: "IntegrationTests", dependencies: ["netlifed", "netlifectl", "NetLifeControl", "NetLifeTestSupport"]),
+        // and check the pages against netlifectl's command table and the daemon's config key table.
+        .testTarget(name: "IntegrationTests", dependencies: ["netlifed", "netlifectl", "NetLifeControl", "NetLifeDaemon", "NetLifeServices",
+                                                             "NetLifeTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

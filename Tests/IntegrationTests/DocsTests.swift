@@ -1,5 +1,6 @@
 // The operator's pages: docs/configuration.md has a row for every config key and none for a key that does not
-// exist, and the annotated Config/netlifed.conf shows every key the sources name; docs/control-protocol.md
+// exist, and the annotated Config/netlifed.conf shows every key and no other (the keys: the daemon's key table
+// and the built-in services' and protocols' option keys); docs/control-protocol.md
 // names every netlifectl command (every option of its command table's entry in its row), every exit status
 // and every request of the protocol; every relative link of README.md and docs/*.md leads to a path of the
 // repository, and an anchor to a heading of the page it names; the netlifectl command lines the pages show
@@ -166,13 +167,16 @@ struct DocsTests {
         }
     }
 
-    @Test func theAnnotatedConfigShowsEveryKeyTheSourcesName() {
-        let keys = configKeysInSources()
+    @Test func theAnnotatedConfigShowsEveryKey() {
+        let keys = configKeys()
         #expect(keys.isSuperset(of: ["control", "launch", "on-did-enter-background", "task-time", "exec", "adopt", "connect", "root", "mailbox"]),
                 "\(keys.sorted())")
         let shown = annotatedConfigKeys()
         for key in keys.sorted() {
             #expect(shown.contains(key), "Config/netlifed.conf shows no line '\(key) =' nor '#\(key) ='")
+        }
+        for key in shown.subtracting(keys).sorted() {
+            Issue.record("Config/netlifed.conf shows '\(key) =', which is no config key")
         }
     }
 

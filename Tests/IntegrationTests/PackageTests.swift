@@ -6,6 +6,8 @@
 
 import Foundation
 import NetLifeControl
+import NetLifeDaemon
+import NetLifeServices
 import Testing
 import NetLifeTestSupport
 
@@ -58,11 +60,19 @@ func netlifectlCommands() -> [[String]] {
         }
 }
 
-/// Every key of the config: those the sources name (`configKeysInSources`) and those Config/netlifed.conf
-/// shows.
-func configKeys() -> Set<String> {
-    configKeysInSources().union(annotatedConfigKeys())
+/// Every key of the config with the sections it may be written in: the entries of the daemon's key table
+/// (ConfigKey.all) and the option keys the built-in services and protocols plug into [listener] and [socket].
+func configKeySections() -> [String: Set<ConfigSection>] {
+    var sections: [String: Set<ConfigSection>] = [:]
+    for key in ConfigKey.all { sections[key.name, default: []].insert(key.section) }
+    for section in ConfigSection.allCases {
+        for key in section.optionKeys(.builtin) { sections[key, default: []].insert(section) }
+    }
+    return sections
 }
+
+/// Every key of the config (`configKeySections`).
+func configKeys() -> Set<String> { Set(configKeySections().keys) }
 
 /// The keys Config/netlifed.conf shows, set or commented out: each `key =` or `#key =` at the start of a line.
 func annotatedConfigKeys() -> Set<String> {
@@ -72,47 +82,6 @@ func annotatedConfigKeys() -> Set<String> {
         if let equals = text.range(of: " ="), text[..<equals.lowerBound].allSatisfy({ $0.isLowercase || $0.isNumber || $0 == "-" }),
            !text[..<equals.lowerBound].isEmpty {
             keys.insert(String(text[..<equals.lowerBound]))
-        }
-    }
-    return keys
-}
-
-/// The keys of the config as the sources name them: the `case "KEY":` labels of the `switch entry.key`
-/// statements of Sources/NetLifeDaemon/Config/Configuration.swift ([daemon], [app], a program's, [listener],
-/// [socket]), the duration keys of ConfigKeys.swift, the hook of each lifecycle event (`on-` and the event of
-/// Sources/NetLife/Lifecycle/AppState.swift), and the option keys of the built-in services and protocols
-/// (`optionKeys: [...]` in Sources/NetLifeServices).
-func configKeysInSources() -> Set<String> {
-    /// The strings in double quotes of `text`.
-    func quoted(_ text: some StringProtocol) -> [String] {
-        String(text).components(separatedBy: "\"").enumerated().filter { $0.offset % 2 == 1 }.map(\.element)
-    }
-    var keys: Set<String> = []
-    var switchIndent: Int?
-    for line in contents(repositoryFile("Sources/NetLifeDaemon/Config/Configuration.swift")).split(separator: "\n") {
-        let indent = line.prefix { $0 == " " }.count
-        let text = line.dropFirst(indent)
-        if text.hasPrefix("switch entry.key {") {
-            switchIndent = indent
-        } else if indent == switchIndent, text.hasPrefix("}") {
-            switchIndent = nil
-        } else if indent == switchIndent, text.hasPrefix("case \"") {
-            keys.formUnion(quoted(text.prefix { $0 != ":" }))
-        }
-    }
-    let source = contents(repositoryFile("Sources/NetLifeDaemon/Config/ConfigKeys.swift"))
-    for part in source.components(separatedBy: "key: \"").dropFirst() {
-        keys.insert(String(part.prefix { $0 != "\"" }))
-    }
-    let states = contents(repositoryFile("Sources/NetLifeStatus/Vocabulary.swift"))
-    let events = states.components(separatedBy: "enum LifecycleEvent").dropFirst().first?.components(separatedBy: "\n}").first ?? ""
-    for line in events.split(separator: "\n") where line.trimmingCharacters(in: .whitespaces).hasPrefix("case ") {
-        keys.formUnion(quoted(line).map { "on-" + $0 })
-    }
-    let services = repositoryFile("Sources/NetLifeServices")
-    for name in (FileManager.default.subpaths(atPath: services) ?? []) where name.hasSuffix(".swift") {
-        for part in contents(services + "/" + name).components(separatedBy: "optionKeys: [").dropFirst() {
-            keys.formUnion(quoted(part.prefix { $0 != "]" }))
         }
     }
     return keys

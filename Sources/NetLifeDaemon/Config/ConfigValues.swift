@@ -1,5 +1,8 @@
-// The value syntaxes of the config: durations (`250ms`, `5s`, `10m`, `1h`), booleans (`yes`/`no`), and
-// command lines split into words as a shell would, without any expansion.
+// The value syntaxes of the config: durations (`250ms`, `5s`, `10m`, `1h`), booleans (`yes`/`no`), command
+// lines split into words as a shell would, without any expansion, DNS-SD service types and users.
+
+@preconcurrency import Glibc
+import NetLife
 
 /// Parses config values; each function returns nil or throws a message for a bad value.
 enum ConfigValues {
@@ -80,5 +83,29 @@ enum ConfigValues {
     /// Whether `name` is usable as an app, listener or socket name: letters, digits, `-` and `_`.
     static func isValidName(_ name: String) -> Bool {
         !name.isEmpty && name.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "-" || $0 == "_") }
+    }
+
+    /// `a`, `a or b`, `a, b or c`.
+    static func list(_ words: [String]) -> String {
+        guard let last = words.last else { return "" }
+        return words.count == 1 ? last : words.dropLast().joined(separator: ", ") + " or " + last
+    }
+
+    /// `_name._tcp`: a DNS-SD service type for a TCP listener (RFC 6335: 1 to 15 letters, digits and '-', not
+    /// first or last).
+    static func isServiceType(_ text: String) -> Bool {
+        guard text.hasPrefix("_"), text.hasSuffix("._tcp") else { return false }
+        let name = text.dropFirst().dropLast(5)
+        return (1...15).contains(name.count) && name.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }
+            && name.first != "-" && name.last != "-"
+    }
+
+    /// The user `name` in the user database, or nil. A uid or gid of -1 is refused: setresuid would read it
+    /// as "unchanged".
+    /// The corresponding C function is `getpwnam`.
+    static func programUser(named name: String) -> ProgramUser? {
+        guard !name.isEmpty, name.utf8.count <= 256, !name.contains("\0"), let entry = getpwnam(name),
+              entry.pointee.pw_uid != uid_t.max, entry.pointee.pw_gid != gid_t.max else { return nil }
+        return ProgramUser(name: name, uid: entry.pointee.pw_uid, gid: entry.pointee.pw_gid)
     }
 }

@@ -1,6 +1,8 @@
 // The meaning of the config (docs/configuration.md): the [daemon] settings and each [app], [listener] and [socket]
-// section turned into typed values, with every error reported as FILE:LINE: message. Unknown sections and
-// keys are errors; a key that a later version brings says so.
+// section turned into typed values, with every error reported as FILE:LINE: message. A key's section, values
+// and default are its entry of ConfigKeyTable.swift, whose reader words the error for a bad value; here each
+// value read is stored, and checked against the others. Unknown sections and keys are errors; a key that a
+// later version brings says so.
 
 @preconcurrency import Glibc
 import NetLife
@@ -134,7 +136,7 @@ private struct ConfigReader {
     mutating func read(_ sources: [(file: String, text: String)]) {
         var sections: [INISection] = []
         for (index, source) in sources.enumerated() {
-            let (parsed, syntaxErrors) = INIFile.parse(source.text, file: source.file, isCommandLine: ConfigKeys.isCommandLine)
+            let (parsed, syntaxErrors) = INIFile.parse(source.text, file: source.file, isCommandLine: ConfigKey.commandLineKeys.contains)
             errors += syntaxErrors
             for section in parsed {
                 if index > 0, section.kind == "daemon" {
@@ -190,55 +192,26 @@ private struct ConfigReader {
     // MARK: [daemon]
 
     mutating func readDaemon(_ section: INISection) {
-        for entry in uniqueEntries(section) {
-            switch entry.key {
-            case "control":
-                if case .unix = (try? SocketAddress(parsing: entry.value)) {
-                    configuration.control = entry.value.hasPrefix("unix:") ? String(entry.value.dropFirst(5)) : entry.value
-                } else {
-                    error(entry.line, "control must be an absolute path of at most 107 bytes, got '\(entry.value)'")
-                }
-            case "state-directory":
-                if entry.value.hasPrefix("/"), entry.value.utf8.count < 4000, !entry.value.contains("\0") {
-                    configuration.stateDirectory = entry.value
-                } else {
-                    error(entry.line, "state-directory must be an absolute path, got '\(entry.value)'")
-                }
-            case "control-group":
-                if getgrnam(entry.value) == nil {
-                    error(entry.line, "control-group: no group named '\(entry.value)'")
-                } else {
-                    configuration.controlGroup = entry.value
-                }
-            case "include":
-                // Read by ConfigLoader.parse before this section is: only the pattern's form is checked here.
-                if entry.value.isEmpty || entry.value.contains("\0") { error(entry.line, "include needs a file or a glob, such as /etc/netlifed/conf.d/*.conf") }
-            case "admin-group":
-                if let group = groups(entry)?.first {
-                    if entry.value.split(separator: " ").count > 1 { error(entry.line, "admin-group takes one group, got '\(entry.value)'") }
-                    configuration.adminGroup = group
-                }
-            case "loop-stall":
-                if let value = duration(entry, OtherDurationKeys.loopStall) { configuration.loopStall = value }
-            case "keepalive-min":
-                if let value = duration(entry, OtherDurationKeys.keepaliveMinimum) { configuration.keepaliveMinimum = value }
-            case "transfer-idle-timeout":
-                if let value = duration(entry, OtherDurationKeys.transferIdleTimeout) { configuration.transferLimits.idleTimeout = value }
-            case "transfer-low-speed-time":
-                if let value = duration(entry, OtherDurationKeys.transferLowSpeedTime) { configuration.transferLimits.lowSpeedTime = value }
-            case "transfer-low-speed-limit":
-                if let value = Int(entry.value), OtherDurationKeys.transferLowSpeedLimitRange.contains(value) {
-                    configuration.transferLimits.lowSpeedLimit = value
-                } else {
-                    error(entry.line, "transfer-low-speed-limit must be a whole number of bytes per second between 0 (no limit) and \(OtherDurationKeys.transferLowSpeedLimitRange.upperBound), got '\(entry.value)'")
-                }
-            case "debug-commands":
-                if let value = boolean(entry) { configuration.debugCommands = value }
-            case "log-level":
-                if let level = Logger.Level(name: entry.value) { configuration.logLevel = level }
-                else { error(entry.line, "log-level must be debug, info, notice, warning, error or critical, got '\(entry.value)'") }
-            default:
+        for entry in uniqueEntries(section, .daemon) {
+            guard let key = ConfigKey.named(entry.key, in: .daemon) else {
                 unknownKey(entry, in: "daemon")
+                continue
+            }
+            guard let value = value(entry, key) else { continue }
+            switch (key, value) {
+            case (.control, .word(let path)): configuration.control = path
+            case (.stateDirectory, .word(let path)): configuration.stateDirectory = path
+            case (.controlGroup, .word(let group)): configuration.controlGroup = group
+            case (.include, _): break // read by ConfigLoader.parse before this section is
+            case (.adminGroup, .identities(let groups)): configuration.adminGroup = groups.first
+            case (.loopStall, .duration(let value?)): configuration.loopStall = value
+            case (.keepaliveMinimum, .duration(let value?)): configuration.keepaliveMinimum = value
+            case (.transferIdleTimeout, .duration(let value?)): configuration.transferLimits.idleTimeout = value
+            case (.transferLowSpeedTime, .duration(let value?)): configuration.transferLimits.lowSpeedTime = value
+            case (.transferLowSpeedLimit, .number(let value)): configuration.transferLimits.lowSpeedLimit = value
+            case (.debugCommands, .boolean(let value)): configuration.debugCommands = value
+            case (.logLevel, .word(let name)): if let level = Logger.Level(name: name) { configuration.logLevel = level }
+            default: unstored(entry)
             }
         }
     }
@@ -251,70 +224,64 @@ private struct ConfigReader {
             return
         }
         var app = AppConfiguration(name: name)
-        let entries = uniqueEntries(section)
+        let entries = uniqueEntries(section, .app)
         // The profile first, so that budget keys override it wherever they are written.
-        if let entry = entries.first(where: { $0.key == "profile" }) {
-            if let profile = Budgets.Profile(rawValue: entry.value) {
-                app.budgets = profile.budgets
-            } else {
-                error(entry.line, "profile must be one of \(Budgets.Profile.allCases.map(\.rawValue).joined(separator: ", ")), got '\(entry.value)'")
-            }
+        if let entry = entries.first(where: { $0.key == ConfigKey.profile.name }), case .word(let word)? = value(entry, .profile),
+           let profile = Budgets.Profile(rawValue: word) {
+            app.budgets = profile.budgets
         }
-        let hookEvents = Dictionary(uniqueKeysWithValues: LifecycleEvent.allCases.map { (ConfigKeys.hook(for: $0), $0) })
         for entry in entries {
-            switch entry.key {
-            case "profile":
-                break
-            case "launch":
-                if let mode = LaunchMode(rawValue: entry.value) { app.launch = mode }
-                else { error(entry.line, "launch must be foreground, background or no, got '\(entry.value)'") }
-            case _ where BudgetKeys.named(entry.key) != nil:
-                if let budget = BudgetKeys.named(entry.key), let value = duration(entry, budget.key) {
-                    app.budgets[keyPath: budget.path] = value
+            guard let key = ConfigKey.named(entry.key, in: .app) else {
+                if [ConfigKey.voip.name, ConfigKey.keepalive.name].contains(entry.key) {
+                    error(entry.line, "\(entry.key) belongs to an outbound TCP [socket APP.NAME] section, not to [app]")
+                } else {
+                    unknownKey(entry, in: "app")
                 }
-            case _ where hookEvents[entry.key] != nil:
-                if let command = hook(entry) { app.hooks[hookEvents[entry.key]!] = command }
-            case "on-expiration":
-                app.expirationHook = hook(entry)
-            case "auto-suspend":
-                if entry.value == "never" { app.autoSuspend = nil }
-                else if let value = duration(entry, OtherDurationKeys.autoSuspend) { app.autoSuspend = value }
-            case "exits-on-suspend":
-                if let value = boolean(entry) { app.exitsOnSuspend = value }
-            case "multitasking":
-                if let value = boolean(entry) { app.multitasking = value }
-            case "background-mode":
-                if let mode = BackgroundMode(rawValue: entry.value) { app.backgroundMode = mode }
-                else { error(entry.line, "background-mode must be idle or continuous, got '\(entry.value)'") }
-            case "reclaim-on-suspend":
-                if let value = boolean(entry) { app.reclaimOnSuspend = value }
-            case "on-voip-data":
-                app.voipDataHook = hook(entry)
-            case "voip", "keepalive":
-                error(entry.line, "\(entry.key) belongs to an outbound TCP [socket APP.NAME] section, not to [app]")
-            case "allow-users":
-                if let users = users(entry) { configuration.appAccess[name, default: AppAccess()].users = users }
-            case "allow-groups":
-                if let groups = groups(entry) { configuration.appAccess[name, default: AppAccess()].groups = groups }
-            case "exec":
-                if let command = hook(entry) {
-                    app.program = ProgramConfiguration(arguments: command.arguments)
-                    if let missing = Self.missingProgram(command.arguments[0]) { error(entry.line, "exec: \(missing)", isAboutThisHost: true) }
+                continue
+            }
+            // A program's keys are read once exec is (readProgramKeys).
+            if key == .profile || key.requires == ConfigKey.exec.name { continue }
+            guard let value = value(entry, key) else { continue }
+            if let event = ConfigKey.hookEvents[key], case .words(let words) = value {
+                app.hooks[event] = HookCommand(arguments: words)
+                continue
+            }
+            switch (key, value) {
+            case (.launch, .word(let word)): if let mode = LaunchMode(rawValue: word) { app.launch = mode }
+            case (.launchBudget, .duration(let value?)): app.budgets.launch = value
+            case (.backgroundBudget, .duration(let value?)): app.budgets.background = value
+            case (.foregroundBudget, .duration(let value?)): app.budgets.foreground = value
+            case (.terminateBudget, .duration(let value?)): app.budgets.terminate = value
+            case (.expirationBudget, .duration(let value?)): app.budgets.expiration = value
+            case (.taskTime, .duration(let value?)): app.budgets.taskTime = value
+            case (.expirationLead, .duration(let value?)): app.budgets.expirationLead = value
+            case (.expirationGrace, .duration(let value?)): app.budgets.expirationGrace = value
+            case (.keepaliveBudget, .duration(let value?)): app.budgets.keepalive = value
+            case (.onExpiration, .words(let words)): app.expirationHook = HookCommand(arguments: words)
+            case (.onVoipData, .words(let words)): app.voipDataHook = HookCommand(arguments: words)
+            case (.autoSuspend, .duration(let value)): app.autoSuspend = value
+            case (.exitsOnSuspend, .boolean(let value)): app.exitsOnSuspend = value
+            case (.multitasking, .boolean(let value)): app.multitasking = value
+            case (.reclaimOnSuspend, .boolean(let value)): app.reclaimOnSuspend = value
+            case (.backgroundMode, .word(let word)): if let mode = BackgroundMode(rawValue: word) { app.backgroundMode = mode }
+            case (.allowUsers, .identities(let users)): configuration.appAccess[name, default: AppAccess()].users = users
+            case (.allowGroups, .identities(let groups)): configuration.appAccess[name, default: AppAccess()].groups = groups
+            case (.exec, .words(let words)):
+                app.program = ProgramConfiguration(arguments: words)
+                if let program = words.first, let missing = Self.missingProgram(program) {
+                    error(entry.line, "exec: \(missing)", isAboutThisHost: true)
                 }
-            case _ where Self.programKeys.contains(entry.key):
-                break
-            default:
-                unknownKey(entry, in: "app")
+            default: unstored(entry)
             }
         }
         readProgramKeys(entries, into: &app)
         if app.launch == .background, app.exitsOnSuspend || !app.multitasking,
-           let line = entries.first(where: { $0.key == "launch" })?.line {
+           let line = entries.first(where: { $0.key == ConfigKey.launch.name })?.line {
             let key = app.exitsOnSuspend ? "exits-on-suspend = yes" : "multitasking = no"
             error(line, "launch = background cannot be used with \(key): such an app never runs in the background (UIApplicationExitsOnSuspend)")
         }
         if app.budgets.expirationLead >= app.budgets.taskTime {
-            let line = entries.first(where: { $0.key == "expiration-lead" || $0.key == "task-time" })?.line ?? section.line
+            let line = entries.first(where: { $0.key == ConfigKey.expirationLead.name || $0.key == ConfigKey.taskTime.name })?.line ?? section.line
             error(line, "expiration-lead (\(app.budgets.expirationLead)) must be shorter than task-time (\(app.budgets.taskTime))")
         }
         configuration.apps.append(app)
@@ -332,148 +299,107 @@ private struct ConfigReader {
     }
 
     /// The keys of a process app's program besides `exec` (they need it).
-    static let programKeys: Set<String> = ["working-directory", "environment", "restart", "user", "ready", "watchdog"]
-
-    /// The keys of a process app's program (they need `exec`).
     mutating func readProgramKeys(_ entries: [INIEntry], into app: inout AppConfiguration) {
         for entry in entries {
-            guard Self.programKeys.contains(entry.key) else { continue }
+            guard let key = ConfigKey.named(entry.key, in: .app), key.requires == ConfigKey.exec.name else { continue }
             guard app.program != nil else {
                 // An exec that is there but did not read has its own error: this one would follow from it.
-                if !entries.contains(where: { $0.key == "exec" }) {
+                if !entries.contains(where: { $0.key == ConfigKey.exec.name }) {
                     error(entry.line, "\(entry.key) needs exec = PROGRAM in the same [app] section")
                 }
                 continue
             }
-            switch entry.key {
-            case "working-directory":
-                if entry.value.hasPrefix("/") { app.program?.workingDirectory = entry.value }
-                else { error(entry.line, "working-directory must be an absolute path, got '\(entry.value)'") }
-            case "environment":
-                do {
-                    for word in try ConfigValues.splitCommandLine(entry.value) {
-                        guard let equals = word.firstIndex(of: "="), equals != word.startIndex,
-                              word[..<equals].allSatisfy({ $0 == "_" || $0.isASCII && ($0.isLetter || $0.isNumber) }) else {
-                            error(entry.line, "environment takes NAME=VALUE words, got '\(word.prefix(64))'")
-                            continue
-                        }
-                        app.program?.environment[String(word[..<equals])] = String(word[word.index(after: equals)...])
+            guard let value = value(entry, key) else { continue }
+            switch (key, value) {
+            case (.workingDirectory, .word(let path)): app.program?.workingDirectory = path
+            case (.environment, .words(let words)):
+                for word in words {
+                    guard let equals = word.firstIndex(of: "="), equals != word.startIndex,
+                          word[..<equals].allSatisfy({ $0 == "_" || $0.isASCII && ($0.isLetter || $0.isNumber) }) else {
+                        error(entry.line, "environment takes NAME=VALUE words, got '\(word.prefix(64))'")
+                        continue
                     }
-                } catch {
-                    self.error(entry.line, "environment: \(error.message)")
+                    app.program?.environment[String(word[..<equals])] = String(word[word.index(after: equals)...])
                 }
-            case "restart":
-                if let mode = RestartMode(rawValue: entry.value) { app.program?.restart = mode }
-                else { error(entry.line, "restart must be no, on-failure or always, got '\(entry.value)'") }
-            case "ready":
-                if let mode = ReadinessMode(rawValue: entry.value) { app.program?.ready = mode }
-                else { error(entry.line, "ready must be start or notify, got '\(entry.value)'") }
-            case "watchdog":
-                if entry.value == "no" { app.program?.watchdog = nil }
-                else if let value = duration(entry, OtherDurationKeys.programWatchdog) { app.program?.watchdog = value }
-            case "user":
-                // Resolved now: a name missing from the user database is an error of the config, not a
-                // program that fails at every launch.
-                if let user = Self.programUser(named: entry.value) { app.program?.user = user }
-                else { error(entry.line, "user: no user named '\(entry.value.prefix(64))'") }
-            default:
-                break
+            case (.restart, .word(let word)): if let mode = RestartMode(rawValue: word) { app.program?.restart = mode }
+            case (.ready, .word(let word)): if let mode = ReadinessMode(rawValue: word) { app.program?.ready = mode }
+            case (.watchdog, .duration(let value)): app.program?.watchdog = value
+            // Resolved now: a name missing from the user database is an error of the config, not a program
+            // that fails at every launch.
+            case (.user, .user(let user)): app.program?.user = user
+            default: unstored(entry)
             }
         }
-    }
-
-    /// The user `name` in the user database, or nil. A uid or gid of -1 is refused: setresuid would read it
-    /// as "unchanged".
-    /// The corresponding C function is `getpwnam`.
-    static func programUser(named name: String) -> ProgramUser? {
-        guard !name.isEmpty, name.utf8.count <= 256, !name.contains("\0"), let entry = getpwnam(name),
-              entry.pointee.pw_uid != uid_t.max, entry.pointee.pw_gid != gid_t.max else { return nil }
-        return ProgramUser(name: name, uid: entry.pointee.pw_uid, gid: entry.pointee.pw_gid)
     }
 
     // MARK: [listener APP.NAME]
 
     mutating func readListener(_ section: INISection) {
-        guard let fullName = section.name, let dot = fullName.firstIndex(of: "."),
-              ConfigValues.isValidName(String(fullName[..<dot])),
-              ConfigValues.isValidName(String(fullName[fullName.index(after: dot)...])) else {
+        guard let (appName, name) = Self.appAndName(section.name) else {
             error(section.line, "[listener APP.NAME] needs an app name and a listener name, like [listener echo.main]")
             return
         }
-        let appName = String(fullName[..<dot])
-        let name = String(fullName[fullName.index(after: dot)...])
+        let fullName = "\(appName).\(name)"
         guard let appIndex = configuration.apps.firstIndex(where: { $0.name == appName }) else {
             error(section.line, "listener \(fullName) belongs to app '\(appName)', which has no [app \(appName)] section")
             return
         }
-        let entries = uniqueEntries(section, repeatable: ["header"])
+        let entries = uniqueEntries(section, .listener)
         var address: SocketAddress?
         var serviceName: String?
         // A process app's listeners are its program's: they name no service.
         let isProgram = configuration.apps[appIndex].program != nil
-        for required in isProgram ? ["address"] : ["address", "service"] where !entries.contains(where: { $0.key == required }) {
-            error(section.line, "listener \(fullName) needs '\(required) = ...'")
+        for required in isProgram ? [ConfigKey.address] : [.address, .service] where !entries.contains(where: { $0.key == required.name }) {
+            error(section.line, "listener \(fullName) needs '\(required.name) = ...'")
         }
         if isProgram {
             serviceName = ListenerConfiguration.programService
-            if let entry = entries.first(where: { $0.key == "service" }) {
+            if let entry = entries.first(where: { $0.key == ConfigKey.service.name }) {
                 error(entry.line, "listener \(fullName) belongs to a process app (exec): its program serves it, so it names no service")
             }
-        } else if let entry = entries.first(where: { $0.key == "service" }) {
+        } else if let entry = entries.first(where: { $0.key == ConfigKey.service.name }) {
             if services[entry.value] != nil { serviceName = entry.value }
             else { error(entry.line, "unknown service '\(entry.value)'; known: \(services.names.joined(separator: ", "))") }
         }
         let serviceKeys = serviceName.flatMap { services[$0]?.optionKeys } ?? []
         var listener = ListenerConfiguration(name: name, address: .ipv4("127.0.0.1", port: 0), service: serviceName ?? "")
         for entry in entries {
-            switch entry.key {
-            case "service":
-                break
-            case "address":
-                do { address = try SocketAddress(parsing: entry.value) }
-                catch { self.error(entry.line, "address: \(error)") }
-            case "connections":
-                if let policy = ConnectionPolicy(rawValue: entry.value) { listener.connections = policy }
-                else { error(entry.line, "connections must be keep or close, got '\(entry.value)'") }
-            case "max-connections":
-                if let value = Int(entry.value), value > 0 { listener.maxConnections = value }
-                else { error(entry.line, "max-connections must be a positive whole number, got '\(entry.value)'") }
-            case "backlog":
-                if let value = Int32(entry.value), value > 0 { listener.backlog = value }
-                else { error(entry.line, "backlog must be a positive whole number, got '\(entry.value)'") }
-            case "mdns", "mdns-name", "mdns-txt":
-                break
-            case "adopt":
-                guard isProgram else {
-                    error(entry.line, "adopt belongs to a listener of a process app (exec): only a program binds its own listeners")
-                    break
-                }
-                switch entry.value {
-                case "yes": listener.adopt = true
-                case "no": listener.adopt = false
-                default: error(entry.line, "adopt must be yes or no, got '\(entry.value)'")
-                }
-            case "on-background":
-                guard isProgram else {
-                    error(entry.line, "on-background belongs to a listener of a process app (exec): a built-in service's listener closes on did-enter-background")
-                    break
-                }
-                if let rule = ListenerBackgroundRule(rawValue: entry.value) { listener.onBackground = rule }
-                else { error(entry.line, "on-background must be close or wake, got '\(entry.value)'") }
-            case "voip", "keepalive":
-                error(entry.line, "\(entry.key) belongs to an outbound TCP [socket APP.NAME] section; a listener cannot be a VoIP socket")
-            case _ where serviceKeys.contains(entry.key):
-                // A repeatable key (`header`) keeps every value, one a line.
-                if let earlier = listener.serviceOptions.values[entry.key] {
-                    listener.serviceOptions.values[entry.key] = earlier + "\n" + entry.value
+            guard let key = ConfigKey.named(entry.key, in: .listener) else {
+                if [ConfigKey.voip.name, ConfigKey.keepalive.name].contains(entry.key) {
+                    error(entry.line, "\(entry.key) belongs to an outbound TCP [socket APP.NAME] section; a listener cannot be a VoIP socket")
+                } else if serviceKeys.contains(entry.key) {
+                    // A repeatable key (`header`) keeps every value, one a line.
+                    let earlier = listener.serviceOptions.values[entry.key]
+                    listener.serviceOptions.values[entry.key] = earlier.map { $0 + "\n" + entry.value } ?? entry.value
+                } else if ConfigSection.tlsListenerKeys.contains(entry.key) {
+                    let server = isProgram ? "a process app's program, which does its own TLS" : "service \(serviceName ?? "?")"
+                    error(entry.line, "\(entry.key): netlifed serves TLS for listeners of service = http only; this listener is served by \(server)")
                 } else {
-                    listener.serviceOptions.values[entry.key] = entry.value
+                    unknownKey(entry, in: "listener", service: serviceName)
                 }
-            case _ where ConfigKeys.tlsListenerKeys.contains(entry.key):
-                let server = isProgram ? "a process app's program, which does its own TLS" : "service \(serviceName ?? "?")"
-                error(entry.line, "\(entry.key): netlifed serves TLS for listeners of service = http only; this listener is served by \(server)")
+                continue
+            }
+            switch key {
+            case .service, .mdns, .mdnsName, .mdnsTxt:
+                continue // read above, and by mdnsAnnouncement
+            case .adopt where !isProgram:
+                error(entry.line, "adopt belongs to a listener of a process app (exec): only a program binds its own listeners")
+                continue
+            case .onBackground where !isProgram:
+                error(entry.line, "on-background belongs to a listener of a process app (exec): a built-in service's listener closes on did-enter-background")
+                continue
             default:
-                unknownKey(entry, in: "listener", service: serviceName)
+                break
+            }
+            guard let value = value(entry, key) else { continue }
+            switch (key, value) {
+            case (.address, .address(let parsed)): address = parsed
+            case (.connections, .word(let word)): if let policy = ConnectionPolicy(rawValue: word) { listener.connections = policy }
+            case (.maxConnections, .number(let value)): listener.maxConnections = value
+            case (.backlog, .number(let value)): listener.backlog = Int32(clamping: value)
+            case (.adopt, .word(let word)): listener.adopt = word == "yes"
+            case (.onBackground, .word(let word)): if let rule = ListenerBackgroundRule(rawValue: word) { listener.onBackground = rule }
+            default: unstored(entry)
             }
         }
         listener.mdns = mdnsAnnouncement(entries, address: address)
@@ -485,7 +411,7 @@ private struct ConfigReader {
             // An adopted socket is the program's: its port must be known to be found, and a port-0 socket
             // would give its port up at the first background.
             if listener.adopt, address.port == 0 {
-                let line = entries.first(where: { $0.key == "address" })?.line ?? section.line
+                let line = entries.first(where: { $0.key == ConfigKey.address.name })?.line ?? section.line
                 error(line, "listener \(fullName): adopt = yes needs an explicit port (the port the program binds), not \(address)")
                 return
             }
@@ -518,12 +444,12 @@ private struct ConfigReader {
             error(section.line, "socket \(fullName) belongs to app '\(appName)', which has no [app \(appName)] section")
             return
         }
-        let entries = uniqueEntries(section)
-        for required in ["connect", "protocol"] where !entries.contains(where: { $0.key == required }) {
-            error(section.line, "socket \(fullName) needs '\(required) = ...'")
+        let entries = uniqueEntries(section, .socket)
+        for required in [ConfigKey.connect, .protocol] where !entries.contains(where: { $0.key == required.name }) {
+            error(section.line, "socket \(fullName) needs '\(required.name) = ...'")
         }
         var descriptor: DataProtocolDescriptor?
-        if let entry = entries.first(where: { $0.key == "protocol" }) {
+        if let entry = entries.first(where: { $0.key == ConfigKey.protocol.name }) {
             descriptor = services.dataProtocol(entry.value)
             if descriptor == nil {
                 error(entry.line, "unknown protocol '\(entry.value)'; known: \(services.protocolNames.joined(separator: ", "))")
@@ -533,43 +459,36 @@ private struct ConfigReader {
         var address: SocketAddress?
         var valid = true
         for entry in entries {
-            switch entry.key {
-            case "protocol":
-                break
-            case "connect":
-                do {
-                    let parsed = try SocketAddress(parsing: entry.value)
-                    if parsed.port == 0 {
-                        error(entry.line, "connect needs a port other than 0, got '\(entry.value)'")
-                        valid = false
-                    } else {
-                        address = parsed
-                    }
-                } catch {
-                    self.error(entry.line, "connect: \(error) (a numeric address such as 127.0.0.1:1143, [::1]:1143 or unix:/path)")
+            guard let key = ConfigKey.named(entry.key, in: .socket) else {
+                if descriptor?.optionKeys.contains(entry.key) == true {
+                    socket.protocolOptions.values[entry.key] = entry.value
+                } else {
+                    unknownKey(entry, in: "socket")
                     valid = false
                 }
-            case "policy":
-                if let policy = DataSocketPolicy(rawValue: entry.value) { socket.policy = policy }
-                else { error(entry.line, "policy must be close, quiet or keep, got '\(entry.value)'"); valid = false }
-            case "voip":
-                if let value = boolean(entry) { socket.voip = value } else { valid = false }
-            case "keepalive":
-                let key = DurationKey(key: "keepalive", range: configuration.keepaliveMinimum ... max(configuration.keepaliveMinimum, .seconds(86_400)))
-                if let value = duration(entry, key) { socket.keepalive = value } else { valid = false }
-            case _ where descriptor?.optionKeys.contains(entry.key) == true:
-                socket.protocolOptions.values[entry.key] = entry.value
+                continue
+            }
+            if key == .protocol { continue } // read above
+            guard let value = value(entry, key, floor: key == .keepalive ? configuration.keepaliveMinimum : nil) else {
+                valid = false
+                continue
+            }
+            switch (key, value) {
+            case (.connect, .address(let parsed)): address = parsed
+            case (.policy, .word(let word)): if let policy = DataSocketPolicy(rawValue: word) { socket.policy = policy }
+            case (.voip, .boolean(let value)): socket.voip = value
+            case (.keepalive, .duration(let value)): socket.keepalive = value
             default:
-                unknownKey(entry, in: "socket")
+                unstored(entry)
                 valid = false
             }
         }
         // `keepalive` needs `voip = yes`: on iOS only a VoIP app has a keep-alive handler (setKeepAliveTimeout).
-        if socket.keepalive != nil, !socket.voip, let line = entries.first(where: { $0.key == "keepalive" })?.line {
+        if socket.keepalive != nil, !socket.voip, let line = entries.first(where: { $0.key == ConfigKey.keepalive.name })?.line {
             error(line, "keepalive belongs to a VoIP socket (voip = yes): on iOS only a VoIP app has a keep-alive handler")
             valid = false
         }
-        if socket.voip, let line = entries.first(where: { $0.key == "voip" })?.line {
+        if socket.voip, let line = entries.first(where: { $0.key == ConfigKey.voip.name })?.line {
             if case .unix = address {
                 error(line, "voip = yes needs an outbound TCP socket; \(fullName) connects to a Unix socket")
                 valid = false
@@ -605,67 +524,43 @@ private struct ConfigReader {
     }
 
     /// `mdns = _type._tcp`, with the optional `mdns-name` and `mdns-txt = key=value ...` (split as hook
-    /// command lines are). Limits are DNS-SD's (RFC 6763, RFC 6335): a type's name of 1 to 15 letters, digits
-    /// and '-'; an instance name of 1 to 63 bytes; TXT strings of at most 255 bytes, 1300 in all.
+    /// command lines are). Limits are DNS-SD's (RFC 6763): TXT strings of at most 255 bytes, 1300 in all.
     mutating func mdnsAnnouncement(_ entries: [INIEntry], address: SocketAddress?) -> MDNSAnnouncement? {
-        let typeEntry = entries.first { $0.key == "mdns" }
-        let nameEntry = entries.first { $0.key == "mdns-name" }
-        let txtEntry = entries.first { $0.key == "mdns-txt" }
+        let typeEntry = entries.first { $0.key == ConfigKey.mdns.name }
+        let nameEntry = entries.first { $0.key == ConfigKey.mdnsName.name }
+        let txtEntry = entries.first { $0.key == ConfigKey.mdnsTxt.name }
         guard let typeEntry else {
             for entry in [nameEntry, txtEntry].compactMap({ $0 }) {
                 error(entry.line, "\(entry.key) needs 'mdns = _type._tcp' in the same listener")
             }
             return nil
         }
-        var valid = true
-        if !ConfigReader.isServiceType(typeEntry.value) {
-            error(typeEntry.line, "mdns must be a DNS-SD service type like _http._tcp (1 to 15 letters, digits or '-' after the '_'), got '\(typeEntry.value)'")
-            valid = false
-        }
+        var valid = value(typeEntry, .mdns) != nil
         if case .unix = address {
             error(typeEntry.line, "mdns announces TCP listeners only; this listener's address is a Unix socket")
             valid = false
         }
         var announcement = MDNSAnnouncement(type: typeEntry.value)
         if let nameEntry {
-            let bytes = nameEntry.value.utf8.count
-            if bytes == 0 || bytes > 63 || nameEntry.value.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
-                error(nameEntry.line, "mdns-name must be 1 to 63 bytes without control characters, got '\(nameEntry.value)'")
-                valid = false
-            } else {
-                announcement.name = nameEntry.value
-            }
+            if case .word(let name)? = value(nameEntry, .mdnsName) { announcement.name = name } else { valid = false }
         }
         if let txtEntry {
-            do {
-                let words = try ConfigValues.splitCommandLine(txtEntry.value)
-                for word in words {
-                    let key = word.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
-                    if key.isEmpty || !word.contains("=") || word.utf8.count > 255
-                        || !key.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value < 0x7F }) {
-                        error(txtEntry.line, "mdns-txt: '\(word)' is not key=value (a printable ASCII key, at most 255 bytes in all)")
-                        valid = false
-                    }
-                }
-                if words.reduce(0, { $0 + $1.utf8.count + 1 }) > 1300 {
-                    error(txtEntry.line, "mdns-txt: more than 1300 bytes in all")
+            guard case .words(let words)? = value(txtEntry, .mdnsTxt) else { return nil }
+            for word in words {
+                let key = word.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+                if key.isEmpty || !word.contains("=") || word.utf8.count > 255
+                    || !key.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value < 0x7F }) {
+                    error(txtEntry.line, "mdns-txt: '\(word)' is not key=value (a printable ASCII key, at most 255 bytes in all)")
                     valid = false
                 }
-                announcement.txt = words
-            } catch {
-                self.error(txtEntry.line, "mdns-txt: \(error.message)")
+            }
+            if words.reduce(0, { $0 + $1.utf8.count + 1 }) > 1300 {
+                error(txtEntry.line, "mdns-txt: more than 1300 bytes in all")
                 valid = false
             }
+            announcement.txt = words
         }
         return valid ? announcement : nil
-    }
-
-    /// `_name._tcp`: a DNS-SD service type for a TCP listener.
-    static func isServiceType(_ text: String) -> Bool {
-        guard text.hasPrefix("_"), text.hasSuffix("._tcp") else { return false }
-        let name = text.dropFirst().dropLast(5)
-        return (1...15).contains(name.count) && name.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }
-            && name.first != "-" && name.last != "-"
     }
 
     mutating func checkAddressesAreDistinct(_ sections: [INISection]) {
@@ -686,13 +581,29 @@ private struct ConfigReader {
 
     // MARK: Values
 
-    /// The entries of a section, reporting repeated keys.
-    /// The section's entries, a key given twice an error, except those in `repeatable` (each value kept).
-    mutating func uniqueEntries(_ section: INISection, repeatable: Set<String> = []) -> [INIEntry] {
+    /// The entry's value read for `key` (ConfigKey.value); nil after the error that the key words.
+    mutating func value(_ entry: INIEntry, _ key: ConfigKey, floor: Duration? = nil) -> ConfigValue? {
+        do {
+            return try key.value(entry.value, floor: floor)
+        } catch {
+            self.error(entry.line, error.message)
+            return nil
+        }
+    }
+
+    /// A key of the table that its section's reader does not store: a fault of this reader, reported rather
+    /// than ignored (the table's tests read every key).
+    mutating func unstored(_ entry: INIEntry) {
+        error(entry.line, "\(entry.key) is read but not stored by this version of netlifed")
+    }
+
+    /// The section's entries, a key given twice an error, except a repeatable one (each value kept).
+    mutating func uniqueEntries(_ section: INISection, _ kind: ConfigSection) -> [INIEntry] {
         var first: [String: Int] = [:]
         var entries: [INIEntry] = []
         for entry in section.entries {
-            if let line = first[entry.key], !repeatable.contains(entry.key) {
+            if let line = first[entry.key],
+               !(ConfigKey.named(entry.key, in: kind)?.isRepeatable ?? kind.repeatableOptionKeys.contains(entry.key)) {
                 error(entry.line, "duplicate key '\(entry.key)' (first at line \(line))")
                 continue
             }
@@ -709,73 +620,6 @@ private struct ConfigReader {
             error(entry.line, "unknown key '\(entry.key)' in [\(kind)] (service \(service))")
         } else {
             error(entry.line, "unknown key '\(entry.key)' in [\(kind)]")
-        }
-    }
-
-    /// The users an entry names (`alice bob 1001`: names, or numeric uids), each resolved now; nil after an
-    /// error naming the one that does not exist.
-    mutating func users(_ entry: INIEntry) -> [NamedID]? {
-        identities(entry, what: "user") { name in
-            if let id = UInt32(name) { return id }
-            return getpwnam(name).map { $0.pointee.pw_uid }
-        }
-    }
-
-    /// The groups an entry names (names, or numeric gids), each resolved now.
-    mutating func groups(_ entry: INIEntry) -> [NamedID]? {
-        identities(entry, what: "group") { name in
-            if let id = UInt32(name) { return id }
-            return getgrnam(name).map { $0.pointee.gr_gid }
-        }
-    }
-
-    private mutating func identities(_ entry: INIEntry, what: String, resolve: (String) -> UInt32?) -> [NamedID]? {
-        let names = entry.value.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
-        guard !names.isEmpty else {
-            error(entry.line, "\(entry.key) needs at least one \(what) name")
-            return nil
-        }
-        var resolved: [NamedID] = []
-        for name in names {
-            guard let id = resolve(name) else {
-                error(entry.line, "\(entry.key): no \(what) named '\(name)'")
-                return nil
-            }
-            resolved.append(NamedID(name: name, id: id))
-        }
-        return resolved
-    }
-
-    /// The entry's duration, if it is one and lies in the key's range; otherwise an error naming the range.
-    mutating func duration(_ entry: INIEntry, _ key: DurationKey) -> Duration? {
-        guard let value = ConfigValues.duration(entry.value) else {
-            error(entry.line, "\(entry.key): '\(entry.value)' is not a duration (write e.g. 250ms, 5s, 10m or 1h)")
-            return nil
-        }
-        guard key.range.contains(value) else {
-            error(entry.line, "\(entry.key) must be \(key.rangeDescription), got '\(entry.value)'")
-            return nil
-        }
-        return value
-    }
-
-    mutating func boolean(_ entry: INIEntry) -> Bool? {
-        if let value = ConfigValues.boolean(entry.value) { return value }
-        error(entry.line, "\(entry.key) must be yes or no, got '\(entry.value)'")
-        return nil
-    }
-
-    mutating func hook(_ entry: INIEntry) -> HookCommand? {
-        do {
-            let words = try ConfigValues.splitCommandLine(entry.value)
-            guard !words.isEmpty else {
-                error(entry.line, "\(entry.key) needs a command")
-                return nil
-            }
-            return HookCommand(arguments: words)
-        } catch {
-            self.error(entry.line, "\(entry.key): \(error.message)")
-            return nil
         }
     }
 }
