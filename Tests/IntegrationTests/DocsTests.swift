@@ -1,17 +1,18 @@
 // The operator's pages: docs/configuration.md has a row for every config key and none for a key that does not
-// exist, and the annotated Config/netlifed.conf shows every key and no other (the keys: the daemon's key table
-// and the built-in services' and protocols' option keys); docs/control-protocol.md
-// names every netlifectl command (every option of its command table's entry in its row), every exit status
-// and every request of the protocol; every relative link of README.md and docs/*.md leads to a path of the
-// repository, and an anchor to a heading of the page it names; the netlifectl command lines the pages show
-// are commands of the current netlifectl; README.md stays a short front page that keeps the two commands
-// (.ci/run runs the second), a tour alias that is an absolute path, and links to the reference pages; and no
-// file of the repository cites a document its reader cannot open (a contract, a style guide or source notes
-// kept elsewhere, an issue tracker): each file states the rule it relies on, or points to the page of docs/
-// that does.
+// exist, each under its section's heading with the values and default of its entry of the key table, and the
+// annotated Config/netlifed.conf shows every key and no other (the keys: the daemon's key table and the
+// built-in services' and protocols' option keys); docs/control-protocol.md names every netlifectl command
+// (every option of its command table's entry in its row), every exit status and every request of the protocol;
+// every relative link of README.md and docs/*.md leads to a path of the repository, and an anchor to a heading
+// of the page it names; the netlifectl command lines the pages show are commands of the current netlifectl;
+// README.md stays a short front page that keeps the two commands (.ci/run runs the second), a tour alias that
+// is an absolute path, and links to the reference pages; and no file of the repository cites a document its
+// reader cannot open (a contract, a style guide or source notes kept elsewhere, an issue tracker): each file
+// states the rule it relies on, or points to the page of docs/ that does.
 
 import Foundation
 import NetLifeControl
+import NetLifeDaemon
 import Testing
 import NetLifeTestSupport
 
@@ -70,6 +71,88 @@ private func section(_ lines: [String], _ heading: String) -> [String] {
         return (1...6).contains(hashes) && line.dropFirst(hashes).hasPrefix(" ")
     } ?? lines.endIndex
     return Array(lines[(start + 1)..<end])
+}
+
+/// A table row's cells (`| a | b \| c |`: "a" and "b \| c"), trimmed; an escaped `|` stays in its cell.
+private func cells(_ row: String) -> [String] {
+    var cells: [String] = []
+    var current = ""
+    var escaped = false
+    for character in row.drop(while: { $0 == " " }).dropFirst() {
+        if character == "|", !escaped {
+            cells.append(current.trimmingCharacters(in: .whitespaces))
+            current = ""
+        } else {
+            current.append(character)
+        }
+        escaped = character == "\\"
+    }
+    return cells
+}
+
+/// The code spans of `text`: `a`, `b` in "`a` or `b`".
+private func codeSpans(_ text: String) -> [String] {
+    text.components(separatedBy: "`").enumerated().filter { $0.offset % 2 == 1 }.map(\.element)
+}
+
+/// The key rows of docs/configuration.md (a first cell that is one code span), each with its line, its cells
+/// and the section whose heading (`## [daemon]`, `## [app NAME]`, ...) it is under (nil: another heading).
+private func configurationKeyRows() -> [(line: Int, section: ConfigSection?, key: String, cells: [String])] {
+    var rows: [(line: Int, section: ConfigSection?, key: String, cells: [String])] = []
+    var section: ConfigSection?
+    for (index, line) in split(page("docs/configuration.md")).prose.enumerated() {
+        if line.hasPrefix("## ") {
+            section = ConfigSection.allCases.first { "## " + $0.header == line }
+        } else if line.hasPrefix("| `"), let first = cells(line).first, codeSpans(first).count == 1, first.hasPrefix("`"), first.hasSuffix("`") {
+            rows.append((index + 1, section, codeSpans(first)[0], cells(line)))
+        }
+    }
+    return rows
+}
+
+/// Why a values cell of docs/configuration.md does not say what `key` takes (nil: it does). A duration's or a
+/// number's range (`10ms to 1h`, `0 to 24h, or \`never\``, `\`keepalive-min\` to 24h`, `a positive whole
+/// number`), a boolean (`boolean`) and choices (each one a code span) are compared; the other values are prose.
+private func valuesMismatch(_ key: ConfigKey, _ cell: String) -> String? {
+    switch key.type {
+    case .boolean:
+        return cell == "boolean" ? nil : "'boolean'"
+    case .choice(let words):
+        return Set(codeSpans(cell)) == Set(words) ? nil : words.map { "`\($0)`" }.joined(separator: ", ")
+    case .duration(let range, let off, let floor):
+        let expected = (floor.map { "`\($0)`" } ?? format(range.lowerBound)) + " to " + format(range.upperBound)
+            + (off.map { ", or `\($0)`" } ?? "")
+        return cell == expected ? nil : "'\(expected)'"
+    case .wholeNumber(let range, _, _):
+        let expected = range.lowerBound == 1 ? "a positive whole number" : "\(range.lowerBound) to \(range.upperBound)"
+        return cell == expected ? nil : "'\(expected)'"
+    default:
+        return nil
+    }
+}
+
+/// Why a default cell of docs/configuration.md does not state `key`'s default (nil: it does). A cell that is one
+/// code span must be the table's default; a cell in prose must name the table's default as a code span (task-time
+/// names the one of each profile), and names none when the table has none (the default depends on the host or
+/// the app: `netlifed's user`, `the app's name`, `none`).
+private func defaultMismatch(_ key: ConfigKey, _ cell: String) -> String? {
+    let spans = codeSpans(cell)
+    let lone = spans.count == 1 && cell == "`\(spans[0])`"
+    guard let expected = key.defaultValue else {
+        return lone ? "none in the table" : nil
+    }
+    if lone { return spans[0] == expected ? nil : "`\(expected)`" }
+    return spans.contains(expected) ? nil : "`\(expected)` among its words"
+}
+
+/// A duration as the config writes it: the largest unit that divides it (`1h`, `90s`, `250ms`, `0`).
+private func format(_ duration: Duration) -> String {
+    let milliseconds = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+    if milliseconds == 0 { return "0" }
+    for (unit, size) in [("h", Int64(3_600_000)), ("m", 60_000), ("s", 1000)] where milliseconds % size == 0 {
+        return "\(milliseconds / size)\(unit)"
+    }
+    return "\(milliseconds)ms"
 }
 
 enum MarkdownLinks {
@@ -164,6 +247,35 @@ struct DocsTests {
         }
         for row in rows.sorted() {
             #expect(keys.contains(row), "docs/configuration.md has a row for \(row), which is no config key")
+        }
+    }
+
+    @Test func theConfigurationPageListsEachKeyInItsSectionWithItsValuesAndDefault() {
+        let sections = configKeySections()
+        let rows = configurationKeyRows()
+        #expect(rows.count >= 60, "\(rows.map(\.key))")
+        for row in rows {
+            let place = "docs/configuration.md:\(row.line)"
+            guard let section = row.section else {
+                Issue.record("\(place): the row of \(row.key) is under no section's heading")
+                continue
+            }
+            let belongs = sections[row.key, default: []]
+            #expect(belongs.contains(section), "\(place): \(row.key) is listed under \(section.header), but it is a key of \(belongs.map(\.header).sorted())")
+            guard let key = ConfigKey.named(row.key, in: section) else { continue }
+            guard row.cells.count == 4 else {
+                Issue.record("\(place): the row of \(row.key) has \(row.cells.count) cells, not key, meaning, values and default")
+                continue
+            }
+            if let expected = valuesMismatch(key, row.cells[2]) {
+                Issue.record("\(place): \(row.key) takes \(expected), not '\(row.cells[2])'")
+            }
+            if let expected = defaultMismatch(key, row.cells[3]) {
+                Issue.record("\(place): \(row.key)'s default is \(expected), not '\(row.cells[3])'")
+            }
+        }
+        for key in ConfigKey.all where !rows.contains(where: { $0.key == key.name && $0.section == key.section }) {
+            Issue.record("docs/configuration.md has no row for \(key.name) under \(key.section.header)")
         }
     }
 

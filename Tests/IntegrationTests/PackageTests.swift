@@ -1,8 +1,9 @@
 // The operator's files: the man pages (lint clean; every netlifectl command, with every option of its command
-// table's entry, and every config key named), the bash completion that `netlifectl completion bash` writes
-// (every command and option of the table, file names for paths, and the app names of a running daemon), and
-// scripts/package's Debian package, built from the binaries next to the tests (NETLIFE_BIN_DIR) or the static
-// release build when there is one: its fields, its files, its maintainer scripts, and what lintian says of it.
+// table's entry; every config key named under its section, with the default of its entry of the key table),
+// the bash completion that `netlifectl completion bash` writes (every command and option of the table, file
+// names for paths, and the app names of a running daemon), and scripts/package's Debian package, built from
+// the binaries next to the tests (NETLIFE_BIN_DIR) or the static release build when there is one: its fields,
+// its files, its maintainer scripts, and what lintian says of it.
 
 import Foundation
 import NetLifeControl
@@ -47,6 +48,27 @@ func mentions(_ text: String, option: String) -> Bool {
 /// Whether `lines` hold an entry tagged `tag` (alone on its line, or followed by its text when it is short).
 private func hasEntry(_ lines: [String], _ tag: String) -> Bool {
     lines.contains { $0 == "       " + tag || $0.hasPrefix("       " + tag + " ") }
+}
+
+/// The rendered lines of netlifed.conf(5) under each section's heading (`[daemon]`, `[app NAME]`, ...).
+private func configPageSections(_ lines: [String]) -> [ConfigSection: [String]] {
+    var sections: [ConfigSection: [String]] = [:]
+    var current: ConfigSection?
+    for line in lines {
+        if let first = line.first, first != " " {
+            current = ConfigSection.allCases.first { $0.header == line }
+        } else if let current {
+            sections[current, default: []].append(line)
+        }
+    }
+    return sections
+}
+
+/// The text of the entry tagged `key` in `lines`: its tag line and the lines under it, up to the next tag.
+private func configEntry(_ lines: [String], _ key: String) -> String {
+    func isTag(_ line: String) -> Bool { line.hasPrefix("       ") && !line.hasPrefix("        ") }
+    guard let start = lines.firstIndex(where: { $0 == "       " + key || $0.hasPrefix("       " + key + " ") }) else { return "" }
+    return ([lines[start]] + lines[(start + 1)...].prefix { !isTag($0) }).joined(separator: " ")
 }
 
 /// The command words of each subcommand that `netlifectl --help` lists: ["status"], ["task", "begin"].
@@ -146,6 +168,22 @@ struct ManPageTests {
         let lines = rendered(repositoryFile("man/netlifed.conf.5"))
         for key in keys.sorted() {
             #expect(hasEntry(lines, key), "netlifed.conf(5) has no entry for \(key)")
+        }
+    }
+
+    @Test func netlifedConfsPageNamesEachKeyInItsSectionWithItsDefault() {
+        let sections = configPageSections(rendered(repositoryFile("man/netlifed.conf.5"), width: 400))
+        #expect(Set(sections.keys) == Set(ConfigSection.allCases), "\(sections.keys)")
+        for (key, belongs) in configKeySections().sorted(by: { $0.key < $1.key }) {
+            for section in belongs {
+                #expect(hasEntry(sections[section] ?? [], key), "netlifed.conf(5) has no entry for \(key) under \(section.header)")
+            }
+        }
+        for key in ConfigKey.all {
+            guard let value = key.defaultValue else { continue }
+            let text = configEntry(sections[key.section] ?? [], key.name).lowercased()
+            #expect(text.contains("default \(value)") || text.contains("default: \(value)"),
+                    "netlifed.conf(5) does not say \(key.name)'s default, \(value): \(text)")
         }
     }
 
