@@ -41,7 +41,7 @@ extension App {
         case .idle(let unused):
             idle = nil
             idleTimer?.cancel()
-            logger.notice("unused for \(format(unused)) (idle-background = \(format(configuration.idleBackground ?? unused))): moving to the background")
+            logger.notice("unused for \(format(unused)) (idle-background = \((configuration.idleBackground ?? unused).configText)): moving to the background")
             emit(.idle(unusedFor: unused))
             perform(.background) { _ in }
         }

@@ -18,6 +18,16 @@ extension Duration {
         }
         return nil
     }
+
+    /// The duration as a config writes it: the largest unit that divides it (`1h`, `90s`, `250ms`), or `0`.
+    public var configText: String {
+        let milliseconds = nanoseconds / 1_000_000
+        if milliseconds == 0 { return "0" }
+        for (unit, size) in [("h", Int64(3_600_000)), ("m", 60_000), ("s", 1000)] where milliseconds % size == 0 {
+            return "\(milliseconds / size)\(unit)"
+        }
+        return "\(milliseconds)ms"
+    }
 }
 
 /// A duration for the log: milliseconds below 10 s, whole seconds above.

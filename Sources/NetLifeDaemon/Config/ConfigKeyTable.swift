@@ -49,6 +49,10 @@ extension ConfigKey {
                                           help: "The iOS version whose background time (task-time) the app gets.")
     public static let autoSuspend = ConfigKey("auto-suspend", .app, .duration(.zero ... day, off: "never"), default: "1s",
                                               help: "Suspend the app this long after it becomes suspend-eligible.")
+    public static let idleBackground = ConfigKey("idle-background", .app, .duration(.seconds(1) ... .seconds(30 * 86_400), off: "never"), default: "never",
+                                                 help: "Move the active app to the background after this long without use.")
+    public static let idleKeepsConnections = ConfigKey("idle-keeps-connections", .app, .boolean, default: "no",
+                                                       help: "An open connection counts as use even when it moves nothing.")
     public static let exitsOnSuspend = ConfigKey("exits-on-suspend", .app, .boolean, default: "no",
                                                  help: "UIApplicationExitsOnSuspend: the app ends when it is suspended.")
     public static let multitasking = ConfigKey("multitasking", .app, .boolean, default: "yes", help: "no: as exits-on-suspend = yes.")
@@ -139,7 +143,7 @@ extension ConfigKey {
     public static let all: [ConfigKey] = [
         control, stateDirectory, controlGroup, include, adminGroup, loopStall, logLevel, keepaliveMinimum, transferIdleTimeout,
         transferLowSpeedLimit, transferLowSpeedTime, debugCommands,
-        allowUsers, allowGroups, launch, profile, autoSuspend, exitsOnSuspend, multitasking, reclaimOnSuspend, backgroundMode,
+        allowUsers, allowGroups, launch, profile, autoSuspend, idleBackground, idleKeepsConnections, exitsOnSuspend, multitasking, reclaimOnSuspend, backgroundMode,
         launchBudget, backgroundBudget, foregroundBudget, terminateBudget, expirationBudget, taskTime, expirationLead, expirationGrace,
         keepaliveBudget,
     ] + hooks + [

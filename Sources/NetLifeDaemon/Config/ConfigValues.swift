@@ -12,14 +12,7 @@ enum ConfigValues {
     }
 
     /// A duration as the config writes it: the largest unit that divides it (`1h`, `90s`, `250ms`).
-    static func format(_ duration: Duration) -> String {
-        let milliseconds = duration.nanoseconds / 1_000_000
-        if milliseconds == 0 { return "0" }
-        for (unit, size) in [("h", Int64(3_600_000)), ("m", 60_000), ("s", 1000)] where milliseconds % size == 0 {
-            return "\(milliseconds / size)\(unit)"
-        }
-        return "\(milliseconds)ms"
-    }
+    static func format(_ duration: Duration) -> String { duration.configText }
 
     /// `yes`/`no` (and, as systemd accepts them, `true`/`false`, `on`/`off`, `1`/`0`).
     static func boolean(_ text: String) -> Bool? {

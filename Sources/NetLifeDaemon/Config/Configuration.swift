@@ -260,6 +260,8 @@ private struct ConfigReader {
             case (.onExpiration, .words(let words)): app.expirationHook = HookCommand(arguments: words)
             case (.onVoipData, .words(let words)): app.voipDataHook = HookCommand(arguments: words)
             case (.autoSuspend, .duration(let value)): app.autoSuspend = value
+            case (.idleBackground, .duration(let value)): app.idleBackground = value
+            case (.idleKeepsConnections, .boolean(let value)): app.idleKeepsConnections = value
             case (.exitsOnSuspend, .boolean(let value)): app.exitsOnSuspend = value
             case (.multitasking, .boolean(let value)): app.multitasking = value
             case (.reclaimOnSuspend, .boolean(let value)): app.reclaimOnSuspend = value
