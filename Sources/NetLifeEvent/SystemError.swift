@@ -46,6 +46,16 @@ public struct SystemError: Error, Hashable, Sendable, CustomStringConvertible {
         if let openSSL { return "\(function): \(openSSL)" }
         return "\(function): \(errno)"
     }
+
+    /// What `body` throws, or nil when it returns: for a caller that reports the error as a value.
+    public static func catching(_ body: () throws(SystemError) -> Void) -> SystemError? {
+        do {
+            try body()
+            return nil
+        } catch {
+            return error
+        }
+    }
 }
 
 /// An error from OpenSSL's error queue (`ERR_get_error`), as `ERR_error_string_n` writes it. Read by the
@@ -67,18 +77,19 @@ public struct OpenSSLError: Hashable, Sendable, CustomStringConvertible {
 
 /// Calls a system call that returns -1 and sets `errno` on failure; retries on EINTR.
 ///
-/// - Parameter function: the C function's name, carried by the error.
+/// - Parameter function: the C function's name, carried by the error (made only when the call fails).
 /// - Throws: `SystemError` naming `function` and the errno.
 @discardableResult
-public func sys<Result: FixedWidthInteger>(_ function: String, _ call: () -> Result) throws(SystemError) -> Result {
+public func sys<Result: FixedWidthInteger>(_ function: @autoclosure () -> String, _ call: () -> Result) throws(SystemError) -> Result {
     while true {
         errno = 0
         let result = call()
         if result != -1 { return result }
         let error = Errno.current
         if error == .interrupted { continue }
-        trapIfBug(function, error)
-        throw SystemError(function, error)
+        let name = function()
+        trapIfBug(name, error)
+        throw SystemError(name, error)
     }
 }
 
@@ -109,7 +120,8 @@ func libeventMustSucceed(_ function: String, _ call: () -> CInt) {
     precondition(result >= 0, "\(function) failed: \(Errno.current)")
 }
 
-private func trapIfBug(_ function: String, _ error: Errno) {
+/// Traps on an errno that can only mean a bug in netlife (EBADF, EFAULT).
+func trapIfBug(_ function: String, _ error: Errno) {
     precondition(error.rawValue != EBADF && error.rawValue != EFAULT,
                  "\(function) failed with \(error): a bug in netlife (bad descriptor or address)")
 }

@@ -43,8 +43,8 @@ public struct FileCredentials: Hashable, Sendable, CustomStringConvertible {
     }()
 
     /// Runs `body` on this thread with this identity for files, then gives the thread the daemon's back.
-    /// Throws (and does not run `body`) when the identity cannot be taken.
-    public func run<T>(_ body: () -> T) throws(SystemError) -> T {
+    /// Throws (and does not run `body`) when the identity cannot be taken, or what `body` throws.
+    public func run<T: ~Copyable>(_ body: () throws(SystemError) -> T) throws(SystemError) -> T {
         let saved = Self.threadGroups()
         let count = min(groups.count, Int(NGROUPS_MAX))
         if groups.withUnsafeBufferPointer({ netlife_thread_setgroups(count, $0.baseAddress) }) != 0 {
@@ -61,12 +61,12 @@ public struct FileCredentials: Hashable, Sendable, CustomStringConvertible {
             throw SystemError("setfsuid", Errno(rawValue: EPERM))
         }
         defer { Self.restore(groups: saved) }
-        return body()
+        return try body()
     }
 
     /// Runs `body` as `owner` when there is one, else with the daemon's own identity.
-    public static func acting<T>(as owner: FileCredentials?, _ body: () -> T) throws(SystemError) -> T {
-        guard let owner else { return body() }
+    public static func acting<T: ~Copyable>(as owner: FileCredentials?, _ body: () throws(SystemError) -> T) throws(SystemError) -> T {
+        guard let owner else { return try body() }
         return try owner.run(body)
     }
 

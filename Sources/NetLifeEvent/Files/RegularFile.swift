@@ -1,13 +1,14 @@
-// Reading a file a config or a request names, without ever waiting on it: opened non-blocking (a FIFO or a
-// device does not hold the caller), refused unless it is a regular file, and read only up to a bound, so a
-// file that grows or lies about its size cannot make the read unbounded.
+// Files a config or a request names, opened without ever waiting on them: non-blocking (a FIFO with no writer
+// or a device does not hold the caller), refused unless a regular file, and read only up to a bound, so that a
+// file that grows or lies about its size cannot make the read unbounded. With an owner, the open runs with
+// that requester's identity (FileCredentials); the calls on the open descriptor need none.
 
 @preconcurrency import Glibc
 
-/// Bounded reads of regular files.
+/// Regular files, opened without blocking and read within a bound.
 public enum RegularFile {
-    /// Why a file could not be read.
-    public enum Failure: Error, Equatable, CustomStringConvertible {
+    /// Why a file could not be opened or read.
+    public enum Failure: Error, Equatable, Sendable, CustomStringConvertible {
         /// A system call failed (the file is missing, not readable by the caller, a symbolic link where none
         /// is followed).
         case system(SystemError)
@@ -24,41 +25,71 @@ public enum RegularFile {
             case .tooLarge(let limit): "larger than \(limit) bytes"
             }
         }
-    }
 
-    /// The bytes of the regular file at `path`, at most `limit` of them. `followLinks: false` refuses a
-    /// symbolic link at the last component (O_NOFOLLOW).
-    public static func read(_ path: String, limit: Int, followLinks: Bool = true) -> Result<[UInt8], Failure> {
-        let fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC | (followLinks ? 0 : O_NOFOLLOW))
-        guard fd >= 0 else { return .failure(.system(SystemError("open \(path)", Errno.current))) }
-        defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0 else { return .failure(.system(SystemError("fstat \(path)", Errno.current))) }
-        guard info.st_mode & S_IFMT == S_IFREG else { return .failure(.notRegular(kind(info.st_mode))) }
-        guard Int(info.st_size) <= limit else { return .failure(.tooLarge(limit)) }
-        var bytes = [UInt8](repeating: 0, count: min(limit, Int(info.st_size)) + 1)
-        var count = 0
-        while count < bytes.count {
-            let result = bytes[count...].withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if result < 0, errno == EINTR { continue }
-            if result < 0 { return .failure(.system(SystemError("read \(path)", Errno.current))) }
-            if result == 0 { break }
-            count += result
+        /// The failure as a SystemError about `path`, for callers that report one (a transfer's pause).
+        public func systemError(_ path: String) -> SystemError {
+            switch self {
+            case .system(let error): error
+            case .notRegular: SystemError("open \(path) (not a regular file)", Errno(rawValue: EINVAL))
+            case .tooLarge(let limit): SystemError("read \(path) (larger than \(limit) bytes)", Errno(rawValue: EFBIG))
+            }
         }
-        // The file grew past its size since fstat: more than the bound, or more than it said.
-        if count > limit { return .failure(.tooLarge(limit)) }
-        return .success(Array(bytes[0..<count]))
     }
 
-    /// Whether `path` can be opened for reading by the caller and is a regular file (opened non-blocking,
-    /// closed at once).
+    /// Opens the regular file at `path`, with `owner`'s identity when there is one: non-blocking (the
+    /// descriptor stays so, which a regular file ignores), and closed again unless it is a regular file.
+    public static func open(_ path: String, _ mode: FileDescriptor.AccessMode, options: FileDescriptor.OpenOptions = [],
+                            permissions: mode_t = 0o600, as owner: FileCredentials? = nil) throws(Failure) -> FileDescriptor {
+        let file: FileDescriptor
+        do throws(SystemError) {
+            file = try FileCredentials.acting(as: owner) { () throws(SystemError) -> FileDescriptor in
+                try FileDescriptor.open(path, mode, options: options.union(.nonBlocking), permissions: permissions)
+            }
+        } catch {
+            throw .system(error)
+        }
+        let info: stat
+        do throws(SystemError) { info = try file.status() } catch { throw .system(error) }
+        guard info.st_mode & S_IFMT == S_IFREG else { throw .notRegular(kind(info.st_mode)) }
+        return file
+    }
+
+    /// The bytes of the regular file at `path`, at most `limit` of them, opened with `owner`'s identity when
+    /// there is one. `followLinks: false` refuses a symbolic link at the last component (O_NOFOLLOW).
+    public static func read(_ path: String, limit: Int, followLinks: Bool = true,
+                            as owner: FileCredentials? = nil) -> Result<[UInt8], Failure> {
+        do throws(Failure) {
+            let file = try open(path, .readOnly, options: followLinks ? [] : .noFollow, as: owner)
+            return .success(try read(file, limit: limit))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// What `file` holds from its offset to its end, when that is at most `limit` bytes. A file that holds
+    /// more than its size says (one that grows, one of /proc) is read on, up to one byte past the bound.
+    private static func read(_ file: borrowing FileDescriptor, limit: Int) throws(Failure) -> [UInt8] {
+        let size: Int
+        do throws(SystemError) { size = Int(try file.status().st_size) } catch { throw .system(error) }
+        guard size <= limit else { throw .tooLarge(limit) }
+        let bytes: [UInt8]
+        do throws(SystemError) {
+            bytes = try file.readToEnd(atMost: limit == .max ? limit : limit + 1, expectedSize: size)
+        } catch {
+            throw .system(error)
+        }
+        guard bytes.count <= limit else { throw .tooLarge(limit) }
+        return bytes
+    }
+
+    /// Whether `path` can be opened for reading by the caller and is a regular file (closed at once).
     public static func checkReadable(_ path: String) -> Failure? {
-        let fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
-        guard fd >= 0 else { return .system(SystemError("open \(path)", Errno.current)) }
-        defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0 else { return .system(SystemError("fstat \(path)", Errno.current)) }
-        return info.st_mode & S_IFMT == S_IFREG ? nil : .notRegular(kind(info.st_mode))
+        do throws(Failure) {
+            _ = try open(path, .readOnly)
+            return nil
+        } catch {
+            return error
+        }
     }
 
     /// What a file that is not regular is.

@@ -435,35 +435,25 @@ extension ProcessCgroup {
 }
 
 /// The small text files of the kernel (cgroup files, /proc): each read or write is one checked call whose
-/// error names the file.
+/// error names the file. What is read of them is bounded by the work it may cost: past the bound, a file is
+/// not refused but read no further.
 enum KernelFile {
     /// Reads a whole file, at most `limit` bytes. The corresponding C functions are `open` and `read`.
     static func read(_ path: String, limit: Int) throws(SystemError) -> [UInt8] {
-        let fd = try sys("open(\(path))") { open(path, O_RDONLY | O_CLOEXEC) }
-        defer { Glibc.close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
-        while bytes.count < limit {
-            let wanted = min(chunk.count, limit - bytes.count)
-            let count = try sys("read(\(path))") { chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, wanted) } }
-            if count == 0 { break }
-            bytes.append(contentsOf: chunk[0..<count])
-        }
-        return bytes
+        try FileDescriptor.open(path, .readOnly).readToEnd(atMost: limit)
     }
 
     /// The number of newlines in a file's first `limit` bytes (about), read in 64 KiB chunks that are
     /// counted where they lie. The corresponding C functions are `open`, `read` and `memchr`.
     static func countLines(_ path: String, limit: Int) throws(SystemError) -> Int {
-        let fd = try sys("open(\(path))") { open(path, O_RDONLY | O_CLOEXEC) }
-        defer { Glibc.close(fd) }
+        let file = try FileDescriptor.open(path, .readOnly)
         var lines = 0
         var total = 0
         let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 1)
         defer { chunk.deallocate() }
         guard let base = chunk.baseAddress else { return 0 }
         while total < limit {
-            let count = try sys("read(\(path))") { Glibc.read(fd, base, chunk.count) }
+            let count = try file.read(into: chunk)
             if count == 0 { break }
             total += count
             var cursor = base
@@ -480,11 +470,9 @@ enum KernelFile {
     /// Writes `text` to a file in one `write`, as the kernel's control files want it.
     /// The corresponding C functions are `open` and `write`.
     static func write(_ path: String, _ text: String) throws(SystemError) {
-        let fd = try sys("open(\(path))") { open(path, O_WRONLY | O_CLOEXEC) }
-        defer { Glibc.close(fd) }
         let bytes = Array(text.utf8)
-        let written = try sys("write(\(path))") { bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) } }
-        guard written == bytes.count else { throw SystemError("write(\(path))", Errno(rawValue: EIO)) }
+        let written = try FileDescriptor.open(path, .writeOnly).write(bytes)
+        guard written == bytes.count else { throw SystemError("write \(path)", Errno(rawValue: EIO)) }
     }
 
     /// The value of `key` in a text of `KEY VALUE` or `KEY: VALUE` lines (cgroup.events, /proc/PID/status),

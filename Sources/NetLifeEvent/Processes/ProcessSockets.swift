@@ -305,15 +305,21 @@ extension KernelFile {
     /// bytes in all; a line longer than `maxLineBytes` is skipped. The corresponding C functions are `open`
     /// and `read`.
     static func forEachLine(_ path: String, limit: Int, maxLineBytes: Int, _ body: (ArraySlice<UInt8>) -> Void) throws(SystemError) {
-        let fd = try sys("open(\(path))") { open(path, O_RDONLY | O_CLOEXEC) }
-        defer { Glibc.close(fd) }
+        let file = try FileDescriptor.open(path, .readOnly)
         var chunk = [UInt8](repeating: 0, count: 64 * 1024)
         var pending: [UInt8] = []
         var skipping = false
         var total = 0
         while total < limit {
             let wanted = min(chunk.count, limit - total)
-            let count = try sys("read(\(path))") { chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, wanted) } }
+            let result = chunk.withUnsafeMutableBytes { buffer -> Result<Int, SystemError> in
+                do throws(SystemError) {
+                    return .success(try file.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<wanted])))
+                } catch {
+                    return .failure(error)
+                }
+            }
+            let count = try result.get()
             if count == 0 { break }
             total += count
             var start = 0
