@@ -681,12 +681,9 @@ extension UploadTests {
             // The state a run cut after 123,457 bytes leaves: the server's resource with those bytes, and the
             // client's record of it.
             let store = try #require(server.service.store)
-            guard case .success(let (resource, fd)) = store.create(target: "/f.bin", length: bytes.count, now: Int64(WallClock.now())) else {
-                Issue.record("cannot make the resource")
-                return
-            }
-            _ = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, 123_457) }
-            close(fd)
+            let created = try store.create(target: "/f.bin", length: bytes.count, now: Int64(WallClock.now()))
+            let resource = created.resource
+            try created.part.write(all: Array(bytes.prefix(123_457)))
             let url = try URLParts(parsing: "http://127.0.0.1:\(server.port)/f.bin")
             let resourceURL = try url.resolving(ResumableUploadServer.resourcePrefix + resource.id)
             let file = try #require(Upload.identity(of: scratch.file("local.bin"), as: nil))

@@ -54,9 +54,10 @@ public struct EventBuffer {
         text.withUTF8 { append(UnsafeRawBufferPointer($0)) }
     }
 
-    /// Appends `length` bytes of the open file `fd` from `offset` as a file segment: nothing is read now; the
+    /// Appends `length` bytes of the open `file` from `offset` as a file segment: nothing is read now; the
     /// bytes go from the page cache to the socket with sendfile when the buffer is written. The buffer owns
-    /// `fd` from now on and closes it when the segment is sent or dropped, also when this call throws.
+    /// the descriptor from now on and closes it when the segment is sent or dropped, also when this call
+    /// throws.
     ///
     /// The segment is queued in pieces of at most `sendfilePiece` bytes: libevent 2.1 sends a whole file
     /// segment in one sendfile call (it ignores the size it is given on Linux), and over loopback to a client
@@ -64,21 +65,14 @@ public struct EventBuffer {
     /// loop-stall watchdog). One piece goes out per write, as nginx's 2 MiB sendfile_max_chunk does, so the
     /// loop serves everything else between pieces.
     /// The corresponding C functions are `evbuffer_file_segment_new` and `evbuffer_add_file_segment`.
-    public func appendFile(_ fd: CInt, offset: Int, length: Int) throws(SystemError) {
-        guard length > 0 else {
-            _ = close(fd)
-            return
+    public func appendFile(_ file: consuming FileDescriptor, offset: Int, length: Int) throws(SystemError) {
+        guard length > 0 else { return }
+        let fd = file.rawValue
+        // Fails only when memory is exhausted: libevent made no segment, and `file` closes the descriptor.
+        let segment = try libevent("evbuffer_file_segment_new") {
+            evbuffer_file_segment_new(fd, Int64(offset), Int64(length), UInt32(EVBUF_FS_CLOSE_ON_FREE))
         }
-        let segment: OpaquePointer
-        do throws(SystemError) {
-            segment = try libevent("evbuffer_file_segment_new") {
-                evbuffer_file_segment_new(fd, Int64(offset), Int64(length), UInt32(EVBUF_FS_CLOSE_ON_FREE))
-            }
-        } catch {
-            // Only when memory is exhausted: libevent made no segment, so the descriptor is still ours.
-            _ = close(fd)
-            throw error
-        }
+        _ = file.take()
         // Each piece holds a reference to the segment; ours goes at the end, and the last piece sent or
         // dropped closes the descriptor.
         defer { evbuffer_file_segment_free(segment) }

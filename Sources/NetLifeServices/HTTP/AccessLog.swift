@@ -9,6 +9,7 @@
 
 @preconcurrency import Glibc
 import NetLife
+import NetLifeEvent
 
 /// Where an http listener's access log goes.
 public enum AccessLogDestination: Equatable, Sendable {
@@ -85,7 +86,9 @@ public final class AccessLogFile {
     private struct WeakFile { weak var file: AccessLogFile? }
 
     public let path: String
-    private var fd: CInt = -1
+    /// The log, open for appending. Shared by listeners and held by them only, it has no one owner to close
+    /// it: it closes with the last listener that names it.
+    private var file: FileDescriptor?
     private let logger: Logger
     /// Bytes of lines a write could not take yet, retried before the next line; at most `maxPending`.
     private var pending: [UInt8] = []
@@ -115,32 +118,31 @@ public final class AccessLogFile {
         open()
     }
 
-    // Shared by listeners and held by them only, the file has no one owner to close it: its descriptor
-    // goes with the last listener that names it.
-    deinit {
-        if fd >= 0 { Glibc.close(fd) }
-    }
-
     /// Opens the log for appending. A log netlifed creates is mode 0640, whatever the umask (systemd's
     /// UMask=0077 made it 0600): in a directory of group adm with the set-group-id bit (as Debian's
     /// /var/log/nginx), the adm group reads it, as Debian's nginx logs are read. An existing file keeps its
     /// mode and owner (logrotate's `create` decides them). The corresponding C functions are `open` and
     /// `fchmod`.
     private func open() {
-        let flags = O_WRONLY | O_APPEND | O_CLOEXEC | O_NOCTTY | O_NONBLOCK
-        fd = Glibc.open(path, flags | O_CREAT | O_EXCL, 0o640)
-        if fd >= 0 {
-            _ = fchmod(fd, 0o640)
+        let options: FileDescriptor.OpenOptions = [.append, .nonBlocking]
+        do throws(SystemError) {
+            let created = try FileDescriptor.open(path, .writeOnly, options: options.union([.create, .exclusiveCreate]), permissions: 0o640)
+            _ = try? created.setPermissions(0o640)
+            file = consume created
             return
+        } catch {
+            guard error.errno.rawValue == EEXIST else { return trouble("cannot open: \(error.errno)") }
         }
-        guard errno == EEXIST else { return trouble("cannot open: \(Errno.current)") }
-        fd = Glibc.open(path, flags)
-        if fd < 0 { trouble("cannot open: \(Errno.current)") }
+        do throws(SystemError) {
+            file = try FileDescriptor.open(path, .writeOnly, options: options)
+        } catch {
+            trouble("cannot open: \(error.errno)")
+        }
     }
 
     func reopen() {
         flush()
-        if fd >= 0 { Glibc.close(fd) }
+        file = nil
         open()
         flush()
     }
@@ -160,11 +162,15 @@ public final class AccessLogFile {
     }
 
     private func flush() {
-        guard !pending.isEmpty else { return }
-        guard fd >= 0 else { return }
-        let written = pending.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-        if written < 0 {
-            if errno != EINTR && errno != EAGAIN { trouble("write: \(Errno.current)") }
+        guard !pending.isEmpty, file != nil else { return }
+        let result = pending.withUnsafeBytes { bytes -> Result<Int, SystemError> in
+            do throws(SystemError) { return .success(try file?.write(bytes) ?? 0) } catch { return .failure(error) }
+        }
+        let written: Int
+        switch result {
+        case .success(let count): written = count
+        case .failure(let error):
+            if error.errno != .wouldBlock { trouble("write: \(error.errno)") }
             return
         }
         pending.removeFirst(written)

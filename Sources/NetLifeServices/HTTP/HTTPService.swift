@@ -183,12 +183,20 @@ public final class HTTPService: Service, ConnectionDelegate {
         }
     }
 
-    /// An upload being written: its resource (offset counting what is written) and open part.
-    private struct UploadWrite {
+    /// An upload being written: its resource (offset counting what is written) and its part, open for
+    /// appending until the body ends.
+    private final class UploadWrite {
         var resource: UploadResource
-        var fd: CInt
-        var created: Bool
-        var completes: Bool
+        var part: FileDescriptor?
+        let created: Bool
+        let completes: Bool
+
+        init(resource: UploadResource, part: consuming FileDescriptor, created: Bool, completes: Bool) {
+            self.resource = resource
+            self.part = consume part
+            self.created = created
+            self.completes = completes
+        }
     }
 
     /// Bodies of rejected requests up to this size are read and dropped, so that the connection can go on and
@@ -262,7 +270,7 @@ public final class HTTPService: Service, ConnectionDelegate {
         state.timer?.cancel()
         // A body cut off: what was written stays (the resource's offset moved on), the part is closed.
         if let upload = state.body?.upload {
-            close(upload.fd)
+            upload.part = nil
             if writers[upload.resource.id] === connection { writers[upload.resource.id] = nil }
         }
         state.body = nil
@@ -328,23 +336,22 @@ public final class HTTPService: Service, ConnectionDelegate {
         guard bodyLength == 0 else {
             return fail(connection, state, status: 400, method: head.method, head: head)
         }
-        guard let path = head.path, case let (fd, info)? = openFile(path) else {
+        guard let path = head.path, let opened = openFile(path) else {
             return fail(connection, state, status: 404, method: head.method, head: head)
         }
-        let response = HTTPFileResponder.respond(to: head, file: info, contentType: HTTPFileResponder.contentType(forPath: path),
+        let response = HTTPFileResponder.respond(to: head, file: opened.info, contentType: HTTPFileResponder.contentType(forPath: path),
                                                  maxRanges: maxRanges, now: now)
         connection.output.append(ResponseHeaders.adding(extraHeaders, to: HTTPFileResponder.serialize(response, keepAlive: head.keepAlive, minorVersion: head.minorVersion)))
         let bodyBytes = head.method == "GET" ? response.body.map { $0.last - $0.first + 1 } ?? 0 : 0
         noteResponse(head, status: response.status, bodyBytes: bodyBytes, connection, state)
         if head.method == "GET", let body = response.body {
             do {
-                try connection.output.appendFile(fd, offset: body.first, length: body.last - body.first + 1)
+                // The descriptor goes to libevent, which sends the bytes with sendfile and closes it.
+                try connection.output.appendFile(opened.file, offset: body.first, length: body.last - body.first + 1)
             } catch {
                 connection.close(.now)
                 return
             }
-        } else {
-            close(fd)
         }
         if !head.keepAlive { state.closeWhenSent = true }
         connection.flush()
@@ -399,21 +406,24 @@ public final class HTTPService: Service, ConnectionDelegate {
         }
     }
 
-    /// Opens `path` under the root: a regular file whose real path (symlinks resolved, read back from the
-    /// open descriptor, so that nothing can change between the check and the use) lies under the root and
-    /// not in an upload staging directory (whichever listener's it is: its partial uploads are never served).
-    private func openFile(_ path: String) -> (CInt, FileInfo)? {
-        let fd = open(root + path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
-        guard fd >= 0 else { return nil }
-        var info = stat()
-        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG,
-              let real = realPath("/proc/self/fd/\(fd)"), real.hasPrefix(root == "/" ? "/" : root + "/"),
+    /// A file to serve, open, and what the responder needs to know of it.
+    private struct OpenedFile: ~Copyable {
+        let file: FileDescriptor
+        let info: FileInfo
+    }
+
+    /// Opens `path` under the root: a regular file (opened without blocking, so a FIFO is refused, not waited
+    /// on) whose real path (symlinks resolved, read back from the open descriptor, so that nothing can change
+    /// between the check and the use) lies under the root and not in an upload staging directory (whichever
+    /// listener's it is: its partial uploads are never served).
+    private func openFile(_ path: String) -> OpenedFile? {
+        guard let file = try? RegularFile.open(root + path, .readOnly), let info = try? file.status(),
+              let real = realPath("/proc/self/fd/\(file.rawValue)"), real.hasPrefix(root == "/" ? "/" : root + "/"),
               !real.split(separator: "/").contains(Substring(ResumableUploadServer.stagingDirectoryName)) else {
-            close(fd)
             return nil
         }
-        return (fd, FileInfo(size: Int(info.st_size), modifiedSeconds: Int64(info.st_mtim.tv_sec),
-                             modifiedNanoseconds: Int(info.st_mtim.tv_nsec), inode: UInt64(info.st_ino)))
+        return OpenedFile(file: file, info: FileInfo(size: Int(info.st_size), modifiedSeconds: Int64(info.st_mtim.tv_sec),
+                                                     modifiedNanoseconds: Int(info.st_mtim.tv_nsec), inode: UInt64(info.st_ino)))
     }
 
     // MARK: Uploads
@@ -422,28 +432,33 @@ public final class HTTPService: Service, ConnectionDelegate {
         guard let uploads, let store else { return }
         // The target is checked on disk before anything is made (and again at the rename).
         if ResumableUploadServer.isTargetPath(target) {
-            switch store.openTarget(target) {
-            case .success(let opened): close(opened.directory)
-            case .failure(.noDirectory): return send(uploads.error(404, "no directory for \(target)", head, now: now), to: head, bodyLength: bodyLength, connection, state)
-            case .failure(.outsideRoot): return send(uploads.error(403, "\(target) leads out of the upload root", head, now: now), to: head, bodyLength: bodyLength, connection, state)
-            case .failure(.isDirectory): return send(uploads.error(409, "\(target) is a directory", head, now: now), to: head, bodyLength: bodyLength, connection, state)
+            do throws(UploadStore.TargetProblem) {
+                _ = try store.openTarget(target)
+            } catch {
+                switch error {
+                case .noDirectory: return send(uploads.error(404, "no directory for \(target)", head, now: now), to: head, bodyLength: bodyLength, connection, state)
+                case .outsideRoot: return send(uploads.error(403, "\(target) leads out of the upload root", head, now: now), to: head, bodyLength: bodyLength, connection, state)
+                case .isDirectory: return send(uploads.error(409, "\(target) is a directory", head, now: now), to: head, bodyLength: bodyLength, connection, state)
+                }
             }
         }
         let decision = uploads.creation(head, target: target, bodyLength: bodyLength, roomForAnother: sweep(needRoom: true), now: now)
         guard case .create(let target, let length, let bodyLength, let completes) = decision else {
             return perform(decision, head, bodyLength, connection, state)
         }
-        switch store.create(target: target, length: length, now: now) {
-        case .success(let (resource, fd)):
-            let write = UploadWrite(resource: resource, fd: fd, created: true, completes: completes)
-            if bodyLength > 0 && head.minorVersion >= 1 {
-                sendContinue(head, connection)
-                sendInterim(uploads.interim(resource, now: now), connection)
-            }
-            startBody(head, bodyLength, write, connection, state)
-        case .failure(let error):
-            send(uploads.error(500, "cannot create the upload: \(error)", head, now: now), to: head, bodyLength: bodyLength, connection, state)
+        let created: UploadStore.Created
+        do throws(SystemError) {
+            created = try store.create(target: target, length: length, now: now)
+        } catch {
+            return send(uploads.error(500, "cannot create the upload: \(error)", head, now: now), to: head, bodyLength: bodyLength, connection, state)
         }
+        let resource = created.resource
+        let write = UploadWrite(resource: resource, part: created.part, created: true, completes: completes)
+        if bodyLength > 0 && head.minorVersion >= 1 {
+            sendContinue(head, connection)
+            sendInterim(uploads.interim(resource, now: now), connection)
+        }
+        startBody(head, bodyLength, write, connection, state)
     }
 
     private func resourceRequest(_ id: String?, _ head: HTTPRequestHead, _ bodyLength: Int, _ connection: Connection, _ state: ConnectionState) {
@@ -470,13 +485,14 @@ public final class HTTPService: Service, ConnectionDelegate {
                 return send(uploads.error(500, "cannot record the length: \(error)", head, now: now), to: head, bodyLength: bodyLength, connection, state)
             }
         }
-        switch store.openPart(resource.id) {
-        case .success(let fd):
-            if bodyLength > 0 && head.minorVersion >= 1 { sendContinue(head, connection) }
-            startBody(head, bodyLength, UploadWrite(resource: updated, fd: fd, created: false, completes: completes), connection, state)
-        case .failure(let error):
-            send(uploads.error(500, "cannot open the upload: \(error)", head, now: now), to: head, bodyLength: bodyLength, connection, state)
+        let part: FileDescriptor
+        do throws(SystemError) {
+            part = try store.openPart(resource.id)
+        } catch {
+            return send(uploads.error(500, "cannot open the upload: \(error)", head, now: now), to: head, bodyLength: bodyLength, connection, state)
         }
+        if bodyLength > 0 && head.minorVersion >= 1 { sendContinue(head, connection) }
+        startBody(head, bodyLength, UploadWrite(resource: updated, part: part, created: false, completes: completes), connection, state)
     }
 
     /// Performs a decision that reads no body into an upload.
@@ -546,19 +562,15 @@ public final class HTTPService: Service, ConnectionDelegate {
         let input = connection.input
         while body.remaining > 0 && !input.isEmpty {
             let count = min(input.count, body.remaining, 1 << 20)
-            if let fd = body.upload?.fd {
-                let bytes = input.peekBytes(limit: count)
-                var written = 0
-                while written < bytes.count {
-                    let result = bytes[written...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-                    if result < 0 && errno == EINTR { continue }
-                    if result <= 0 {
-                        body.upload?.resource.offset += written
-                        return bodyFailed(body, "cannot write the upload: \(Errno.current)", connection, state)
-                    }
-                    written += result
+            if let upload = body.upload {
+                do throws(SystemError) {
+                    try upload.part?.write(all: input.peekBytes(limit: count))
+                } catch {
+                    // What the part holds now: the bytes of this write that it took count.
+                    if let size = try? upload.part?.status().st_size { upload.resource.offset = Int(size) }
+                    return bodyFailed(body, "cannot write the upload: \(error.errno)", connection, state)
                 }
-                body.upload?.resource.offset += count
+                upload.resource.offset += count
             }
             input.drain(count)
             body.remaining -= count
@@ -575,7 +587,7 @@ public final class HTTPService: Service, ConnectionDelegate {
         writers[upload.resource.id] = nil
         var response: UploadResponse
         if upload.completes {
-            switch store.complete(upload.resource, fd: upload.fd) {
+            switch store.complete(upload.resource, part: upload.part.take()) {
             case .success(let replaced):
                 var resource = upload.resource
                 resource.isComplete = true
@@ -584,7 +596,7 @@ public final class HTTPService: Service, ConnectionDelegate {
                 response = uploads.failed(upload.resource, failure.reason, now: now)
             }
         } else {
-            close(upload.fd)
+            upload.part = nil
             var resource = upload.resource
             resource.lastActivity = now
             response = uploads.appended(resource, created: upload.created, now: now)
@@ -597,7 +609,7 @@ public final class HTTPService: Service, ConnectionDelegate {
     /// A 500 for a body that cannot be stored; the connection closes (the rest of the body is not read).
     private func bodyFailed(_ body: BodyReader, _ reason: String, _ connection: Connection, _ state: ConnectionState) {
         guard let upload = body.upload, let uploads else { return connection.close(.now) }
-        close(upload.fd)
+        upload.part = nil
         writers[upload.resource.id] = nil
         state.body = nil
         state.closeWhenSent = true

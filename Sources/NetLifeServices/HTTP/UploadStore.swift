@@ -68,6 +68,8 @@ public struct UploadResourceRecord: Equatable, Sendable {
 /// The `key=value` text of the small records (download parts, upload resources, upload clients), with `\` escapes.
 enum RecordText {
     static let maxBytes = 16384
+    /// The most bytes read of a record's file (each kind of record refuses a longer text itself).
+    static let maxFileBytes = 1 << 16
 
     static func escaped(_ value: String) -> String {
         var result = ""
@@ -143,7 +145,12 @@ final class UploadStore {
         if lstat(staging, &info) == 0 {
             return (info.st_mode & S_IFMT) == S_IFDIR ? nil : SystemError("lstat \(staging): not a directory", Errno(rawValue: ENOTDIR))
         }
-        if mkdir(staging, 0o700) != 0 && errno != EEXIST { return SystemError("mkdir \(staging)", Errno.current) }
+        do throws(SystemError) {
+            try FileCalls.makeDirectory(staging, permissions: 0o700)
+        } catch {
+            // Made meanwhile: by another listener with the same upload root.
+            if error.errno.rawValue != EEXIST { return error }
+        }
         return nil
     }
 
@@ -164,7 +171,8 @@ final class UploadStore {
     /// The resource `id` as it is on disk, or nil. A resource whose record does not read, or whose bytes are
     /// gone while it is not complete, has lost its state: its files are removed.
     func load(_ id: String) -> UploadResource? {
-        guard let record = readSmallFile(metaPath(id)).flatMap(UploadResourceRecord.decode) else {
+        let text = try? RegularFile.read(metaPath(id), limit: RecordText.maxFileBytes).get()
+        guard let record = text.flatMap({ UploadResourceRecord.decode(String(decoding: $0, as: UTF8.self)) }) else {
             remove(id)
             return nil
         }
@@ -182,36 +190,37 @@ final class UploadStore {
                               lastActivity: max(metaTime, Int64(part.st_mtim.tv_sec)))
     }
 
-    /// Makes the files of a new resource: an empty part, then its record. Returns the resource and the part
-    /// open for appending.
-    func create(target: String, length: Int?, now: Int64) -> Result<(UploadResource, CInt), SystemError> {
-        if let error = ensureStaging() { return .failure(error) }
+    /// A resource just made, and its part open for appending.
+    struct Created: ~Copyable {
+        let resource: UploadResource
+        let part: FileDescriptor
+    }
+
+    /// Makes the files of a new resource: an empty part, then its record.
+    func create(target: String, length: Int?, now: Int64) throws(SystemError) -> Created {
+        if let error = ensureStaging() { throw error }
         let id = Self.newID()
-        let fd = open(partPath(id), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { return .failure(SystemError("open \(partPath(id))", Errno.current)) }
+        let part = try FileDescriptor.open(partPath(id), .writeOnly, options: [.create, .exclusiveCreate, .append])
         if let error = writeRecord(id, UploadResourceRecord(target: target, length: length)) {
-            close(fd)
-            unlink(partPath(id))
-            return .failure(error)
+            _ = consume part
+            _ = try? FileCalls.remove(partPath(id))
+            throw error
         }
-        return .success((UploadResource(id: id, target: target, length: length, lastActivity: now), fd))
+        return Created(resource: UploadResource(id: id, target: target, length: length, lastActivity: now), part: part)
     }
 
     /// The part of `id` open for appending.
-    func openPart(_ id: String) -> Result<CInt, SystemError> {
-        let fd = open(partPath(id), O_WRONLY | O_APPEND | O_CLOEXEC)
-        return fd >= 0 ? .success(fd) : .failure(SystemError("open \(partPath(id))", Errno.current))
+    func openPart(_ id: String) throws(SystemError) -> FileDescriptor {
+        try FileDescriptor.open(partPath(id), .writeOnly, options: .append)
     }
 
     func writeRecord(_ id: String, _ record: UploadResourceRecord) -> SystemError? {
-        writeFileAtomically(metaPath(id), Array(record.encoded().utf8))
+        SystemError.catching { () throws(SystemError) in try FileCalls.writeAtomically(metaPath(id), Array(record.encoded().utf8)) }
     }
 
     /// Deletes the files of `id` (those that exist).
     func remove(_ id: String) {
-        unlink(partPath(id))
-        unlink(metaPath(id))
-        unlink(metaPath(id) + ".tmp")
+        for path in [partPath(id), metaPath(id), metaPath(id) + ".tmp"] { _ = try? FileCalls.remove(path) }
     }
 
     /// Every resource in the staging directory, and the names of files there that belong to none (a crash
@@ -241,7 +250,7 @@ final class UploadStore {
     }
 
     func removeStray(_ name: String) {
-        unlink(staging + "/" + name)
+        _ = try? FileCalls.remove(staging + "/" + name)
     }
 
     // MARK: Targets
@@ -256,30 +265,33 @@ final class UploadStore {
         case isDirectory
     }
 
+    /// A target's directory, open, the last segment of the target's path, and whether a file is there.
+    struct Target: ~Copyable {
+        let directory: FileDescriptor
+        let name: String
+        let exists: Bool
+    }
+
     /// The target's directory, opened and checked (its real path, read back from the descriptor, lies
     /// under the root and outside the staging directory), the last path segment, and whether a file is
-    /// already there. The caller closes the descriptor.
-    func openTarget(_ target: String) -> Result<(directory: CInt, name: String, exists: Bool), TargetProblem> {
-        guard let slash = target.lastIndex(of: "/") else { return .failure(.outsideRoot) }
+    /// already there.
+    func openTarget(_ target: String) throws(TargetProblem) -> Target {
+        guard let slash = target.lastIndex(of: "/") else { throw .outsideRoot }
         let parent = String(target[..<slash])
         let name = String(target[target.index(after: slash)...])
-        guard !name.isEmpty else { return .failure(.isDirectory) }
-        let fd = open((root == "/" ? "" : root) + (parent.isEmpty ? "/" : parent), O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { return .failure(.noDirectory) }
+        guard !name.isEmpty else { throw .isDirectory }
+        let path = (root == "/" ? "" : root) + (parent.isEmpty ? "/" : parent)
+        guard let directory = try? FileDescriptor.open(path, .readOnly, options: .directory) else { throw .noDirectory }
         let rootPrefix = root == "/" ? "/" : root + "/"
-        guard let real = realPath("/proc/self/fd/\(fd)"), real == root || real.hasPrefix(rootPrefix),
+        guard let real = realPath("/proc/self/fd/\(directory.rawValue)"), real == root || real.hasPrefix(rootPrefix),
               real != staging, !real.hasPrefix(staging + "/"),
               !(real == root && name == ResumableUploadServer.stagingDirectoryName) else {
-            close(fd)
-            return .failure(.outsideRoot)
+            throw .outsideRoot
         }
         var info = stat()
-        let exists = fstatat(fd, name, &info, AT_SYMLINK_NOFOLLOW) == 0
-        if exists && (info.st_mode & S_IFMT) == S_IFDIR {
-            close(fd)
-            return .failure(.isDirectory)
-        }
-        return .success((fd, name, exists))
+        let exists = fstatat(directory.rawValue, name, &info, AT_SYMLINK_NOFOLLOW) == 0
+        if exists && (info.st_mode & S_IFMT) == S_IFDIR { throw .isDirectory }
+        return Target(directory: directory, name: name, exists: exists)
     }
 
     /// Why a complete upload could not be put in place.
@@ -287,27 +299,37 @@ final class UploadStore {
         var reason: String
     }
 
-    /// Puts a complete upload in place: the part (open as `fd`, closed here) reaches the disk, is renamed to
-    /// the target, the directory is synced, and the record says complete. Returns whether a file was
-    /// replaced, or why it could not be done (the part then stays, the upload incomplete).
-    func complete(_ resource: UploadResource, fd: CInt) -> Result<Bool, CompletionFailure> {
+    /// Puts a complete upload in place: the part (open, closed here) reaches the disk, is renamed to the
+    /// target, the directory is synced, and the record says complete. Returns whether a file was replaced, or
+    /// why it could not be done (the part then stays, the upload incomplete).
+    func complete(_ resource: UploadResource, part: consuming FileDescriptor?) -> Result<Bool, CompletionFailure> {
+        guard let part = part.take() else { return .failure(CompletionFailure(reason: "the part is not open")) }
         // Private (0600) while partial; the finished file is readable as a served file would be.
-        fchmod(fd, 0o644)
-        let synced = syncFile(fd, partPath(resource.id))
-        close(fd)
+        _ = try? part.setPermissions(0o644)
+        let synced = SystemError.catching { () throws(SystemError) in try part.sync() }
+        _ = try? part.close()
         if let synced { return .failure(CompletionFailure(reason: "\(synced)")) }
-        let target: (directory: CInt, name: String, exists: Bool)
-        switch openTarget(resource.target) {
-        case .success(let opened): target = opened
-        case .failure(.noDirectory): return .failure(CompletionFailure(reason: "the target's directory is gone"))
-        case .failure(.outsideRoot): return .failure(CompletionFailure(reason: "the target's directory leads out of the upload root"))
-        case .failure(.isDirectory): return .failure(CompletionFailure(reason: "a directory is in the way of the target"))
+        let target: Target
+        do throws(TargetProblem) {
+            target = try openTarget(resource.target)
+        } catch {
+            switch error {
+            case .noDirectory: return .failure(CompletionFailure(reason: "the target's directory is gone"))
+            case .outsideRoot: return .failure(CompletionFailure(reason: "the target's directory leads out of the upload root"))
+            case .isDirectory: return .failure(CompletionFailure(reason: "a directory is in the way of the target"))
+            }
         }
-        defer { close(target.directory) }
-        guard renameat(AT_FDCWD, partPath(resource.id), target.directory, target.name) == 0 else {
-            return .failure(CompletionFailure(reason: "rename: \(Errno.current)"))
+        do throws(SystemError) {
+            try FileCalls.rename(partPath(resource.id), to: target.name, in: target.directory)
+        } catch {
+            return .failure(CompletionFailure(reason: "rename: \(error.errno)"))
         }
-        let directorySynced = syncFile(target.directory, "the directory of \(resource.target)")
+        var directorySynced: SystemError?
+        do throws(SystemError) {
+            try target.directory.sync()
+        } catch {
+            directorySynced = SystemError("fsync the directory of \(resource.target)", error.errno)
+        }
         // The file is in place: a record that cannot be written only costs a late HEAD its answer (404).
         _ = writeRecord(resource.id, UploadResourceRecord(target: resource.target, length: resource.offset, completeLength: resource.offset))
         // The rename may not survive a power cut: the client is told, and may send the last bytes again.
