@@ -101,11 +101,11 @@ final class Transfers {
         guard file.hasPrefix("/") else {
             return .failure(ControlError(.badRequest, "FILE must be an existing regular file, got '\(file.prefix(256))'"))
         }
-        switch Upload.open(file, as: owner) {
-        case .success(let fd): Glibc.close(fd)
-        case .failure(let error):
+        do throws(RegularFile.Failure) {
+            _ = try RegularFile.open(file, .readOnly, as: owner)
+        } catch {
             let who = owner.map { " as uid \($0.uid)" } ?? ""
-            return .failure(ControlError(.badRequest, "FILE must be an existing regular file you can read, got '\(file.prefix(256))': cannot read it\(who) (\(error))"))
+            return .failure(ControlError(.badRequest, "FILE must be an existing regular file you can read, got '\(file.prefix(256))': cannot read it\(who) (\(error.systemError(file)))"))
         }
         return start(.upload, app: app, url: text, file: file, what: "FILE", tls: tls, owner: owner)
     }
@@ -137,6 +137,9 @@ final class Transfers {
 
     /// The largest `--cacert` file read (Debian's whole trust store is about 200 KiB).
     static let maxCertificateBytes = 4 << 20
+
+    /// The largest transfer list read back at the start.
+    static let maxJournalBytes = 1 << 16
 
     private func start(_ direction: TransferDirection, app: App, url text: String, file: String, what: String, tls: TransferTLS,
                        owner: FileCredentials?) -> Result<TransferStatus, ControlError> {
@@ -296,15 +299,14 @@ final class Transfers {
         saveJournal()
         let answer = { (removed: [String]) in reply(.success(TransfersCancelReply(cancelled: cancelled, removed: removed))) }
         let remove = { @Sendable (files: [(path: String, owner: FileCredentials?)]) -> [String] in
-            files.filter { file in (try? FileCredentials.acting(as: file.owner) { unlink(file.path) == 0 }) == true }.map(\.path)
+            files.filter { file in
+                (try? FileCredentials.acting(as: file.owner) { () throws(SystemError) in try FileCalls.remove(file.path) }) == true
+            }.map(\.path)
         }
         guard let disk = curl?.disk else { return answer(remove(doomed)) }
         let removed = RemovedFiles()
         let files = doomed
-        disk.run({
-            removed.paths = remove(files)
-            return nil
-        }, done: { _ in answer(removed.paths) })
+        disk.run({ removed.paths = remove(files) }, done: { _ in answer(removed.paths) })
     }
 
     // MARK: The journal
@@ -317,7 +319,14 @@ final class Transfers {
             logger.error("state-directory \(directoryName(journalPath)): \(error); unfinished transfers will not survive a restart")
             return
         }
-        guard let text = readSmallFile(journalPath) else { return }
+        let text: String
+        switch RegularFile.read(journalPath, limit: Self.maxJournalBytes) {
+        case .success(let bytes): text = String(decoding: bytes, as: UTF8.self)
+        case .failure(.system(let error)) where error.errno.rawValue == ENOENT: return
+        case .failure(let failure):
+            logger.warning("\(journalPath): cannot read it (\(failure)); starting without it")
+            return
+        }
         let list: [JSON]
         do {
             list = try TransferJournal(json: JSON.parse(text)).entries
@@ -399,7 +408,7 @@ final class Transfers {
         }
         let text = TransferJournal(entries: items).json.serialized + "\n"
         guard text != lastJournal else { return }
-        if let error = writeFileAtomically(journalPath, Array(text.utf8)) {
+        if let error = SystemError.catching({ () throws(SystemError) in try FileCalls.writeAtomically(journalPath, Array(text.utf8)) }) {
             logger.error("cannot write the transfer list \(journalPath): \(error)")
             return
         }
@@ -504,11 +513,14 @@ func directoryName(_ path: String) -> String {
 func makeDirectory(_ path: String) -> SystemError? {
     let previous = umask(0o077)
     defer { umask(previous) }
-    if mkdir(path, 0o700) == 0 { return nil }
-    let error = Errno.current
-    var info = stat()
-    if error.rawValue == EEXIST, stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR { return nil }
-    return SystemError("mkdir", error)
+    do throws(SystemError) {
+        try FileCalls.makeDirectory(path, permissions: 0o700)
+        return nil
+    } catch {
+        var info = stat()
+        if error.errno.rawValue == EEXIST, stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR { return nil }
+        return SystemError("mkdir", error.errno)
+    }
 }
 
 private extension String {

@@ -219,7 +219,14 @@ public final class Download: Transfer {
         }
         hasher = nil
         logger.info("\(algorithm.rawValue) digest of the resumed part read back in slices")
-        slices.hash(part.openForReading(), path: partPath, algorithm) { [weak self] result in
+        let opened: FileDescriptor
+        do throws(SystemError) {
+            opened = try part.openForReading()
+        } catch {
+            slices.stop()
+            return failIO(error)
+        }
+        slices.hash(opened, algorithm) { [weak self] result in
             guard let self else { return }
             switch result {
             case .success(let digest): perform(machine.digestComputed(digest))
@@ -233,26 +240,26 @@ public final class Download: Transfer {
 final class DigestSlices {
     private unowned let loop: EventLoop
     private var work: EventTimer?
-    private var fd: CInt = -1
+    private var file: FileDescriptor?
 
     init(loop: EventLoop) { self.loop = loop }
 
-    /// Hashes what `opened` (the part, opened for reading) holds; `path` names it in errors. Takes the
-    /// descriptor over.
-    func hash(_ opened: Result<CInt, SystemError>, path: String, _ algorithm: DigestAlgorithm,
+    /// Hashes what `opened` (the part, opened for reading) holds.
+    func hash(_ opened: consuming FileDescriptor, _ algorithm: DigestAlgorithm,
               done: @escaping (Result<ContentDigest, SystemError>) -> Void) {
         stop()
-        switch opened {
-        case .success(let descriptor): fd = descriptor
-        case .failure(let error): return done(.failure(error))
-        }
+        file = consume opened
         let hasher = ContentHasher(algorithm)
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
         work = EventTimer(loop: loop) { [weak self] in
             guard let self else { return }
-            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if count < 0 {
-                let error = SystemError("read \(path)", Errno.current)
+            let read = buffer.withUnsafeMutableBytes { bytes -> Result<Int, SystemError> in
+                do throws(SystemError) { return .success(try file?.read(into: bytes) ?? 0) } catch { return .failure(error) }
+            }
+            let count: Int
+            switch read {
+            case .success(let value): count = value
+            case .failure(let error):
                 stop()
                 return done(.failure(error))
             }
@@ -270,8 +277,7 @@ final class DigestSlices {
     func stop() {
         work?.close()
         work = nil
-        if fd >= 0 { close(fd) }
-        fd = -1
+        file = nil
     }
 
     deinit { stop() }

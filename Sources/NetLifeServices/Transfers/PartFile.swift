@@ -19,7 +19,8 @@ final class PartFile {
     var path: String { output + ".part" }
     /// The record of what the partial file holds.
     var recordPath: String { output + ".part.meta" }
-    private var fd: CInt = -1
+    /// The part, open for appending once needed.
+    private var file: FileDescriptor?
     /// Which records go to the disk, and when.
     private var pacing = RecordPacing()
     /// Wakes a record held for `RecordPacing.spacing`.
@@ -36,72 +37,56 @@ final class PartFile {
     /// none or it does not decode).
     func leftOver() -> (size: Int, record: DownloadRecord?) {
         let (path, recordPath) = (self.path, self.recordPath)
-        let found = try? FileCredentials.acting(as: owner) { () -> (Int, DownloadRecord?) in
+        let size = (try? FileCredentials.acting(as: owner) { () -> Int in
             var info = stat()
-            let size = lstat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFREG ? Int(info.st_size) : 0
-            return (size, readSmallFile(recordPath, followLinks: false).flatMap(DownloadRecord.decode))
-        }
-        return found ?? (0, nil)
+            return lstat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFREG ? Int(info.st_size) : 0
+        }) ?? 0
+        let record = try? RegularFile.read(recordPath, limit: RecordText.maxFileBytes, followLinks: false, as: owner).get()
+        return (size, record.flatMap { DownloadRecord.decode(String(decoding: $0, as: UTF8.self)) })
     }
 
     /// Opens the part for appending (creating it) unless it is open: not through a symbolic link, and only a
     /// regular file (opened without blocking, so a FIFO planted there is refused, not waited on).
-    private func open() -> SystemError? {
-        if fd >= 0 { return nil }
-        let path = self.path
-        let opened = asOwner { () -> Result<CInt, SystemError> in
-            let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0o644)
-            guard fd >= 0 else { return .failure(SystemError("open \(path)", Errno.current)) }
-            var info = stat()
-            guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
-                Glibc.close(fd)
-                return .failure(SystemError("open \(path) (not a regular file)", Errno(rawValue: EINVAL)))
-            }
-            return .success(fd)
-        }
-        switch opened {
-        case .success(let descriptor):
-            fd = descriptor
-            return nil
-        case .failure(let error):
-            return error
-        }
-    }
-
-    /// Runs `body` with the owner's identity; the error when it cannot be taken.
-    private func asOwner<T>(_ body: () -> Result<T, SystemError>) -> Result<T, SystemError> {
-        do {
-            return try FileCredentials.acting(as: owner, body)
+    private func openPart() throws(SystemError) {
+        if file != nil { return }
+        do throws(RegularFile.Failure) {
+            file = try RegularFile.open(path, .writeOnly, options: [.create, .append, .noFollow], permissions: 0o644, as: owner)
         } catch {
-            return .failure(error)
+            throw error.systemError(path)
         }
     }
 
     /// Opens the part for reading (a resumed part's digest), with the owner's identity, not through a link.
-    func openForReading() -> Result<CInt, SystemError> {
-        let path = self.path
-        return asOwner {
-            let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY)
-            return fd >= 0 ? .success(fd) : .failure(SystemError("open \(path)", Errno.current))
+    func openForReading() throws(SystemError) -> FileDescriptor {
+        do throws(RegularFile.Failure) {
+            return try RegularFile.open(path, .readOnly, options: .noFollow, as: owner)
+        } catch {
+            throw error.systemError(path)
         }
     }
 
     /// Cuts the part to `length` bytes (creating it empty when it does not exist).
     func truncate(to length: Int) -> SystemError? {
-        if let error = open() { return error }
-        return ftruncate(fd, off_t(length)) == 0 ? nil : SystemError("ftruncate", Errno.current)
+        SystemError.catching { () throws(SystemError) in
+            try openPart()
+            try file?.truncate(to: length)
+        }
     }
 
     /// Writes `bytes` to the end of the part.
     func append(_ bytes: UnsafeRawBufferPointer) -> SystemError? {
-        if let error = open() { return error }
-        return writeAll(fd, bytes, to: path)
+        SystemError.catching { () throws(SystemError) in
+            try openPart()
+            try file?.write(all: bytes)
+        }
     }
 
     /// The record, atomically: the part's bytes reach the disk first, then the record replaces the old one.
     func writeRecord(_ record: DownloadRecord) -> SystemError? {
-        if fd >= 0, let error = syncFile(fd, path) { return error }
-        return writeFileAtomically(recordPath, Array(record.encoded().utf8), as: owner)
+        SystemError.catching { () throws(SystemError) in
+            try file?.sync()
+            try FileCalls.writeAtomically(recordPath, Array(record.encoded().utf8), as: owner)
+        }
     }
 
     /// Why the part may not go into place as the finished file: nil when it holds exactly `expectedLength`
@@ -119,7 +104,7 @@ final class PartFile {
     /// replaces the old one; `done` on the loop.
     func writeRecord(_ record: DownloadRecord, on disk: TransferDisk, done: @escaping (SystemError?) -> Void) {
         let (recordPath, text, owner) = (self.recordPath, Array(record.encoded().utf8), self.owner)
-        sync(duplicate(), on: disk, then: { writeFileAtomically(recordPath, text, as: owner) }, done: done)
+        sync(on: disk, then: { () throws(SystemError) in try FileCalls.writeAtomically(recordPath, text, as: owner) }, done: done)
     }
 
     /// A record off the loop, as `writeRecord(_:on:done:)`, paced by `RecordPacing`: one that only moves the
@@ -150,7 +135,7 @@ final class PartFile {
             wake(at: time, on: keeping.loop)
         case .sync(let time):
             wake(at: time, on: keeping.loop)
-            sync(duplicate(), on: keeping.disk, then: { nil }) { [weak self] in self?.finished($0) }
+            sync(on: keeping.disk, then: {}) { [weak self] in self?.finished($0) }
         case .write(let record):
             writeRecord(record, on: keeping.disk) { [weak self] in self?.finished($0) }
         }
@@ -176,18 +161,24 @@ final class PartFile {
         }
     }
 
-    /// Off the loop, after the work queued before it: fsyncs `copy` (a duplicate of the part's descriptor,
-    /// closed after; -1 when the part is not open: nothing to sync), then `more`; `done` on the loop. The
-    /// part may be closed on the loop meanwhile: the fsync works on the duplicate.
-    private func sync(_ copy: Result<CInt, SystemError>, on disk: TransferDisk, then more: @escaping @Sendable () -> SystemError?,
+    /// Off the loop, after the work queued before it: fsyncs the part when it is open, then `more`; `done`
+    /// on the loop. The part may be closed on the loop meanwhile: the fsync works on a duplicate of its
+    /// descriptor, which the disk queue owns and closes.
+    private func sync(on disk: TransferDisk, then more: @escaping @Sendable () throws(SystemError) -> Void,
                       done: @escaping (SystemError?) -> Void) {
-        if case .failure(let error) = copy { return done(error) }
+        let copy: CInt
+        do throws(SystemError) {
+            copy = try file?.duplicate().take() ?? -1
+        } catch {
+            return done(error)
+        }
         let path = self.path
-        disk.run({
-            let fd = (try? copy.get()) ?? -1
-            defer { if fd >= 0 { Glibc.close(fd) } }
-            if fd >= 0, let error = syncFile(fd, path) { return error }
-            return more()
+        disk.run({ () throws(SystemError) in
+            if copy >= 0 {
+                let file = FileDescriptor(owning: copy, name: path)
+                try file.sync()
+            }
+            try more()
         }, done: done)
     }
 
@@ -195,33 +186,32 @@ final class PartFile {
     /// after the records queued before it; `done` on the loop.
     func renameIntoPlace(on disk: TransferDisk, done: @escaping (SystemError?) -> Void) {
         pacing.placed()
-        if let error = open() { return done(error) }
-        let copy = duplicate()
-        close()
+        if let error = SystemError.catching({ () throws(SystemError) in try openPart() }) { return done(error) }
         let (path, output, owner) = (self.path, self.output, self.owner)
-        sync(copy, on: disk, then: {
-            acting(as: owner) { renameFile(path, to: output) ?? syncDirectory(of: output) }
+        sync(on: disk, then: { () throws(SystemError) in
+            try FileCredentials.acting(as: owner) { () throws(SystemError) in
+                try FileCalls.rename(path, to: output)
+                try FileCalls.syncDirectory(of: output)
+            }
         }, done: done)
+        close()
     }
 
     /// Deletes the record (and fsyncs its directory), off the loop, after the work queued before it.
     func removeRecord(on disk: TransferDisk, done: @escaping (SystemError?) -> Void) {
         let (recordPath, owner) = (self.recordPath, self.owner)
-        disk.run({ acting(as: owner) { removeFile(recordPath) ?? syncDirectory(of: recordPath) } }, done: done)
-    }
-
-    /// A duplicate of the open part's descriptor (-1 when it is not open), for work off the loop.
-    private func duplicate() -> Result<CInt, SystemError> {
-        guard fd >= 0 else { return .success(-1) }
-        let copy = fcntl(fd, F_DUPFD_CLOEXEC, 0)
-        return copy >= 0 ? .success(copy) : .failure(SystemError("fcntl F_DUPFD_CLOEXEC \(path)", Errno.current))
+        disk.run({ () throws(SystemError) in
+            try FileCredentials.acting(as: owner) { () throws(SystemError) in
+                try FileCalls.remove(recordPath)
+                try FileCalls.syncDirectory(of: recordPath)
+            }
+        }, done: done)
     }
 
     /// Closes the part, when the download stops; the next write opens it again. A record held back is not
     /// written any more (the stop's own is queued before). Calling it again does nothing.
     func close() {
-        if fd >= 0 { Glibc.close(fd) }
-        fd = -1
+        file = nil
         pacing.stopped()
         heldRecordTimer?.close()
         heldRecordTimer = nil

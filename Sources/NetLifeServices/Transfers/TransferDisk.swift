@@ -6,7 +6,6 @@
 // each one's result comes back to the loop through the loop's Waker. Appending to the part stays on the
 // loop: a write() lands in the page cache.
 
-@preconcurrency import Glibc
 import Dispatch
 import NetLifeEvent
 
@@ -20,13 +19,13 @@ public final class TransferDisk: @unchecked Sendable {
         waker = try Waker(loop: loop)
     }
 
-    /// Runs `work` on the disk queue, after everything queued before it, and `done` with its result on the
-    /// loop.
-    public func run(_ work: @escaping @Sendable () -> SystemError?, done: @escaping (SystemError?) -> Void) {
+    /// Runs `work` on the disk queue, after everything queued before it, and `done` with what it threw (nil
+    /// when nothing) on the loop.
+    public func run(_ work: @escaping @Sendable () throws(SystemError) -> Void, done: @escaping (SystemError?) -> Void) {
         let box = LoopOnly(done)
         let waker = self.waker
         queue.async {
-            let error = work()
+            let error = SystemError.catching(work)
             waker.wake { box.value(error) }
         }
     }

@@ -36,8 +36,9 @@ public final class Upload: Transfer {
     private let curl: CurlMulti
     private let logger: Logger
     private var request: CurlRequest?
-    /// The file being sent: its descriptor, the next offset to read and where the body ends.
-    private var sending: (fd: CInt, next: Int, end: Int)?
+    /// The file being sent, and the next offset to read of it and where the body ends.
+    private var sendingFile: FileDescriptor?
+    private var sending: (next: Int, end: Int)?
     /// Whether the final head of the request arrived.
     private var finished = false
     private let pace: TransferPaceTimer
@@ -56,7 +57,8 @@ public final class Upload: Transfer {
         output = file
         self.recordPath = recordPath
         self.logger = logger.labeled("\(logger.label) upload \(file)")
-        machine = ResumableUpload(url: url, existing: readSmallFile(recordPath).flatMap(UploadRecord.decode))
+        let record = try? RegularFile.read(recordPath, limit: RecordText.maxFileBytes).get()
+        machine = ResumableUpload(url: url, existing: record.flatMap { UploadRecord.decode(String(decoding: $0, as: UTF8.self)) })
     }
 
     public var state: TransferState { machine.state }
@@ -81,25 +83,8 @@ public final class Upload: Transfer {
     /// The identity of the file at `path` (size, modification time, inode); nil when `owner` cannot open it
     /// for reading or it is no regular file.
     static func identity(of path: String, as owner: FileCredentials?) -> UploadFileIdentity? {
-        guard case .success(let fd) = open(path, as: owner) else { return nil }
-        defer { close(fd) }
-        var info = stat()
-        return fstat(fd, &info) == 0 ? identity(info) : nil
-    }
-
-    /// Opens the regular file at `path` for reading, with `owner`'s identity (without blocking on a FIFO).
-    public static func open(_ path: String, as owner: FileCredentials?) -> Result<CInt, SystemError> {
-        let opened = try? FileCredentials.acting(as: owner) { () -> Result<CInt, SystemError> in
-            let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
-            guard fd >= 0 else { return .failure(SystemError("open \(path)", Errno.current)) }
-            var info = stat()
-            guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
-                close(fd)
-                return .failure(SystemError("open \(path) (not a regular file)", Errno(rawValue: EINVAL)))
-            }
-            return .success(fd)
-        }
-        return opened ?? .failure(SystemError("setfsuid", Errno(rawValue: EPERM)))
+        guard let file = try? RegularFile.open(path, .readOnly, as: owner), let info = try? file.status() else { return nil }
+        return identity(info)
     }
 
     private static func identity(_ info: stat) -> UploadFileIdentity {
@@ -120,12 +105,12 @@ public final class Upload: Transfer {
         case .closeConnection:
             closeConnection()
         case .writeRecord(let record):
-            if let error = writeFileAtomically(recordPath, Array(record.encoded().utf8)) {
+            if let error = SystemError.catching({ () throws(SystemError) in try FileCalls.writeAtomically(recordPath, Array(record.encoded().utf8)) }) {
                 closeConnection()
                 perform(machine.pause("cannot write the record: \(error)"))
             }
         case .removeRecord:
-            if let error = removeFile(recordPath) ?? syncDirectory(of: recordPath) {
+            if let error = SystemError.catching({ () throws(SystemError) in try FileCalls.remove(recordPath); try FileCalls.syncDirectory(of: recordPath) }) {
                 logger.warning("the finished upload's record stays: \(error)")
             }
         case .report(let state):
@@ -143,14 +128,12 @@ public final class Upload: Transfer {
         closeConnection()
         logger.debug("\(spec.method) \(spec.url)\(spec.value(of: "Upload-Offset").map { " from \($0)" } ?? "")")
         bytesMoved = 0
-        var file: CInt = -1
+        var file: FileDescriptor?
         if let body, body.count > 0 {
             // Opened now and checked against the identity the upload started with: the bytes sent are that
             // file's.
-            file = (try? Self.open(output, as: owner).get()) ?? -1
-            var info = stat()
-            guard file >= 0, fstat(file, &info) == 0, Self.identity(info) == machine.file else {
-                if file >= 0 { close(file) }
+            file = try? RegularFile.open(output, .readOnly, as: owner)
+            guard let info = try? file?.status(), Self.identity(info) == machine.file else {
                 return perform(machine.fileChanged(Self.identity(of: output, as: owner)))
             }
         }
@@ -158,11 +141,10 @@ public final class Upload: Transfer {
         let request: CurlRequest
         switch CurlRequest.make(CurlRequestSpec(method: method, url: spec.url, headers: spec.headers, tls: tls), on: curl) {
         case .success(let made): request = made
-        case .failure(let failure):
-            if file >= 0 { close(file) }
-            return perform(machine.connectionFailed(failure.message))
+        case .failure(let failure): return perform(machine.connectionFailed(failure.message))
         }
-        sending = file >= 0 ? (file, body?.offset ?? 0, (body?.offset ?? 0) + (body?.count ?? 0)) : nil
+        sending = file != nil ? (body?.offset ?? 0, (body?.offset ?? 0) + (body?.count ?? 0)) : nil
+        sendingFile = file.take()
         pace.start(limits: limits, bytes: { [weak self] in self?.bytesMoved ?? 0 }) { [weak self] stall in
             guard let self else { return }
             closeConnection()
@@ -170,10 +152,10 @@ public final class Upload: Transfer {
         }
         request.onSend = { [weak self, weak request] buffer in
             guard let self, let request, request === self.request else { return nil }
-            guard let (fd, next, end) = sending else { return 0 }
-            let count = pread(fd, buffer.baseAddress, min(buffer.count, end - next), off_t(next))
-            guard count >= 0 else { return nil }
-            sending = (fd, next + count, end)
+            guard let (next, end) = sending else { return 0 }
+            let slice = UnsafeMutableRawBufferPointer(rebasing: buffer[..<min(buffer.count, end - next)])
+            guard let count = try? sendingFile?.read(fromAbsoluteOffset: next, into: slice) else { return nil }
+            sending = (next + count, end)
             bytesMoved += count
             return count
         }
@@ -208,7 +190,7 @@ public final class Upload: Transfer {
     }
 
     private func closeFile() {
-        if let (fd, _, _) = sending { close(fd) }
+        sendingFile = nil
         sending = nil
     }
 
