@@ -3,6 +3,7 @@
 // (Journal.enableIfStderrIsTheJournal), records go to journald itself, with the logger's fields.
 
 @preconcurrency import Glibc
+import NetLifeEvent
 import Synchronization
 
 /// A logger with a label (for example `app echo`) and a minimum level.
@@ -56,13 +57,8 @@ public struct Logger: Sendable {
         if fd == 2, Journal.isEnabled, Journal.send(priority: level.rawValue, message: text, fields: fields) { return }
         var line = (fd == 2 && Self.stderrIsTerminal ? Self.timestamp() + " " : "") + "<\(level.rawValue)>" + text
         line.append("\n")
-        line.withUTF8 { bytes in
-            var offset = 0
-            while offset < bytes.count {
-                let written = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
-                if written > 0 { offset += written } else if errno != EINTR { return }
-            }
-        }
+        // A line that cannot be written is lost: there is nowhere else to say so.
+        line.withUTF8 { bytes in try? FileDescriptor.write(all: UnsafeRawBufferPointer(bytes), toUnowned: fd, name: "the log") }
     }
 
     /// Whether stderr is a terminal: netlifed run by hand, where a person reads the lines and wants their

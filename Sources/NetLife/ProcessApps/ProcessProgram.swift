@@ -88,7 +88,7 @@ public final class ProcessProgram: AppProgram {
             run.abandon()
             throw error
         }
-        defer { if pair[1] >= 0 { Glibc.close(pair[1]) } }
+        defer { if pair[1] >= 0 { SocketCalls.close(pair[1]) } }
         var environment = self.environment
         for (key, value) in configuration.environment { environment[key] = value }
         environment["NETLIFE_APP"] = app
@@ -99,7 +99,7 @@ public final class ProcessProgram: AppProgram {
         do {
             notify = try makeNotifySession(for: run)
         } catch {
-            Glibc.close(pair[0])
+            SocketCalls.close(pair[0])
             run.abandon()
             throw error
         }
@@ -121,7 +121,7 @@ public final class ProcessProgram: AppProgram {
                 }
             }
         } catch {
-            Glibc.close(pair[0])
+            SocketCalls.close(pair[0])
             notify.close()
             throw error
         }
@@ -136,7 +136,7 @@ public final class ProcessProgram: AppProgram {
                 }
             channelSession = session
         } catch {
-            Glibc.close(pair[0])
+            SocketCalls.close(pair[0])
             logger.warning("the lifecycle channel could not be set up (\(error)): the program runs without it")
         }
         let where_ = run.cgroup.map { "in \($0.directory)" } ?? "in its own process group"
@@ -354,9 +354,10 @@ public final class ProcessProgram: AppProgram {
         let others = run.cgroup?.subtreeMembers().filter { $0 != child.pid } ?? []
         for pid in [child.pid] + others {
             do {
-                var memberPidfd = pidfd
-                if pid != child.pid { memberPidfd = try SocketCalls.openProcess(pid) }
-                defer { if memberPidfd != pidfd { Glibc.close(memberPidfd) } }
+                // Another member's pidfd is opened here and closed at the end of this turn.
+                var member: FileDescriptor?
+                if pid != child.pid { member = FileDescriptor(owning: try SocketCalls.openProcess(pid), name: "pidfd of \(pid)") }
+                let memberPidfd = member?.rawValue ?? pidfd
                 let descriptors = try ProcessSockets.socketDescriptors(pid: pid)
                 if pid == child.pid {
                     spared = Set(descriptors.filter { channel.voipDescriptors.contains($0.fd) }.map(\.inode))

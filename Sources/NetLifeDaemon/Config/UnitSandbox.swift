@@ -72,6 +72,8 @@ struct UnitSandbox: Equatable {
     private static func runSystemctl(_ arguments: [String]) -> String? {
         var pipe: [CInt] = [-1, -1]
         guard Glibc.pipe(&pipe) == 0 else { return nil }
+        let reading = FileDescriptor(owning: pipe[0], name: "systemctl's output")
+        let writing = FileDescriptor(owning: pipe[1], name: "systemctl's output")
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -82,15 +84,13 @@ struct UnitSandbox: Equatable {
         defer { for pointer in argv { free(pointer) } }
         var pid: pid_t = 0
         let spawned = posix_spawn(&pid, "/usr/bin/systemctl", &actions, nil, argv, environ)
-        close(pipe[1])
-        defer { close(pipe[0]) }
+        // The child has its own writing end: with ours closed, its exit ends the reads.
+        _ = try? writing.close()
         guard spawned == 0 else { return nil }
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 4096)
         while bytes.count < 1 << 20 {
-            let count = read(pipe[0], &chunk, chunk.count)
-            if count < 0, errno == EINTR { continue }
-            if count <= 0 { break }
+            guard let count = try? chunk.withUnsafeMutableBytes({ try reading.read(into: $0) }), count > 0 else { break }
             bytes += chunk[0..<count]
         }
         var status: CInt = 0

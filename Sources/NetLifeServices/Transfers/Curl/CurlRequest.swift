@@ -320,7 +320,8 @@ final class CurlRequest {
             keepAlive?.release()
             keepAlive = nil
         }
-        return Glibc.close(socket)
+        SocketCalls.close(socket)
+        return 0
     }
 }
 
@@ -374,6 +375,9 @@ private func curlOpenSocket(_ context: UnsafeMutableRawPointer?, _ purpose: curl
 }
 
 private func curlCloseSocket(_ context: UnsafeMutableRawPointer?, _ socket: curl_socket_t) -> CInt {
-    guard let request = request(context) else { return Glibc.close(socket) }
+    guard let request = request(context) else {
+        SocketCalls.close(socket)
+        return 0
+    }
     return request.closeSocket(socket)
 }
