@@ -36,10 +36,25 @@ public enum RegularFile {
         }
     }
 
+    /// A regular file just opened, and its status as the check saw it. Frozen, so that a caller in another
+    /// module may take the descriptor out of it.
+    @frozen public struct Opened: ~Copyable {
+        public let file: FileDescriptor
+        public let status: stat
+    }
+
     /// Opens the regular file at `path`, with `owner`'s identity when there is one: non-blocking (the
     /// descriptor stays so, which a regular file ignores), and closed again unless it is a regular file.
     public static func open(_ path: String, _ mode: FileDescriptor.AccessMode, options: FileDescriptor.OpenOptions = [],
                             permissions: mode_t = 0o600, as owner: FileCredentials? = nil) throws(Failure) -> FileDescriptor {
+        let opened = try openWithStatus(path, mode, options: options, permissions: permissions, as: owner)
+        return opened.file
+    }
+
+    /// As `open`, with the status its check read (a caller that needs the size, the time or the inode makes
+    /// no second fstat).
+    public static func openWithStatus(_ path: String, _ mode: FileDescriptor.AccessMode, options: FileDescriptor.OpenOptions = [],
+                                      permissions: mode_t = 0o600, as owner: FileCredentials? = nil) throws(Failure) -> Opened {
         let file: FileDescriptor
         do throws(SystemError) {
             file = try FileCredentials.acting(as: owner) { () throws(SystemError) -> FileDescriptor in
@@ -51,7 +66,7 @@ public enum RegularFile {
         let info: stat
         do throws(SystemError) { info = try file.status() } catch { throw .system(error) }
         guard info.st_mode & S_IFMT == S_IFREG else { throw .notRegular(kind(info.st_mode)) }
-        return file
+        return Opened(file: file, status: info)
     }
 
     /// The bytes of the regular file at `path`, at most `limit` of them, opened with `owner`'s identity when
@@ -59,18 +74,17 @@ public enum RegularFile {
     public static func read(_ path: String, limit: Int, followLinks: Bool = true,
                             as owner: FileCredentials? = nil) -> Result<[UInt8], Failure> {
         do throws(Failure) {
-            let file = try open(path, .readOnly, options: followLinks ? [] : .noFollow, as: owner)
-            return .success(try read(file, limit: limit))
+            let opened = try openWithStatus(path, .readOnly, options: followLinks ? [] : .noFollow, as: owner)
+            return .success(try read(opened.file, size: Int(opened.status.st_size), limit: limit))
         } catch {
             return .failure(error)
         }
     }
 
-    /// What `file` holds from its offset to its end, when that is at most `limit` bytes. A file that holds
+    /// What `file`, of `size` bytes by its status, holds from its offset to its end, when that is at most
+    /// `limit` bytes. A file that holds
     /// more than its size says (one that grows, one of /proc) is read on, up to one byte past the bound.
-    private static func read(_ file: borrowing FileDescriptor, limit: Int) throws(Failure) -> [UInt8] {
-        let size: Int
-        do throws(SystemError) { size = Int(try file.status().st_size) } catch { throw .system(error) }
+    private static func read(_ file: borrowing FileDescriptor, size: Int, limit: Int) throws(Failure) -> [UInt8] {
         guard size <= limit else { throw .tooLarge(limit) }
         let bytes: [UInt8]
         do throws(SystemError) {

@@ -417,13 +417,14 @@ public final class HTTPService: Service, ConnectionDelegate {
     /// between the check and the use) lies under the root and not in an upload staging directory (whichever
     /// listener's it is: its partial uploads are never served).
     private func openFile(_ path: String) -> OpenedFile? {
-        guard let file = try? RegularFile.open(root + path, .readOnly), let info = try? file.status(),
-              let real = realPath("/proc/self/fd/\(file.rawValue)"), real.hasPrefix(root == "/" ? "/" : root + "/"),
+        guard let opened = try? RegularFile.openWithStatus(root + path, .readOnly),
+              let real = realPath("/proc/self/fd/\(opened.file.rawValue)"), real.hasPrefix(root == "/" ? "/" : root + "/"),
               !real.split(separator: "/").contains(Substring(ResumableUploadServer.stagingDirectoryName)) else {
             return nil
         }
-        return OpenedFile(file: file, info: FileInfo(size: Int(info.st_size), modifiedSeconds: Int64(info.st_mtim.tv_sec),
-                                                     modifiedNanoseconds: Int(info.st_mtim.tv_nsec), inode: UInt64(info.st_ino)))
+        let info = opened.status
+        return OpenedFile(file: opened.file, info: FileInfo(size: Int(info.st_size), modifiedSeconds: Int64(info.st_mtim.tv_sec),
+                                                            modifiedNanoseconds: Int(info.st_mtim.tv_nsec), inode: UInt64(info.st_ino)))
     }
 
     // MARK: Uploads

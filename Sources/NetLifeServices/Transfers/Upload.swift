@@ -83,8 +83,8 @@ public final class Upload: Transfer {
     /// The identity of the file at `path` (size, modification time, inode); nil when `owner` cannot open it
     /// for reading or it is no regular file.
     static func identity(of path: String, as owner: FileCredentials?) -> UploadFileIdentity? {
-        guard let file = try? RegularFile.open(path, .readOnly, as: owner), let info = try? file.status() else { return nil }
-        return identity(info)
+        guard let opened = try? RegularFile.openWithStatus(path, .readOnly, as: owner) else { return nil }
+        return identity(opened.status)
     }
 
     private static func identity(_ info: stat) -> UploadFileIdentity {
@@ -132,10 +132,10 @@ public final class Upload: Transfer {
         if let body, body.count > 0 {
             // Opened now and checked against the identity the upload started with: the bytes sent are that
             // file's.
-            file = try? RegularFile.open(output, .readOnly, as: owner)
-            guard let info = try? file?.status(), Self.identity(info) == machine.file else {
+            guard let opened = try? RegularFile.openWithStatus(output, .readOnly, as: owner), Self.identity(opened.status) == machine.file else {
                 return perform(machine.fileChanged(Self.identity(of: output, as: owner)))
             }
+            file = .some(opened.file)
         }
         let method: CurlRequestSpec.Method = spec.method == "HEAD" ? .head : .send(spec.method, length: body?.count ?? 0)
         let request: CurlRequest
