@@ -16,9 +16,6 @@ public final class ControlClient {
     private let fd: CInt
     private var buffer: [UInt8] = []
 
-    /// The connected socket (for a bridge that copies it to and from standard input and output).
-    public var descriptor: CInt { fd }
-
     /// Takes a connected stream socket whose other end speaks the protocol (ssh running a far bridge).
     public init(descriptor: CInt) {
         fd = descriptor
@@ -96,5 +93,79 @@ public final class ControlClient {
             }
             buffer.append(contentsOf: chunk[0..<count])
         }
+    }
+}
+
+extension ControlClient {
+    /// Starts `arguments` (a program looked up in PATH, and its arguments) with one end of a socket pair as its
+    /// standard input and output, and speaks the protocol over the other: the program (ssh running a far
+    /// netlifectl --bridge) carries it to a daemon. Its standard error is netlifectl's. `host` names the far
+    /// side in messages.
+    public convenience init(spawning arguments: [String], to host: String) throws(Failure) {
+        guard let program = arguments.first else { throw .unreachable("no command to reach \(host) with") }
+        var ends: [CInt] = [-1, -1]
+        guard socketpair(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0, &ends) == 0 else {
+            throw .unreachable("cannot make a socket pair for \(program): \(Self.errorText())")
+        }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, ends[1], 0)
+        posix_spawn_file_actions_adddup2(&actions, ends[1], 1)
+        var pid: pid_t = 0
+        let argv = arguments.map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        let status = posix_spawnp(&pid, program, &actions, nil, argv, environ)
+        close(ends[1])
+        guard status == 0 else {
+            close(ends[0])
+            throw .unreachable("cannot run \(program) to reach \(host): \(String(cString: strerror(status)))")
+        }
+        self.init(descriptor: ends[0])
+    }
+
+    /// Copies `input` to the socket and the socket to `output` until both are done (what `netlifectl --bridge`
+    /// does on the far host): at the end of `input` the socket's sending side is shut down and the daemon's
+    /// last replies still come back. False when a descriptor fails.
+    public func relay(input: CInt, output: CInt) -> Bool {
+        var fds = [pollfd(fd: input, events: Int16(POLLIN), revents: 0), pollfd(fd: fd, events: Int16(POLLIN), revents: 0)]
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        var inputOpen = true
+        while true {
+            fds[0].fd = inputOpen ? input : -1
+            guard poll(&fds, 2, -1) >= 0 || errno == EINTR else { return false }
+            if inputOpen, fds[0].revents != 0 {
+                let count = read(input, &chunk, chunk.count)
+                if count > 0 {
+                    guard Self.writeAll(fd, chunk[0..<count]) else { return false }
+                } else if count == 0 || errno != EINTR {
+                    inputOpen = false
+                    shutdown(fd, CInt(SHUT_WR))
+                }
+            }
+            if fds[1].revents != 0 {
+                let count = recv(fd, &chunk, chunk.count, 0)
+                if count > 0 {
+                    // A reader that has gone (the far netlifectl ended) ends the relay.
+                    guard Self.writeAll(output, chunk[0..<count]) else { return true }
+                } else if count == 0 || errno != EINTR {
+                    return true
+                }
+            }
+        }
+    }
+
+    /// Writes all of `bytes` to `target`; false when the reader is gone.
+    private static func writeAll(_ target: CInt, _ bytes: ArraySlice<UInt8>) -> Bool {
+        var offset = bytes.startIndex
+        while offset < bytes.endIndex {
+            let written = bytes[offset...].withUnsafeBytes { write(target, $0.baseAddress, $0.count) }
+            if written < 0 {
+                if errno == EINTR { continue }
+                return false
+            }
+            offset += written
+        }
+        return true
     }
 }

@@ -58,26 +58,8 @@ final class ControlTarget {
     /// Starts ssh with one end of a socket pair as its standard input and output; the other end is the
     /// connection. ssh's own messages (a host key, a refused login) go to netlifectl's standard error.
     private static func bridge(to host: String, controlPath: String?) throws(ControlClient.Failure) -> ControlClient {
-        let arguments = sshArguments(host: host, controlPath: controlPath, environment: processEnvironment())
-        var ends: [CInt] = [-1, -1]
-        guard socketpair(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0, &ends) == 0 else {
-            throw .unreachable("cannot make a socket pair for ssh: \(String(cString: strerror(errno)))")
-        }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, ends[1], 0)
-        posix_spawn_file_actions_adddup2(&actions, ends[1], 1)
-        var pid: pid_t = 0
-        let argv = arguments.map { strdup($0) } + [nil]
-        defer { for pointer in argv { free(pointer) } }
-        let status = posix_spawnp(&pid, arguments[0], &actions, nil, argv, environ)
-        close(ends[1])
-        guard status == 0 else {
-            close(ends[0])
-            throw .unreachable("cannot run \(arguments[0]) to reach \(host): \(String(cString: strerror(status)))")
-        }
-        return ControlClient(descriptor: ends[0])
+        try ControlClient(spawning: sshArguments(host: host, controlPath: controlPath, environment: processEnvironment()),
+                          to: host)
     }
 }
 
@@ -96,45 +78,6 @@ extension ControlTool {
             }
             return Exit.unreachable
         }
-        let socket = client.descriptor
-        var fds = [pollfd(fd: 0, events: Int16(POLLIN), revents: 0), pollfd(fd: socket, events: Int16(POLLIN), revents: 0)]
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        var inputOpen = true
-        while true {
-            fds[0].fd = inputOpen ? 0 : -1
-            guard poll(&fds, 2, -1) >= 0 || errno == EINTR else { return Exit.unreachable }
-            if inputOpen, fds[0].revents != 0 {
-                let count = read(0, &buffer, buffer.count)
-                if count > 0 {
-                    guard writeAll(socket, buffer[0..<count]) else { return Exit.unreachable }
-                } else if count == 0 || errno != EINTR {
-                    // The far netlifectl is done asking: the daemon still answers what it was asked.
-                    inputOpen = false
-                    shutdown(socket, CInt(SHUT_WR))
-                }
-            }
-            if fds[1].revents != 0 {
-                let count = recv(socket, &buffer, buffer.count, 0)
-                if count > 0 {
-                    guard writeAll(1, buffer[0..<count]) else { return Exit.ok }
-                } else if count == 0 || errno != EINTR {
-                    return Exit.ok
-                }
-            }
-        }
-    }
-
-    /// Writes all of `bytes` to `fd`; false when the reader is gone.
-    private static func writeAll(_ fd: CInt, _ bytes: ArraySlice<UInt8>) -> Bool {
-        var offset = bytes.startIndex
-        while offset < bytes.endIndex {
-            let written = bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-            if written < 0 {
-                if errno == EINTR { continue }
-                return false
-            }
-            offset += written
-        }
-        return true
+        return client.relay(input: 0, output: 1) ? Exit.ok : Exit.unreachable
     }
 }
