@@ -101,7 +101,7 @@ private func modules() -> [String] {
 /// The modules whose folders are layers. NetLifeEvent's Loop/ and Sockets/ are one layer on purpose: the loop
 /// serves its connections' next turns directly (ReadContext holds them unretained on the hot path, where a
 /// protocol would add a witness call per connection).
-private let layeredModules = ["NetLife", "NetLifeDaemon", "NetLifeJSON", "NetLifeStatus", "NetLifeControl", "netlifectl"]
+private let layeredModules = ["NetLife", "NetLifeDaemon", "NetLifeServices", "NetLifeJSON", "NetLifeStatus", "NetLifeControl", "netlifectl"]
 
 @Suite struct SourceLayoutTests {
     @Test(arguments: layeredModules)

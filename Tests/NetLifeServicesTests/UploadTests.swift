@@ -235,10 +235,10 @@ extension UploadTests {
             for (text, expected) in table {
                 #expect(StructuredFieldItem(parsing: text) == expected, "\(text.debugDescription)")
             }
-            #expect(ResumableUploadServer.integer("-1") == nil)
-            #expect(ResumableUploadServer.integer("12") == 12)
-            #expect(ResumableUploadServer.boolean("?1") == true)
-            #expect(ResumableUploadServer.boolean("1") == nil)
+            #expect(UploadFields.integer("-1") == nil)
+            #expect(UploadFields.integer("12") == 12)
+            #expect(UploadFields.boolean("?1") == true)
+            #expect(UploadFields.boolean("1") == nil)
         }
 
         @Test func staysLinear() {

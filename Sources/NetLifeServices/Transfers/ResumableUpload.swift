@@ -153,7 +153,7 @@ public struct ResumableUpload: Sendable {
     /// for.
     public mutating func interimHead(_ head: HTTPResponseHead) -> [Action] {
         guard state == .running, case .appending(let from) = phase, head.status == 104,
-              let offset = ResumableUploadServer.integer(head.value(of: "upload-offset")),
+              let offset = UploadFields.integer(head.value(of: "upload-offset")),
               offset >= from, offset <= file?.size ?? 0, offset > bytesDone else { return [] }
         bytesDone = offset
         return [.report(.running)]
@@ -198,7 +198,7 @@ public struct ResumableUpload: Sendable {
         phase = .appending(from: offset)
         bytesDone = offset
         let request = HTTPClientRequest(method: "PATCH", url: record.resource, headers: headers(record.resource) + [
-            HTTPHeader(name: "Content-Type", value: ResumableUploadServer.partialUploadType),
+            HTTPHeader(name: "Content-Type", value: UploadFields.partialUploadType),
             HTTPHeader(name: "Upload-Offset", value: String(offset)),
             HTTPHeader(name: "Upload-Complete", value: "?1"),
             HTTPHeader(name: "Upload-Length", value: String(size)),
@@ -210,7 +210,7 @@ public struct ResumableUpload: Sendable {
     private mutating func created(_ head: HTTPResponseHead) -> [Action] {
         guard (200...299).contains(head.status) else { return failedRequest(head, "creating the upload") }
         guard let file else { return stop(.failed("the file cannot be read")) }
-        if ResumableUploadServer.boolean(head.value(of: "upload-complete")) == true {
+        if UploadFields.boolean(head.value(of: "upload-complete")) == true {
             // Complete without a byte sent: right only for an empty file.
             return file.size == 0 ? finish() : stop(.failed("the server says the upload is complete before any byte was sent"))
         }
@@ -233,11 +233,11 @@ public struct ResumableUpload: Sendable {
     private mutating func offsetRetrieved(_ head: HTTPResponseHead) -> [Action] {
         if head.status == 404 || head.status == 410 { return startOver() }
         guard (200...299).contains(head.status) else { return failedRequest(head, "asking for the offset") }
-        guard let size = file?.size, let offset = ResumableUploadServer.integer(head.value(of: "upload-offset")) else {
+        guard let size = file?.size, let offset = UploadFields.integer(head.value(of: "upload-offset")) else {
             return stop(.failed("the server's offset answer has no valid Upload-Offset"))
         }
-        let complete = ResumableUploadServer.boolean(head.value(of: "upload-complete")) ?? false
-        if let length = ResumableUploadServer.integer(head.value(of: "upload-length")), length != size { return startOver() }
+        let complete = UploadFields.boolean(head.value(of: "upload-complete")) ?? false
+        if let length = UploadFields.integer(head.value(of: "upload-length")), length != size { return startOver() }
         if offset > size || (complete && offset != size) { return startOver() }
         if complete {
             bytesDone = offset
@@ -248,7 +248,7 @@ public struct ResumableUpload: Sendable {
 
     /// The answer to the PATCH.
     private mutating func appended(_ head: HTTPResponseHead) -> [Action] {
-        let complete = ResumableUploadServer.boolean(head.value(of: "upload-complete"))
+        let complete = UploadFields.boolean(head.value(of: "upload-complete"))
         switch head.status {
         case 200...299 where complete != false:
             bytesDone = file?.size ?? bytesDone

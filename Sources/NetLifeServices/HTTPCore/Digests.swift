@@ -5,6 +5,37 @@
 
 import COpenSSL
 
+/// An algorithm whose digest a server can announce for the whole representation.
+public enum DigestAlgorithm: String, Equatable, Sendable {
+    /// SHA-256, from `Repr-Digest: sha-256=:BASE64:` (RFC 9530).
+    case sha256 = "sha-256"
+    /// MD5, from `Content-MD5: BASE64` (RFC 1864; obsolete, used only without a Repr-Digest).
+    case md5
+}
+
+/// The digest of a whole file: the algorithm and its bytes.
+public enum ContentDigest: Equatable, Sendable {
+    /// 32 bytes of SHA-256.
+    case sha256([UInt8])
+    /// 16 bytes of MD5.
+    case md5([UInt8])
+
+    /// The algorithm.
+    public var algorithm: DigestAlgorithm {
+        switch self {
+        case .sha256: return .sha256
+        case .md5: return .md5
+        }
+    }
+
+    /// The digest's bytes.
+    public var bytes: [UInt8] {
+        switch self {
+        case .sha256(let bytes), .md5(let bytes): return bytes
+        }
+    }
+}
+
 /// SHA-256, fed in pieces. A copy shares its context with the original: feed only one of them.
 public struct SHA256Digest {
     private let context = EVPDigest(EVP_sha256())
