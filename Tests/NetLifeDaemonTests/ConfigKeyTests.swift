@@ -8,14 +8,6 @@ import NetLifeEvent
 import NetLifeServices
 import Testing
 
-private func errors(_ text: String) -> [String] {
-    do {
-        _ = try ConfigLoader.parse(text, file: "t.conf", services: .builtin)
-        return []
-    } catch {
-        return error.errors.map(\.description)
-    }
-}
 
 /// `a`, `a or b`, `a, b or c`.
 private func either(_ words: [String]) -> String {
@@ -156,7 +148,7 @@ private func goodValue(_ key: ConfigKey) -> String? {
             // In a config, on the key's line; include's glob is also looked for.
             let text = context(key, "\(key.name) = \(value)")
             let line = text.split(separator: "\n", omittingEmptySubsequences: false).count - 1
-            let found = errors(text)
+            let found = configErrors(text)
             #expect(found.contains("t.conf:\(line): \(message)"), "\(key) = \(value): \(found)")
             #expect(found.allSatisfy { $0.hasPrefix("t.conf:\(line): ") }, "\(key) = \(value): \(found)")
         }
@@ -195,7 +187,7 @@ private func goodValue(_ key: ConfigKey) -> String? {
     func everyKeyIsReadAndStoredInItsSectionAndItsDefaultIsTheSectionsOwn(_ key: ConfigKey) throws {
         let value = try #require(goodValue(key))
         let text = context(key, "\(key.name) = \(value)")
-        #expect(errors(text) == [], "\(text)")
+        #expect(configErrors(text) == [], "\(text)")
         guard key.defaultValue != nil else { return }
         let without = context(key, "")
         let written = try ConfigLoader.parse(text, file: "t.conf", services: .builtin)

@@ -8,14 +8,6 @@ import NetLifeEvent
 import NetLifeServices
 import Testing
 
-private func errors(_ text: String) -> [String] {
-    do {
-        _ = try ConfigLoader.parse(text, file: "t.conf", services: .builtin)
-        return []
-    } catch {
-        return error.errors.map(\.description)
-    }
-}
 
 @Suite struct LimitsTests {
     @Test(arguments: [
@@ -29,12 +21,12 @@ private func errors(_ text: String) -> [String] {
         ("[daemon]\ncontrol = /tmp/" + String(repeating: "d", count: 110) + "/c.sock\n", "t.conf:2: control must be an absolute path of at most 107 bytes"),
     ])
     func durationsAndPathsOutsideTheirRangeAreErrors(config: String, expected: String) {
-        let found = errors(config)
+        let found = configErrors(config)
         #expect(found.count == 1 && found[0].hasPrefix(expected), "\(found)")
     }
 
     @Test func theCompressedTimingsOfTestsStillFit() {
-        #expect(errors("[daemon]\nloop-stall = 100ms\nkeepalive-min = 1s\n[app a]\nlaunch-budget = 10ms\ntask-time = 1s\nexpiration-lead = 0\nexpiration-grace = 0\nauto-suspend = 0\n") == [])
+        #expect(configErrors("[daemon]\nloop-stall = 100ms\nkeepalive-min = 1s\n[app a]\nlaunch-budget = 10ms\ntask-time = 1s\nexpiration-lead = 0\nexpiration-grace = 0\nauto-suspend = 0\n") == [])
     }
 
     @Test func durationsPrintInTheirLargestUnit() {
