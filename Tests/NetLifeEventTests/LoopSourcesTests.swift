@@ -8,16 +8,16 @@ import NetLifeTestSupport
 @Suite(.timeLimit(.minutes(5)))
 struct LoopSourcesTests {
     @Test func timersFireInDeadlineOrderAndCancelledOnesNever() throws {
-        let loop = try EventLoop()
-        var fired: [String] = []
-        loop.schedule(after: .milliseconds(30)) { fired.append("late") }
-        loop.schedule(after: .milliseconds(10)) { fired.append("early") }
-        let cancelled = loop.schedule(after: .milliseconds(20)) { fired.append("cancelled") }
+        let loop = try EventLoop(manualClockAt: MonotonicTime(nanoseconds: 1_000_000_000))
+        let started = loop.now
+        var fired: [(String, Duration)] = []
+        loop.schedule(after: .milliseconds(30)) { fired.append(("late", loop.now - started)) }
+        loop.schedule(after: .milliseconds(10)) { fired.append(("early", loop.now - started)) }
+        let cancelled = loop.schedule(after: .milliseconds(20)) { fired.append(("cancelled", loop.now - started)) }
         cancelled.cancel()
-        let started = MonotonicTime.now()
-        #expect(runLoop(loop) { fired.count == 2 })
-        #expect(fired == ["early", "late"])
-        #expect(MonotonicTime.now() - started >= .milliseconds(30))
+        loop.advance(by: .milliseconds(100))
+        #expect(fired.map(\.0) == ["early", "late"])
+        #expect(fired.map(\.1) == [.milliseconds(10), .milliseconds(30)], "each at its deadline")
         #expect(loop.registeredObjectCount == 0, "one-shot timers close themselves")
     }
 
@@ -44,15 +44,16 @@ struct LoopSourcesTests {
     }
 
     @Test func aReArmedTimerFiresOnceAtTheNewDeadline() throws {
-        let loop = try EventLoop()
+        let loop = try EventLoop(manualClockAt: MonotonicTime(nanoseconds: 1_000_000_000))
         var count = 0
         let timer = EventTimer(loop: loop) { count += 1 }
         timer.arm(after: .milliseconds(5))
         timer.arm(after: .milliseconds(40))
-        let started = MonotonicTime.now()
-        #expect(runLoop(loop) { count == 1 })
-        #expect(MonotonicTime.now() - started >= .milliseconds(40))
-        runLoop(loop, timeout: .milliseconds(60)) { false }
+        loop.advance(by: .milliseconds(39))
+        #expect(count == 0, "the first deadline was replaced")
+        loop.advance(by: .milliseconds(1))
+        #expect(count == 1)
+        loop.advance(by: .milliseconds(60))
         #expect(count == 1)
         timer.close()
     }
