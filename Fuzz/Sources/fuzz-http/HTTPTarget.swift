@@ -306,7 +306,7 @@ private func checkUpload(_ head: HTTPRequestHead, random: inout SplitMix) {
         switch server.resourceRequest(head, resource: resource, bodyLength: bodyLength, now: now) {
         case .append(let body, let completes, let newLength):
             guard let resource, head.method == "PATCH", !resource.isComplete, body == bodyLength else { fail("an append") }
-            guard ResumableUploadServer.integer(head.value(of: "upload-offset")) == resource.offset else { fail("an append at another offset") }
+            guard UploadFields.integer(head.value(of: "upload-offset")) == resource.offset else { fail("an append at another offset") }
             let (end, overflow) = resource.offset.addingReportingOverflow(body)
             guard !overflow, end <= limits.maxSize else { fail("an append past max-size") }
             if let known = newLength ?? resource.length, end > known { fail("an append past the length") }
