@@ -191,7 +191,8 @@ enum ControlTool {
                 return .success(reply)
             }
             guard let reply = try client.receive() else {
-                printError("netlifectl: netlifed closed the connection without a reply")
+                printError("netlifectl: " + (target.host.map { "no reply came from \($0) (ssh or its netlifectl said why above)" }
+                                                ?? "netlifed closed the connection without a reply"))
                 return .failure(ExitStatus(Exit.unreachable))
             }
             return .success(reply)
@@ -303,7 +304,8 @@ enum ControlTool {
             let client = try target.connect()
             try client.send(request)
             guard let reply = try client.receive() else {
-                printError("netlifectl: netlifed closed the connection without a reply")
+                printError("netlifectl: " + (target.host.map { "no reply came from \($0) (ssh or its netlifectl said why above)" }
+                                                ?? "netlifed closed the connection without a reply"))
                 return Exit.unreachable
             }
             if let error = ControlError(reply: reply) { return refused(error, reply: reply, json: json) }
