@@ -36,16 +36,21 @@ import Testing
     @Test func aTimerArmedByAHandlerWithinTheStepFiresInIt() throws {
         let loop = try EventLoop(manualClockAt: Self.start)
         defer { loop.close() }
-        var ticks = 0
-        let timer = EventTimer(loop: loop) {}
-        var rearm: (() -> Void)?
-        let ticker = EventTimer(loop: loop) { ticks += 1; rearm?() }
-        rearm = { ticker.arm(after: .milliseconds(100)) }
-        ticker.arm(after: .milliseconds(100))
+        /// Re-arms its timer from the timer's own handler (the timer is held weakly: no cycle).
+        final class Ticker {
+            var ticks = 0
+            weak var timer: EventTimer?
+        }
+        let ticker = Ticker()
+        let timer = EventTimer(loop: loop) { [ticker] in
+            ticker.ticks += 1
+            ticker.timer?.arm(after: .milliseconds(100))
+        }
+        ticker.timer = timer
+        timer.arm(after: .milliseconds(100))
         loop.advance(by: .seconds(1))
-        #expect(ticks == 10, "every 100 ms of a 1 s step")
+        #expect(ticker.ticks == 10, "every 100 ms of a 1 s step")
         timer.close()
-        ticker.close()
     }
 
     @Test func aCancelledOrClosedTimerNeverFiresAndReArmingReplacesTheDeadline() throws {
