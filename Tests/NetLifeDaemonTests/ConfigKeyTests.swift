@@ -33,7 +33,7 @@ private func context(_ key: ConfigKey, _ line: String) -> String {
         if key.requires == ConfigKey.mdns.name { text += "mdns = _x._tcp\n" }
         return text + line + "\n"
     case .socket:
-        var text = "[daemon]\nkeepalive-min = \(ConfigValues.format(keepaliveMinimum))\n[app a]\n[socket a.s]\n"
+        var text = "[daemon]\nkeepalive-min = \(keepaliveMinimum.configText)\n[app a]\n[socket a.s]\n"
         if key != .connect { text += "connect = 127.0.0.1:9\n" }
         if key != .protocol { text += "protocol = line\n" }
         // The line protocol's keep-alive needs its message.
@@ -53,7 +53,7 @@ private func badValues(_ key: ConfigKey) -> [(value: String, message: String)] {
         return [("nonesuch", "\(name) must be \(either(words)), got 'nonesuch'"), ("", "\(name) must be \(either(words)), got ''")]
     case .duration(let range, _, let floor):
         let low = floor == nil ? range.lowerBound : keepaliveMinimum
-        let between = "between \(ConfigValues.format(low)) and \(ConfigValues.format(range.upperBound))"
+        let between = "between \(low.configText) and \(range.upperBound.configText)"
         let above = "\((range.upperBound + .milliseconds(1)).nanoseconds / 1_000_000)ms"
         var bad = [("soon", "\(name): 'soon' is not a duration (write e.g. 250ms, 5s, 10m or 1h)"),
                    (above, "\(name) must be \(between), got '\(above)'")]
@@ -110,7 +110,7 @@ private func goodValue(_ key: ConfigKey) -> String? {
     switch key.type {
     case .boolean: return "yes"
     case .choice(let words): return words.first
-    case .duration(let range, _, let floor): return ConfigValues.format(floor == nil ? range.lowerBound : keepaliveMinimum)
+    case .duration(let range, _, let floor): return (floor == nil ? range.lowerBound : keepaliveMinimum).configText
     case .wholeNumber(let range, _, _): return "\(range.lowerBound)"
     case .commandLine: return key.name == ConfigKey.environment.name ? "A=1" : key.name == ConfigKey.mdnsTxt.name ? "a=b" : "/bin/true"
     case .absolutePath: return "/tmp"
@@ -160,8 +160,8 @@ private func goodValue(_ key: ConfigKey) -> String? {
         case .duration(let range, let off, let floor):
             let low = floor == nil ? range.lowerBound : keepaliveMinimum
             let read = { (text: String) throws(ConfigValueError) in try key.value(text, floor: floor == nil ? nil : keepaliveMinimum) }
-            #expect(try read(ConfigValues.format(low)) == .duration(low))
-            #expect(try read(ConfigValues.format(range.upperBound)) == .duration(range.upperBound))
+            #expect(try read(low.configText) == .duration(low))
+            #expect(try read(range.upperBound.configText) == .duration(range.upperBound))
             #expect(throws: ConfigValueError.self) { try read("\((range.upperBound + .milliseconds(1)).nanoseconds / 1_000_000)ms") }
             if low > .zero {
                 #expect(throws: ConfigValueError.self) { try read("\((low - .milliseconds(1)).nanoseconds / 1_000_000)ms") }

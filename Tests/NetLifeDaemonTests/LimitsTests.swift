@@ -30,10 +30,10 @@ import Testing
     }
 
     @Test func durationsPrintInTheirLargestUnit() {
-        #expect(ConfigValues.format(.milliseconds(10)) == "10ms")
-        #expect(ConfigValues.format(.seconds(3600)) == "1h")
-        #expect(ConfigValues.format(.seconds(90)) == "90s")
-        #expect(ConfigValues.format(.zero) == "0")
+        #expect((Duration.milliseconds(10)).configText == "10ms")
+        #expect((Duration.seconds(3600)).configText == "1h")
+        #expect((Duration.seconds(90)).configText == "90s")
+        #expect((Duration.zero).configText == "0")
     }
 
     @Test func aLargeObjectParsesInLinearTimeAndDuplicatesAreStillFound() throws {

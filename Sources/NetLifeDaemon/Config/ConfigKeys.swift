@@ -131,7 +131,7 @@ public struct ConfigKey: Sendable, Hashable, CustomStringConvertible {
         case .choice(let words): return ConfigValues.list(words)
         case .duration:
             guard let range = range(floor: floor) else { return nil }
-            return "between \(ConfigValues.format(range.lowerBound)) and \(ConfigValues.format(range.upperBound))"
+            return "between \(range.lowerBound.configText) and \(range.upperBound.configText)"
         case .wholeNumber(let range, let unit, let zero):
             // From 1, the upper bound is a machine limit, left unsaid.
             if range.lowerBound == 1 { return "a positive whole number" }

@@ -12,7 +12,6 @@ enum ConfigValues {
     }
 
     /// A duration as the config writes it: the largest unit that divides it (`1h`, `90s`, `250ms`).
-    static func format(_ duration: Duration) -> String { duration.configText }
 
     /// `yes`/`no` (and, as systemd accepts them, `true`/`false`, `on`/`off`, `1`/`0`).
     static func boolean(_ text: String) -> Bool? {

@@ -24,10 +24,7 @@ enum Reply {
         case .cancelled(let reason):
             return error(.reloaded, reason)
         case .killed(let timeout):
-            return error(.watchdog, "app \(app.name) was killed by the watchdog (0x8badf00d): \(timeout.stage) took \(milliseconds(timeout.elapsed)) ms, over its budget of \(milliseconds(timeout.budget)) ms")
+            return error(.watchdog, "app \(app.name) was killed by the watchdog (0x8badf00d): \(timeout.stage) took \(StatusTime.milliseconds(timeout.elapsed)) ms, over its budget of \(StatusTime.milliseconds(timeout.budget)) ms")
         }
     }
-
-    /// Milliseconds with microsecond precision.
-    static func milliseconds(_ duration: Duration) -> Double { StatusTime.milliseconds(duration) }
 }
