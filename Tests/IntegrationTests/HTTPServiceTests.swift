@@ -353,18 +353,19 @@ extension Peer {
         let files = TemporaryDirectory()
         defer { files.remove() }
         files.write("a.txt", "aaaa")
-        let daemon = try TestDaemon(config: httpApp(root: files.path, listenerLines: "request-timeout = 2s"))
+        // The exact instants are HTTPClockTests' (a manual clock); this is what a peer sees, end to end.
+        let daemon = try TestDaemon(config: httpApp(root: files.path, listenerLines: "request-timeout = 1s"))
         defer { daemon.stop() }
         let port = daemon.port(of: "files")
         let peers = try (0..<5).map { _ in try #require(Peer.connect(port: port)) }
         defer { for peer in peers { peer.close() } }
         for peer in peers { #expect(peer.http("GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n")?.status == 200) }
-        usleep(1_000_000)   // half of each connection's 2 s is gone
+        usleep(500_000)   // half of each connection's 1 s is gone
         #expect(daemon.ctl("background", "files").status == 0)
         #expect(daemon.ctl("suspend", "files").status == 0)
         #expect(daemon.state("files") == "suspended")
         for peer in peers { peer.send("GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n") }
-        usleep(3_000_000)   // longer than the whole request-timeout
+        usleep(1_500_000)   // longer than the whole request-timeout
         #expect(daemon.ctl("foreground", "files").status == 0)
         for (index, peer) in peers.enumerated() {
             var received: [UInt8] = []

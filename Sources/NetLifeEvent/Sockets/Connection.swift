@@ -72,7 +72,8 @@ public final class Connection {
         case closed
     }
 
-    unowned let loop: EventLoop
+    /// The loop it lives on (its time, `loop.now`, is what its owner's deadlines count from).
+    public unowned let loop: EventLoop
     /// The socket descriptor; -1 once closed.
     public var fd: CInt { descriptor }
     /// Bytes received and not yet consumed by the delegate. Valid (and empty once closed) for the

@@ -153,7 +153,7 @@ public final class HTTPService: Service, ConnectionDelegate {
         var parser = HTTPRequestParser()
         var timer: AppTimer?
         /// While a response is being sent: the fewest bytes seen still to send, and when that was seen.
-        var sendProgress = (unsent: Int.max, at: MonotonicTime.now())
+        var sendProgress: (unsent: Int, at: MonotonicTime)
         var closeWhenSent = false
         /// The request body being read, if one is.
         var body: BodyReader?
@@ -162,6 +162,8 @@ public final class HTTPService: Service, ConnectionDelegate {
         /// The access log line of the response being sent, written once its bytes are out (or the connection
         /// closes): the line, without its byte count, and its body's length.
         var pendingLog: (line: (Int) -> String, bodyBytes: Int)?
+
+        init(now: MonotonicTime) { sendProgress = (Int.max, now) }
     }
 
     /// A request body being read: onto an upload's temporary file, or thrown away after an answer.
@@ -171,15 +173,17 @@ public final class HTTPService: Service, ConnectionDelegate {
         /// Bytes read so far.
         var received = 0
         /// When the last of them was read (or the head, before any): the body timer's deadline runs from it.
-        var lastByteAt = MonotonicTime.now()
+        var lastByteAt: MonotonicTime
         /// Where they go: nil to throw them away.
         var upload: UploadWrite?
-        var lastProgress = MonotonicTime.now()
+        var lastProgress: MonotonicTime
 
-        init(head: HTTPRequestHead, remaining: Int, upload: UploadWrite?) {
+        init(head: HTTPRequestHead, remaining: Int, upload: UploadWrite?, now: MonotonicTime) {
             self.head = head
             self.remaining = remaining
             self.upload = upload
+            lastByteAt = now
+            lastProgress = now
         }
     }
 
@@ -233,7 +237,7 @@ public final class HTTPService: Service, ConnectionDelegate {
                 return connection.close(.now)
             }
         }
-        let state = ConnectionState()
+        let state = ConnectionState(now: connection.loop.now)
         states[ObjectIdentifier(connection)] = state
         connection.delegate = self
         // Reading stops while a response is queued (one request at a time, as nginx does), so that a client
@@ -305,7 +309,7 @@ public final class HTTPService: Service, ConnectionDelegate {
                 }
             }
             if connection.pauseReadingIfOutputIsHigh() {
-                state.sendProgress = (connection.output.count, .now())
+                state.sendProgress = (connection.output.count, connection.loop.now)
                 armSendTimer(connection, state)
                 return
             }
@@ -388,7 +392,7 @@ public final class HTTPService: Service, ConnectionDelegate {
         }
         let host = state.peerHost ?? "-"
         let time = now
-        state.sendProgress = (Int.max, .now())
+        state.sendProgress = (Int.max, connection.loop.now)
         state.pendingLog = ({ bytes in AccessLogLine.format(host: host, time: time, request: head, status: status, bodyBytes: bytes) }, bodyBytes)
     }
 
@@ -517,7 +521,7 @@ public final class HTTPService: Service, ConnectionDelegate {
         let expectsContinue = head.value(of: "expect") != nil
         if !head.keepAlive || (bodyLength > 0 && (expectsContinue || bodyLength > Self.maxDiscardedBody)) { state.closeWhenSent = true }
         write(response, keepAlive: !state.closeWhenSent, head: head, connection)
-        if bodyLength > 0 && !state.closeWhenSent { state.body = BodyReader(head: head, remaining: bodyLength, upload: nil) }
+        if bodyLength > 0 && !state.closeWhenSent { state.body = BodyReader(head: head, remaining: bodyLength, upload: nil, now: connection.loop.now) }
         connection.flush()
         if connection.output.isEmpty && state.closeWhenSent { connection.close(.afterFlush) }
     }
@@ -554,7 +558,7 @@ public final class HTTPService: Service, ConnectionDelegate {
 
     private func startBody(_ head: HTTPRequestHead, _ bodyLength: Int, _ write: UploadWrite, _ connection: Connection, _ state: ConnectionState) {
         writers[write.resource.id] = connection
-        state.body = BodyReader(head: head, remaining: bodyLength, upload: write)
+        state.body = BodyReader(head: head, remaining: bodyLength, upload: write, now: connection.loop.now)
         if !head.keepAlive { state.closeWhenSent = true }
     }
 
@@ -576,7 +580,7 @@ public final class HTTPService: Service, ConnectionDelegate {
             input.drain(count)
             body.remaining -= count
             body.received += count
-            body.lastByteAt = .now()
+            body.lastByteAt = connection.loop.now
         }
         if body.remaining > 0 {
             sendProgress(body, connection)
@@ -622,8 +626,8 @@ public final class HTTPService: Service, ConnectionDelegate {
     /// client that reads none of them never makes them pile up).
     private func sendProgress(_ body: BodyReader, _ connection: Connection) {
         guard let upload = body.upload, let uploads, body.head.minorVersion >= 1, connection.output.isEmpty,
-              MonotonicTime.now() - body.lastProgress >= .seconds(1) else { return }
-        body.lastProgress = MonotonicTime.now()
+              connection.loop.now - body.lastProgress >= .seconds(1) else { return }
+        body.lastProgress = connection.loop.now
         sendInterim(uploads.progress(upload.resource), connection)
     }
 
@@ -648,7 +652,8 @@ public final class HTTPService: Service, ConnectionDelegate {
         }
     }
 
-    // MARK: Timeouts (app timers: they wait while the app is suspended)
+    // MARK: Timeouts (app timers: they wait while the app is suspended; every deadline counts from the
+    // loop's `now`, so that a loop with a manual clock drives them exactly)
 
     /// Waiting for a request head: after `requestTimeout` the connection is closed.
     private func armTimer(_ connection: Connection, _ state: ConnectionState) {
@@ -667,7 +672,7 @@ public final class HTTPService: Service, ConnectionDelegate {
     private func armBodyTimer(_ connection: Connection, _ state: ConnectionState) {
         state.timer?.cancel()
         guard let app, let body = state.body else { return }
-        let remaining = requestTimeout - (MonotonicTime.now() - body.lastByteAt)
+        let remaining = requestTimeout - (connection.loop.now - body.lastByteAt)
         guard remaining > .zero else { return connection.close(.now) }
         state.timer = app.schedule(after: remaining) { [weak self, weak connection, weak state] in
             guard let self, let connection, let state, state.body != nil else { return }
@@ -686,7 +691,7 @@ public final class HTTPService: Service, ConnectionDelegate {
     private func armSendTimer(_ connection: Connection, _ state: ConnectionState) {
         state.timer?.cancel()
         guard let app else { return }
-        let now = MonotonicTime.now()
+        let now = connection.loop.now
         let unsent = connection.output.count
         if unsent < state.sendProgress.unsent { state.sendProgress = (unsent, now) }
         let remaining = requestTimeout - (now - state.sendProgress.at)

@@ -115,7 +115,7 @@ final class PartFile {
     func keep(_ record: DownloadRecord, mustWrite: Bool, on disk: TransferDisk, loop: EventLoop,
               failed: @escaping (SystemError) -> Void) {
         keeping = Keeping(disk: disk, loop: loop, failed: failed)
-        follow(pacing.offer(record, mustWrite: mustWrite, now: MonotonicTime.now()))
+        follow(pacing.offer(record, mustWrite: mustWrite, now: loop.now))
     }
 
     /// Where `keep` sends the pacing's work, and whom it tells of a failure.
@@ -143,11 +143,9 @@ final class PartFile {
 
     /// A record or an fsync of the pacing's is done.
     private func finished(_ error: SystemError?) {
-        let next = pacing.written(now: MonotonicTime.now())
-        if let error {
-            keeping?.failed(error)
-            return
-        }
+        guard let keeping else { return }
+        let next = pacing.written(now: keeping.loop.now)
+        if let error { return keeping.failed(error) }
         follow(next)
     }
 
@@ -155,9 +153,9 @@ final class PartFile {
     private func wake(at time: MonotonicTime, on loop: EventLoop) {
         if heldRecordTimer?.isArmed == true { return }
         heldRecordTimer?.close()
-        heldRecordTimer = loop.schedule(after: max(.zero, time - MonotonicTime.now())) { [weak self] in
+        heldRecordTimer = loop.schedule(after: max(.zero, time - loop.now)) { [weak self, unowned loop] in
             guard let self else { return }
-            follow(pacing.wake(now: MonotonicTime.now()))
+            follow(pacing.wake(now: loop.now))
         }
     }
 

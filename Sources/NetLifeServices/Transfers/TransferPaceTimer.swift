@@ -28,7 +28,7 @@ final class TransferPaceTimer {
         guard limits.idleTimeout > .zero || limits.lowSpeedLimit > 0 else { return }
         self.bytes = bytes
         self.onStall = onStall
-        pace = TransferPace(limits: limits, bytes: bytes(), now: .now())
+        pace = TransferPace(limits: limits, bytes: bytes(), now: loop.now)
         let timer = EventTimer(loop: loop) { [weak self] in self?.tick() }
         self.timer = timer
         timer.arm(after: limits.checkInterval)
@@ -45,7 +45,7 @@ final class TransferPaceTimer {
 
     private func tick() {
         guard var pace else { return }
-        if let stall = pace.check(bytes: bytes(), at: .now()) {
+        if let stall = pace.check(bytes: bytes(), at: loop.now) {
             let onStall = self.onStall
             stop()
             onStall(stall)
