@@ -55,10 +55,10 @@ private func brief(_ action: AppLifecycle.Action) -> String? {
         case .suspendPending: return "=pending"
         case .cancelled: return "=cancelled"
         }
-    case .emit(.stopped(let record)): return "stopped:\(record.reason.kind)"
-    case .emit(.watchdogKilled): return "watchdog"
-    case .emit(.woken): return "woken"
-    case .emit: return nil
+    case .report(.stopped(let record)): return "stopped:\(record.reason.kind)"
+    case .report(.watchdogKilled): return "watchdog"
+    case .report(.woken): return "woken"
+    case .report: return nil
     case .tearDown: return "teardown"
     case .suspend: return "suspend"
     case .runHook(let event): return "hook:\(event)"
@@ -299,7 +299,7 @@ private let expected: [String: String] = [
         #expect(d.machine.nextDeadline == at(5_000))
         #expect(d.wait(4_999).isEmpty)
         let kill = d.wait(2)
-        #expect(kill.contains(.emit(.watchdogKilled(WatchdogTimeout(stage: .transition(.didEnterBackground), budget: .seconds(5), elapsed: .milliseconds(5_001))))))
+        #expect(kill.contains(.report(.watchdogKilled(WatchdogTimeout(stage: .transition(.didEnterBackground), budget: .seconds(5), elapsed: .milliseconds(5_001))))))
         #expect(kill.contains(.complete(2, .killed(WatchdogTimeout(stage: .transition(.didEnterBackground), budget: .seconds(5), elapsed: .milliseconds(5_001))))))
         #expect(d.machine.lastTermination?.reason.kind.rawValue == "watchdog")
         // The hook's exit after the kill advances nothing.
@@ -414,7 +414,7 @@ private let expected: [String: String] = [
         d.command(.suspend)
         let wake = d.send(.wake(.keepalive(socket: "k")))
         #expect(wake == [.log(.info, "woken: keep-alive of socket k"), .resumeForWake, .enter(from: .suspended, to: .background),
-                         .emit(.woken(.keepalive(socket: "k"))), .startWakeHandler(.keepalive(socket: "k"))])
+                         .report(.woken(.keepalive(socket: "k"))), .startWakeHandler(.keepalive(socket: "k"))])
         #expect(d.machine.nextDeadline == at(10_000))
         #expect(d.machine.suspendBlocker == "it was woken and its handler is running")
         // A task begun by the handler keeps the app awake after it; its end suspends it at once.
@@ -566,7 +566,7 @@ private let expected: [String: String] = [
         var d = Self.suspended()
         let actions = d.send(.wake(Self.connection))
         #expect(actions == [.log(.info, "woken: a connection on listener web"), .resumeForWake,
-                            .enter(from: .suspended, to: .background), .emit(.woken(Self.connection))])
+                            .enter(from: .suspended, to: .background), .report(.woken(Self.connection))])
         #expect(d.summary == "resting background (timer)")
         #expect(d.machine.wokenByConnection)
         // Idle for auto-suspend: suspended (and frozen) again.

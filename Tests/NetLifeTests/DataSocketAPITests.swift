@@ -1,7 +1,8 @@
 // The Swift API for data sockets (App.openDataSocket with an app author's own protocol) on a real loop
 // against a listening socket of the test: the quiet step that must await a reply holds a background task
 // until the reply arrives, and the app suspends only then; entering and leaving quiet mode are events; and a
-// reclaim reports only the sockets and connections it reset itself.
+// reclaim reports only the sockets and connections it reset itself. A reply that never comes is given up when
+// the background time runs out (on a manual clock: the instant is exact).
 
 import Glibc
 import NetLife
@@ -83,6 +84,50 @@ struct DataSocketAPITests {
         #expect(runLoop(loop) { app.state == .suspended }, "suspended once the reply ended the task")
         #expect(handler.received == ["OK"])
         #expect(app.status.tasks.isEmpty)
+    }
+
+    /// On a manual clock: a peer that never answers the quiet command holds the app awake only until the
+    /// background time runs out; then the wait is given up (the connection closed) and its task ends.
+    @Test func aQuietReplyThatNeverComesIsGivenUpWhenTheBackgroundTimeRunsOut() throws {
+        let loop = try EventLoop(manualClockAt: MonotonicTime(nanoseconds: 1_000_000_000_000))
+        let (listenFD, address) = try SocketCalls.listen(on: .ipv4("127.0.0.1", port: 0), backlog: 4)
+        defer { SocketCalls.close(listenFD) }
+        var configuration = AppConfiguration(name: "chat")
+        configuration.autoSuspend = nil
+        configuration.budgets.taskTime = .seconds(30)
+        configuration.budgets.expirationLead = .seconds(5)
+        let app = try App(configuration: configuration, services: ServiceRegistry(), loop: loop,
+                          logger: Logger(label: "test", minimumLevel: .critical))
+        defer { app.retire(reason: "test over"); _ = loop.close() }
+        app.perform(.launch(background: false)) { _ in }
+        var socketConfiguration = DataSocketConfiguration(name: "chat", address: address, protocolName: "chat")
+        socketConfiguration.policy = .quiet
+        let socket = app.openDataSocket(socketConfiguration, handler: AwaitingProtocol())
+        var peer: CInt = -1
+        /// Turns the loop for its I/O (no time passes) until `condition` holds, for at most 5 s of wall time.
+        func pump(until condition: () -> Bool) -> Bool {
+            for _ in 0..<5000 {
+                loop.runOnce()
+                if peer < 0 { peer = accept(listenFD, nil, nil) }
+                if condition() { return true }
+                usleep(1000)
+            }
+            return false
+        }
+        #expect(pump { peer >= 0 && socket.state == .connected })
+        defer { if peer >= 0 { close(peer) } }
+
+        app.perform(.background) { _ in }
+        #expect(socket.state == .quiet)
+        #expect(app.status.tasks.map(\.name) == ["quiet chat"])
+        loop.advance(by: .milliseconds(24_999))
+        #expect(socket.state == .quiet && app.status.tasks.count == 1, "the wait holds the app awake for its background time")
+        loop.advance(by: .milliseconds(1))
+        #expect(app.status.tasks.isEmpty, "at expiration-lead before the end the wait is given up and its task ends")
+        #expect(socket.state != .quiet)
+        var byte: UInt8 = 0
+        #expect(pump { recv(peer, &byte, 1, CInt(MSG_DONTWAIT)) == 0 }, "the peer sees the connection closed")
+        #expect(app.state == .suspended, "suspended as its last task ended, not killed by the watchdog")
     }
 
     @Test func enteringAndLeavingQuietModeAreReportedAsEvents() throws {

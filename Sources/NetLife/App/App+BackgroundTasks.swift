@@ -125,24 +125,6 @@ extension App {
     }
 }
 
-extension App: BackgroundTasksOwner {
-    func backgroundTasksRequireKill(_ timeout: WatchdogTimeout) {
-        if timeout.stage == .backgroundTask {
-            let open = backgroundTasks.tasks.map { String($0.id) }.joined(separator: ", ")
-            logger.error("background task(s) \(open) still open after the background time and its grace")
-        }
-        send(.watchdog(timeout))
-    }
-
-    func backgroundTasksDidChange() {
-        send(.tasksChanged(open: backgroundTasks.tasks.count, expirationRunning: backgroundTasks.isRunningExpiration))
-    }
-
-    func backgroundTasksReport(_ event: AppEvent) {
-        emit(event)
-    }
-}
-
 /// Why a background task was refused (UIBackgroundTaskInvalid): the app is not running, is suspended, has
 /// `multitasking = no`, has spent its background time, holds the most tasks allowed, or has left the daemon.
 public struct BackgroundTaskRefusal: Error, Equatable, Sendable {

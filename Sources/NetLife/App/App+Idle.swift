@@ -42,7 +42,7 @@ extension App {
             idle = nil
             idleTimer?.cancel()
             logger.notice("unused for \(format(unused)) (idle-background = \((configuration.idleBackground ?? unused).configText)): moving to the background")
-            emit(.idle(unusedFor: unused))
+            report(.idle(unusedFor: unused))
             perform(.background) { _ in }
         }
     }

@@ -172,7 +172,7 @@ extension App {
         switch action {
         case .notify(let notification):
             notifyLog.log(logger, .info, "the program says \(notification.rawValue)")
-            emit(.programNotified(notification))
+            report(.programNotified(notification))
             if notification == .ready { send(.programReady) }
         case .watchdogKill(let timeout):
             if case .programWatchdog(triggered: true) = timeout.stage {

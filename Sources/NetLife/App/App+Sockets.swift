@@ -10,13 +10,10 @@ public struct ReclaimRefusal: Error, Equatable, Sendable {
 }
 
 extension App {
-    /// Runs the suspended app in the background for a moment, as iOS wakes a VoIP app: state background
-    /// (no did-become-active), timers and reads resume, `on-voip-data` runs for VoIP data; after the
-    /// handler (at the latest after `keepalive-budget`) the app is suspended again, not killed.
-    func wake(for reason: WakeReason) {
-        send(.wake(reason))
-    }
-
+    /// A suspended app woken for VoIP data or a keep-alive runs in the background for a moment, as iOS wakes
+    /// a VoIP app: state background (no did-become-active), timers and reads resume, `on-voip-data` runs for
+    /// VoIP data; after the handler (at the latest after `keepalive-budget`) the app is suspended again, not
+    /// killed.
     func startWakeHandler(_ reason: WakeReason) {
         if case .voipData = reason, let command = configuration.voipDataHook {
             // Only this run's exit ends this wake-up: a handler left running by an earlier one ends nothing.
@@ -44,7 +41,7 @@ extension App {
         var reclaimed = sockets.reclaim()
         if let program { reclaimed.connections += program.reclaimSockets() }
         logger.info("reclaimed: \(reclaimed.sockets.count) data socket(s) defunct, \(reclaimed.connections) accepted connection(s) reset")
-        emit(.reclaimed(sockets: reclaimed.sockets, connections: reclaimed.connections))
+        report(.reclaimed(sockets: reclaimed.sockets, connections: reclaimed.connections))
         return .success(reclaimed)
     }
 
@@ -80,14 +77,13 @@ extension App {
     }
 }
 
-extension App: DataSocketOwner {
-    var isSuspended: Bool { state == .suspended }
-
-    func endSocketTask(_ id: BackgroundTaskIdentifier) {
-        _ = endBackgroundTask(id)
-    }
-
-    func dataSocketReport(_ event: AppEvent) {
-        emit(event)
+extension App: AppPartOwner {
+    /// The one way in from the app's parts (AppPartEvent).
+    func send(_ event: AppPartEvent) {
+        switch event {
+        case .lifecycle(let event): send(event)
+        case .quietWaitBegan(let socket): sockets.quietWait(of: socket, began: true, app: self)
+        case .quietWaitEnded(let socket): sockets.quietWait(of: socket, began: false, app: self)
+        }
     }
 }

@@ -92,7 +92,6 @@ public final class App {
                                                          hasDelegate: false, program: nil),
                                  restart: configuration.program?.restart ?? .no)
         backgroundTasks.owner = self
-        sockets.onEvent = { [weak self] event in self?.emit(event) }
         deadlineTimer = DeadlineTimer(loop: loop) { [weak self] in self?.send(.clock) }
         sockets.attach(to: self)
     }
@@ -185,7 +184,7 @@ public final class App {
             if state == .background { sockets.prepareReopen(on: loop) }
         case .complete(let ticket, let outcome):
             completions.removeValue(forKey: ticket)?(outcome)
-        case .emit(let event):
+        case .report(let event):
             if case .watchdogKilled(let timeout) = event {
                 logger.critical("0x8badf00d: watchdog killed app \(name): \(timeout.stage) took \(format(timeout.elapsed)), over its budget of \(format(timeout.budget))")
                 if timeout.stage == .adoptListeners {
@@ -195,7 +194,7 @@ public final class App {
             if case .stopped(let record) = event {
                 logger.notice("stopped: \(record.reason.kind)\(record.reason.cause.map { " (by \($0.rawValue))" } ?? "")")
             }
-            emit(event)
+            report(event)
         case .removeTasks:
             backgroundTasks.removeAll()
         case .suspend:
@@ -239,10 +238,11 @@ public final class App {
         }
         if newState != .background { wakeHook = nil }
         logger.info("\(oldState) -> \(newState)")
-        emit(.stateChanged(from: oldState, to: newState))
+        report(.stateChanged(from: oldState, to: newState))
     }
 
-    func emit(_ event: AppEvent) {
+    /// The one report path: what the app and its parts did, for `onEvent` (watchers, the journal).
+    func report(_ event: AppEvent) {
         onEvent?(self, event)
     }
 

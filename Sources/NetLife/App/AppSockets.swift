@@ -23,13 +23,9 @@ final class AppSockets {
     private static let preparedPerTurn = 32
     /// How long after the background reply the preparation starts (`prepareReopen(on:)`).
     private static let prepareDelay = Duration.milliseconds(20)
-    /// Told when a listener opens, closes or fails to open.
-    var onEvent: ((AppEvent) -> Void)? {
-        didSet {
-            for listener in listeners { listener.onEvent = onEvent }
-            for listener in handedListeners { listener.onEvent = onEvent }
-        }
-    }
+    /// The background task that holds the app awake while a data socket waits for the reply to its quiet
+    /// command, by socket (`AppPartEvent.quietWaitBegan`).
+    private var quietWaits: [String: BackgroundTaskIdentifier] = [:]
 
     /// The sockets `configuration` declares: a process app's listeners are handed to its program; the others'
     /// services are made from `services`.
@@ -80,10 +76,26 @@ final class AppSockets {
         return total
     }
 
-    /// Tells every service which app it belongs to, and every data socket who owns it.
+    /// Tells every service which app it belongs to, and every listener and data socket who owns it.
     func attach(to app: App) {
         for service in services { service.didAttach(to: app) }
+        for listener in listeners { listener.owner = app }
+        for listener in handedListeners { listener.owner = app }
         for socket in dataSockets { socket.owner = app }
+    }
+
+    /// A data socket began or ended its wait for the reply to its quiet command: a background task holds
+    /// `app` awake meanwhile; when the background time runs out the socket gives the wait up.
+    func quietWait(of socket: String, began: Bool, app: App) {
+        if began {
+            guard quietWaits[socket] == nil else { return }
+            let id = app.beginBackgroundTask(name: "quiet \(socket)") { [weak self] in
+                self?.dataSockets.first { $0.name == socket }?.quietWaitExpired()
+            }
+            if id != BackgroundTaskRegistry.invalid { quietWaits[socket] = id }
+        } else if let id = quietWaits.removeValue(forKey: socket) {
+            app.endBackgroundTask(id)
+        }
     }
 
     /// Adds a data socket opened through the Swift API; it follows the app from its current state.

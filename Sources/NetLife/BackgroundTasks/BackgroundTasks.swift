@@ -7,16 +7,6 @@
 
 import NetLifeEvent
 
-/// What the background tasks need from their app.
-protocol BackgroundTasksOwner: AnyObject {
-    /// An expiration handler overran its budget, or a task outlived the background time and its grace.
-    func backgroundTasksRequireKill(_ timeout: WatchdogTimeout)
-    /// Tasks began or ended, or an expiration handler started or finished.
-    func backgroundTasksDidChange()
-    /// Something a watcher may want to see (a task began, ended, or started expiring).
-    func backgroundTasksReport(_ event: AppEvent)
-}
-
 /// The open background tasks of one app and the running of their expiration handlers.
 final class BackgroundTasks {
     private var registry: BackgroundTaskRegistry
@@ -31,7 +21,7 @@ final class BackgroundTasks {
     var expirationHook: HookCommand?
     /// The `on-expiration` hook running now, if one is.
     private var runningHook: HookRun?
-    weak var owner: BackgroundTasksOwner?
+    weak var owner: AppPartOwner?
 
     init(budgets: Budgets, expirationHook: HookCommand?, hooks: HookRunner, loop: EventLoop, logger: Logger) {
         registry = BackgroundTaskRegistry(budgets: budgets)
@@ -67,7 +57,7 @@ final class BackgroundTasks {
         if let expirationHandler { handlers[id] = expirationHandler }
         if let processGroup { hooks.taskBegun(id, inProcessGroup: processGroup) }
         logger.debug("background task \(id) begun\(name.map { " ('\($0)')" } ?? "")")
-        owner?.backgroundTasksReport(.taskBegan(id: id, name: registry.tasks.last?.name))
+        owner?.report(.taskBegan(id: id, name: registry.tasks.last?.name))
         changed()
         return id
     }
@@ -79,7 +69,7 @@ final class BackgroundTasks {
             handlers[id] = nil
             logger.debug("background task \(id) ended")
             hooks.taskEnded(id)
-            owner?.backgroundTasksReport(.taskEnded(id: id))
+            owner?.report(.taskEnded(id: id))
             changed()
         }
         return result
@@ -136,7 +126,17 @@ final class BackgroundTasks {
 
     private func changed() {
         deadline?.arm(at: registry.nextDeadline)
-        owner?.backgroundTasksDidChange()
+        owner?.send(.lifecycle(.tasksChanged(open: registry.tasks.count, expirationRunning: registry.isRunningExpiration)))
+    }
+
+    /// The watchdog must end the app: an expiration handler overran its budget, or a task outlived the
+    /// background time and its grace.
+    private func requireKill(_ timeout: WatchdogTimeout) {
+        if timeout.stage == .backgroundTask {
+            let open = registry.tasks.map { String($0.id) }.joined(separator: ", ")
+            logger.error("background task(s) \(open) still open after the background time and its grace")
+        }
+        owner?.send(.lifecycle(.watchdog(timeout)))
     }
 
     private func abandonRunningHook() {
@@ -150,11 +150,11 @@ final class BackgroundTasks {
             switch action {
             case .kill(let timeout):
                 deadline?.cancel()
-                owner?.backgroundTasksRequireKill(timeout)
+                requireKill(timeout)
                 return
             case .runExpirationHandler(let task):
                 logger.info("background time nearly spent: task \(task.id)\(task.name.map { " ('\($0)')" } ?? "") expires")
-                owner?.backgroundTasksReport(.taskExpiring(id: task.id))
+                owner?.report(.taskExpiring(id: task.id))
                 if runExpirationHandler(of: task) {
                     // An `on-expiration` hook runs; the registry waits for it (under its budget).
                     changed()
@@ -175,7 +175,7 @@ final class BackgroundTasks {
                 // A closure cannot be interrupted: its overrun is judged when it returns.
                 if let deadline = registry.expirationHandlerDeadline, loop.now > deadline,
                    case .kill(let timeout) = registry.next(now: loop.now) {
-                    owner?.backgroundTasksRequireKill(timeout)
+                    requireKill(timeout)
                     return true
                 }
             }

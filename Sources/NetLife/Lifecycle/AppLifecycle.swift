@@ -182,7 +182,7 @@ public struct AppLifecycle: Sendable {
         /// Answer a command.
         case complete(CommandTicket, TransitionOutcome)
         /// Tell the app's followers.
-        case emit(AppEvent)
+        case report(AppEvent)
         /// Forget the background tasks (a launch starts with none).
         case removeTasks
         /// Stop the app's code: kill its hooks, defer its timers, pause its sockets, freeze its program.
@@ -453,7 +453,7 @@ public struct AppLifecycle: Sendable {
         } else {
             phase = .resting(suspendPending: false, autoSuspendAt: nil)
         }
-        send(.emit(.transitionFinished(command: plan.command, state: state, stages: stages)))
+        send(.report(.transitionFinished(command: plan.command, state: state, stages: stages)))
         if let ticket = transition.ticket { send(.complete(ticket, .completed(state, stages))) }
         send(.transitionEnded(state))
         evaluateSuspension(now: now)
@@ -481,7 +481,7 @@ public struct AppLifecycle: Sendable {
         lastTermination = record
         if let through { enter(through) }
         enter(.notRunning)
-        send(.emit(.stopped(record)))
+        send(.report(.stopped(record)))
         if let ticket, let outcome { send(.complete(ticket, outcome)) }
         phase = .notRunning(restartAt: nil)
     }
@@ -496,7 +496,7 @@ public struct AppLifecycle: Sendable {
 
     /// The watchdog kills the app: no callback runs, the command under way is answered `.killed`.
     private mutating func kill(_ timeout: WatchdogTimeout) {
-        send(.emit(.watchdogKilled(timeout)))
+        send(.report(.watchdogKilled(timeout)))
         stop(.now, record: TerminationRecord(reason: .watchdog(timeout)), outcome: .killed(timeout))
     }
 
@@ -566,7 +566,7 @@ public struct AppLifecycle: Sendable {
         send(.log(.info, "woken: \(reason)"))
         send(.resumeForWake)
         enter(.background)
-        send(.emit(.woken(reason)))
+        send(.report(.woken(reason)))
         if case .connection = reason {
             // Beyond iOS (`on-background = wake`): the program serves the connection in the background, and
             // is suspended again once its connections have been closed for auto-suspend (no handler runs).

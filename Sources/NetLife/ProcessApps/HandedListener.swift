@@ -38,8 +38,8 @@ final class HandedListener {
     private(set) var isListening = false
     /// Why the last open failed.
     private(set) var openError: String?
-    /// Told when the listener starts or stops listening, or fails to.
-    var onEvent: ((AppEvent) -> Void)?
+    /// Its app: told (`report`) when the listener starts or stops listening, or fails to.
+    weak var owner: AppPartOwner?
     /// Whether it keeps listening in the background and while the app is suspended (`on-background = wake`).
     var wakesApp: Bool { configuration.onBackground == .wake }
     /// Watch its sockets for a waiting connection while the app is suspended (`watchForConnection`).
@@ -63,13 +63,13 @@ final class HandedListener {
                 isListening = true
                 openError = nil
                 logger.debug("listening on \(address)")
-                onEvent?(.listenerOpened(name: configuration.name, address: address, mdns: configuration.mdns))
+                owner?.report(.listenerOpened(name: configuration.name, address: address, mdns: configuration.mdns))
             }
             return true
         } catch {
             openError = "\(error)"
             logger.warning("cannot listen on \(address): \(error)")
-            onEvent?(.listenerFailed(name: configuration.name, error: "\(error)"))
+            owner?.report(.listenerFailed(name: configuration.name, error: "\(error)"))
             return false
         }
     }
@@ -83,7 +83,7 @@ final class HandedListener {
         for fd in fds where shutdown(fd, CInt(SHUT_RD)) != 0 {
             logger.warning("shutdown: \(Errno.current)")
         }
-        onEvent?(.listenerClosed(name: configuration.name))
+        owner?.report(.listenerClosed(name: configuration.name))
     }
 
     /// Calls `connected` once a connection waits on one of its sockets (a listening socket is readable while
@@ -132,7 +132,7 @@ final class HandedListener {
         isListening = true
         openError = nil
         logger.info("adopted \(copies.count) socket(s) at \(address) held by pid \(owners.map(String.init).joined(separator: ", "))")
-        onEvent?(.listenerOpened(name: configuration.name, address: address, mdns: configuration.mdns))
+        owner?.report(.listenerOpened(name: configuration.name, address: address, mdns: configuration.mdns))
     }
 
     /// Follows what the program holds at the address now (`found`, looked at while the sockets listen): a

@@ -33,8 +33,8 @@ final class AppListener: ConnectionTracker {
     private var acceptPause: AcceptPause = .none
     private var resumeTimer: EventTimer?
     private var connectionsPaused = false
-    /// Told when the listener opens, closes or fails to open.
-    var onEvent: ((AppEvent) -> Void)?
+    /// Its app: told (`report`) when the listener opens, closes or fails to open.
+    weak var owner: AppPartOwner?
     /// The listening socket's callbacks, made once: a listener reopened on every `foreground` reuses them.
     private lazy var acceptHandler: (AcceptedSocket) -> Void = { [weak self] socket in
         guard let self else { return SocketCalls.close(socket.fd) }
@@ -86,7 +86,7 @@ final class AppListener: ConnectionTracker {
             retryDelay = .milliseconds(100)
             if atConnectionLimit { pauseAccepting(.maxConnections) }
             logger.debug("listening on \(address)")
-            onEvent?(.listenerOpened(name: configuration.name, address: address, mdns: configuration.mdns))
+            owner?.report(.listenerOpened(name: configuration.name, address: address, mdns: configuration.mdns))
             return true
         } catch {
             openFailed(error, doing: "listen")
@@ -99,7 +99,7 @@ final class AppListener: ConnectionTracker {
     private func openFailed(_ error: SystemError, doing action: String) {
         openError = "\(error)"
         logger.warning("cannot \(action) on \(address): \(error); retrying in \(retryDelay)")
-        onEvent?(.listenerFailed(name: configuration.name, error: "\(error)"))
+        owner?.report(.listenerFailed(name: configuration.name, error: "\(error)"))
         scheduleRetry()
     }
 
@@ -122,7 +122,7 @@ final class AppListener: ConnectionTracker {
         } catch {
             listener.close()
             self.listener = nil
-            onEvent?(.listenerClosed(name: configuration.name))
+            owner?.report(.listenerClosed(name: configuration.name))
             openFailed(error, doing: "accept")
         }
     }
@@ -140,7 +140,7 @@ final class AppListener: ConnectionTracker {
         listener?.close()
         listener = nil
         openError = nil
-        if wasOpen { onEvent?(.listenerClosed(name: configuration.name)) }
+        if wasOpen { owner?.report(.listenerClosed(name: configuration.name)) }
     }
 
     /// Makes the socket that the next `open()` binds, so that the reopen on `foreground` costs only `bind`

@@ -65,17 +65,6 @@ public struct DataProtocolDescriptor: Sendable {
     }
 }
 
-/// What a data socket needs from its app.
-protocol DataSocketOwner: AnyObject {
-    /// Whether the app is suspended now.
-    var isSuspended: Bool { get }
-    /// Runs the suspended app in the background for a moment (under `keepalive-budget`).
-    func wake(for reason: WakeReason)
-    func beginBackgroundTask(name: String?, expirationHandler: (() -> Void)?) -> BackgroundTaskIdentifier
-    func endSocketTask(_ id: BackgroundTaskIdentifier)
-    func dataSocketReport(_ event: AppEvent)
-}
-
 /// An outbound connection of an app, with its policy and its protocol.
 public final class DataSocket: ConnectionDelegate {
     public let configuration: DataSocketConfiguration
@@ -84,7 +73,7 @@ public final class DataSocket: ConnectionDelegate {
     private var machine: DataSocketMachine
     private unowned let loop: EventLoop
     private let logger: Logger
-    weak var owner: DataSocketOwner?
+    weak var owner: AppPartOwner?
     private var connector: OutboundConnector?
     private var connection: Connection? {
         willSet { if let connection, newValue !== connection { earlierMoves &+= connection.moves } }
@@ -95,7 +84,8 @@ public final class DataSocket: ConnectionDelegate {
     private var keepaliveTimer: EventTimer?
     /// Armed at each connect: when it fires the connection counts as stable and the back-off starts over.
     private var stableTimer: EventTimer?
-    private var quietTask: BackgroundTaskIdentifier?
+    /// Whether the app is held awake for the reply to the quiet command (`AppPartEvent.quietWaitBegan`).
+    private var awaitsQuietReply = false
     /// Why the protocol gave up on the connection being closed now.
     private var protocolFailure: String?
     /// The last error (it stays after a reconnect: it is the last one, and a socket that keeps failing right
@@ -214,25 +204,22 @@ public final class DataSocket: ConnectionDelegate {
             connection.close(flush ? .afterFlush : .now)
             protocolFailure = nil
             handler.dataSocketDidDisconnect(self, error: nil)
-            owner?.dataSocketReport(.socketChanged(name: name, state: .closed, error: nil))
+            owner?.report(.socketChanged(name: name, state: .closed, error: nil))
         case .sayGoodbye:
             handler.dataSocketSayGoodbye(self)
         case .enterQuiet:
             let entry = handler.dataSocketEnterQuiet(self)
-            owner?.dataSocketReport(.socketQuietModeChanged(name: name, quiet: true))
-            if entry == .awaitingReply, quietTask == nil, let owner {
+            owner?.report(.socketQuietModeChanged(name: name, quiet: true))
+            if entry == .awaitingReply, !awaitsQuietReply {
                 // A peer that never answers must not keep the app awake until the watchdog kills it: when the
-                // background time runs out, the wait ends and the connection is given up.
-                let id = owner.beginBackgroundTask(name: "quiet \(name)") { [weak self] in
-                    self?.fail("no reply to the quiet command within the background time")
-                    self?.endQuietTask()
-                }
-                if id != 0 { quietTask = id }
+                // background time runs out, the app calls `quietWaitExpired()` and the connection is given up.
+                awaitsQuietReply = true
+                owner?.send(.quietWaitBegan(socket: name))
             }
         case .leaveQuiet:
             endQuietTask()
             handler.dataSocketLeaveQuiet(self)
-            owner?.dataSocketReport(.socketQuietModeChanged(name: name, quiet: false))
+            owner?.report(.socketQuietModeChanged(name: name, quiet: false))
         case .pauseReading:
             connection?.pauseReading()
         case .resumeReading:
@@ -243,7 +230,7 @@ public final class DataSocket: ConnectionDelegate {
             do {
                 try connection.makeDefunct()
                 logger.info("reclaimed: the peer was reset; the descriptor stays until the app next uses it")
-                owner?.dataSocketReport(.socketChanged(name: name, state: .defunct, error: nil))
+                owner?.report(.socketChanged(name: name, state: .defunct, error: nil))
             } catch {
                 // A Unix stream socket cannot be dissolved in place (EINVAL): it is closed instead.
                 protocolFailure = "reclaimed: closed, since this socket cannot be reset in place (\(error))"
@@ -255,7 +242,7 @@ public final class DataSocket: ConnectionDelegate {
                 guard let self else { return }
                 reconnectTimer = nil
                 // Only a VoIP socket reconnects while its app is suspended, and the app handles it awake.
-                if configuration.voip, owner?.isSuspended == true { owner?.wake(for: .voipReconnect(socket: name)) }
+                if configuration.voip { wakeAppIfSuspended(.voipReconnect(socket: name)) }
                 perform(machine.reconnectDue())
             }
         case .cancelReconnect:
@@ -267,7 +254,7 @@ public final class DataSocket: ConnectionDelegate {
     private func startConnect() {
         connector?.cancel()
         logger.debug("connecting to \(configuration.address)")
-        owner?.dataSocketReport(.socketChanged(name: name, state: .connecting, error: nil))
+        owner?.report(.socketChanged(name: name, state: .connecting, error: nil))
         connector = OutboundConnector(loop: loop, address: configuration.address) { [weak self] result in
             guard let self else {
                 if case .success(let fd) = result { SocketCalls.close(fd) }
@@ -300,10 +287,10 @@ public final class DataSocket: ConnectionDelegate {
             self?.stableTimer = nil
             self?.machine.connectionStable()
         }
-        if configuration.voip, owner?.isSuspended == true { owner?.wake(for: .voipReconnect(socket: name)) }
+        if configuration.voip { wakeAppIfSuspended(.voipReconnect(socket: name)) }
         logger.info("connected to \(configuration.address)")
         let actions = machine.connected()
-        owner?.dataSocketReport(.socketChanged(name: name, state: .connected, error: nil))
+        owner?.report(.socketChanged(name: name, state: .connected, error: nil))
         handler.dataSocketDidConnect(self)
         perform(actions)
     }
@@ -321,7 +308,7 @@ public final class DataSocket: ConnectionDelegate {
             logger.info("closed")
         }
         perform(machine.disconnected())
-        owner?.dataSocketReport(.socketChanged(name: name, state: .closed, error: error))
+        owner?.report(.socketChanged(name: name, state: .closed, error: error))
     }
 
     private func stopStableTimer() {
@@ -330,9 +317,20 @@ public final class DataSocket: ConnectionDelegate {
     }
 
     private func endQuietTask() {
-        guard let id = quietTask else { return }
-        quietTask = nil
-        owner?.endSocketTask(id)
+        guard awaitsQuietReply else { return }
+        awaitsQuietReply = false
+        owner?.send(.quietWaitEnded(socket: name))
+    }
+
+    /// The background time ran out while the app waited for the reply to the quiet command.
+    func quietWaitExpired() {
+        fail("no reply to the quiet command within the background time")
+        endQuietTask()
+    }
+
+    /// Wakes the app for `reason` when it is suspended (this socket's machine knows: the app tells it).
+    private func wakeAppIfSuspended(_ reason: WakeReason) {
+        if machine.phase == .suspended { owner?.send(.lifecycle(.wake(reason))) }
     }
 
     // MARK: Keep-alive
@@ -354,7 +352,7 @@ public final class DataSocket: ConnectionDelegate {
 
     private func keepaliveDue() {
         guard machine.state == .connected || machine.state == .quiet else { return }
-        if owner?.isSuspended == true { owner?.wake(for: .keepalive(socket: name)) }
+        wakeAppIfSuspended(.keepalive(socket: name))
         logger.debug("keep-alive")
         handler.dataSocketKeepAlive(self)
     }
@@ -363,7 +361,7 @@ public final class DataSocket: ConnectionDelegate {
 
     public func connectionDidRead(_ connection: Connection) {
         // Only a VoIP socket reads while its app is suspended: the data wakes the app, then is handled.
-        if owner?.isSuspended == true { owner?.wake(for: .voipData(socket: name)) }
+        wakeAppIfSuspended(.voipData(socket: name))
         handler.dataSocketDidRead(self)
     }
 
@@ -374,14 +372,14 @@ public final class DataSocket: ConnectionDelegate {
     public func connectionDidClose(_ connection: Connection, error: SystemError?) {
         guard connection === self.connection else { return }
         // A VoIP socket lost while its app is suspended: the app handles the loss awake (and reconnects).
-        if configuration.voip, owner?.isSuspended == true { owner?.wake(for: .voipReconnect(socket: name)) }
+        if configuration.voip { wakeAppIfSuspended(.voipReconnect(socket: name)) }
         self.connection = nil
         let failure = protocolFailure ?? error.map { "\($0)" }
         protocolFailure = nil
         handler.dataSocketDidDisconnect(self, error: failure)
         // Closed by the machine (background, terminate): it already knows; otherwise an error or the peer.
         if machine.state == .closed && failure == nil {
-            owner?.dataSocketReport(.socketChanged(name: name, state: .closed, error: nil))
+            owner?.report(.socketChanged(name: name, state: .closed, error: nil))
             return
         }
         disconnected(error: failure ?? "the peer closed the connection")
