@@ -98,10 +98,8 @@ private func modules() -> [String] {
     ((try? FileManager.default.contentsOfDirectory(atPath: sources.path)) ?? []).sorted().filter { !swiftFiles(of: $0).isEmpty }
 }
 
-/// The modules whose folders are layers. NetLifeEvent's Loop/ and Sockets/ are one layer on purpose: the loop
-/// serves its connections' next turns directly (ReadContext holds them unretained on the hot path, where a
-/// protocol would add a witness call per connection).
-private let layeredModules = ["NetLife", "NetLifeDaemon", "NetLifeServices", "NetLifeJSON", "NetLifeStatus", "NetLifeControl", "netlifectl"]
+/// The modules whose folders are layers: every one.
+private let layeredModules = modules()
 
 @Suite struct SourceLayoutTests {
     @Test(arguments: layeredModules)

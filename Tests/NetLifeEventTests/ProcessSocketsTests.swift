@@ -56,8 +56,8 @@ struct ProcessSocketsParserTests {
         #expect(sockets.first { $0.fd == 4 }?.state == .listen)
         #expect(ProcessSockets.reclaimTargets(descriptors, sparing: [8]).map(\.fd) == [3, 4, 5, 9], "each socket once, no VoIP")
         #expect(ProcessSockets.reclaimTargets(descriptors, sparing: []).map(\.fd) == [3, 4, 5, 6, 9])
-        #expect(!ProcessSockets.isReset(.listen) && !ProcessSockets.isReset(.closed))
-        #expect(ProcessSockets.isReset(.established) && ProcessSockets.isReset(.closeWait) && ProcessSockets.isReset(.synSent))
+        #expect(!TCPState.listen.holdsAConnection && !TCPState.closed.holdsAConnection)
+        #expect(TCPState.established.holdsAConnection && TCPState.closeWait.holdsAConnection && TCPState.synSent.holdsAConnection)
     }
 
     @Test func linesAreReadAcrossChunksAndOverlongOnesSkipped() throws {

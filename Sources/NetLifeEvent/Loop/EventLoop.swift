@@ -228,13 +228,13 @@ public final class EventLoop {
 
     // MARK: Restricted mode
 
-    /// Runs a nested loop that serves only `connections` (their reads and writes) until `condition` holds or
+    /// Runs a nested loop that serves only `connections` (the public form takes `Connection`s) (their reads and writes) until `condition` holds or
     /// `timeout` passes, like running a CFRunLoop in a private mode: no timer, no listener, no other
     /// connection and no signal of the main loop is served meanwhile, and the main loop is never re-entered.
     /// Returns whether `condition` holds.
     ///
     /// It blocks the loop thread for up to `timeout`; callers bound it by a budget.
-    public func runRestricted(serving connections: [Connection], timeout: Duration, until condition: () -> Bool) -> Bool {
+    func runRestricted(serving connections: [any RestrictedModeServed], timeout: Duration, until condition: () -> Bool) -> Bool {
         assertInLoop()
         precondition(!isRunningRestricted, "restricted-mode runs do not nest")
         if condition() { return true }
@@ -242,12 +242,12 @@ public final class EventLoop {
         // then gives up at once, as at its timeout.
         guard let (base, tick) = makeRestrictedBase() else { return false }
         isRunningRestricted = true
-        let served = connections.filter { $0.state != .closed }
+        let served = connections.filter { $0.isOpen }
         for connection in served { connection.enterRestrictedMode(base: base) }
         let deadline = MonotonicTime.now() + timeout
         while !condition() {
             let left = deadline - MonotonicTime.now()
-            guard left > .zero, served.contains(where: { $0.state != .closed }) else { break }
+            guard left > .zero, served.contains(where: { $0.isOpen }) else { break }
             // Wake at least every 50 ms so that the condition is re-checked and the stall watchdog fed.
             var tv = min(left, .milliseconds(50)).timeval
             libeventMustSucceed("event_add") { event_add(tick, &tv) }
@@ -299,26 +299,20 @@ protocol LoopOwned: AnyObject {
     var loopSlot: Int32 { get set }
 }
 
+/// What a restricted-mode run serves (`runRestricted`): a connection, its events moved to the run's base.
+protocol RestrictedModeServed: AnyObject {
+    var isOpen: Bool { get }
+    func enterRestrictedMode(base: OpaquePointer)
+    func leaveRestrictedMode()
+}
+
 /// A source the loop can close when it shuts down.
 protocol LoopSource: LoopOwned {
-    /// Lower ranks close first: ends of I/O before the timers their closing may touch.
+    /// Lower ranks close first: ends of I/O before the timers their closing may touch. Connections 0,
+    /// children 1, listeners and descriptor watchers 2, signal watchers 3, wakers 4, timers 5 (each
+    /// conformance is declared with its type).
     var closeRank: Int { get }
     func closeForLoopShutdown()
-}
-
-extension Connection: LoopSource {
-    var closeRank: Int { 0 }
-    func closeForLoopShutdown() { close(.now) }
-}
-
-extension ChildProcess: LoopSource {
-    var closeRank: Int { 1 }
-    func closeForLoopShutdown() { close() }
-}
-
-extension Listener: LoopSource {
-    var closeRank: Int { 2 }
-    func closeForLoopShutdown() { close() }
 }
 
 extension SignalWatcher: LoopSource {

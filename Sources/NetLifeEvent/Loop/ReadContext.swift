@@ -22,6 +22,12 @@
 @preconcurrency import Glibc
 internal import CLibevent
 
+/// What the loop serves again at its next turn (`ReadContext.serveAtNextTurn`): a connection that used up its
+/// share of a turn with more to read or write.
+protocol NextTurnServed: AnyObject {
+    func servedAgain()
+}
+
 /// The loop's read scratch area, the descriptors whose readiness is looked at between ordinary callbacks
 /// (the reading connections of `.control` priority), and the connections served again at the next turn. One
 /// per loop.
@@ -40,7 +46,10 @@ final class ReadContext {
     var nextTurnTimer: OpaquePointer?
     /// Open connections waiting for the next turn; a connection leaves the list when it closes, so the
     /// references need no retain.
-    private var nextTurn: [Unmanaged<Connection>] = []
+    private var nextTurn: [Waiting] = []
+    private struct Waiting {
+        unowned(unsafe) let source: any NextTurnServed
+    }
 
     init(base: OpaquePointer) {
         self.base = base
@@ -74,9 +83,9 @@ final class ReadContext {
 
     /// Serves `connection` again (`Connection.servedAgain()`) at the next turn. The connection makes sure it
     /// is on the list once.
-    func serveAtNextTurn(_ connection: Connection) {
+    func serveAtNextTurn(_ connection: any NextTurnServed) {
         guard let nextTurnTimer else { return }
-        nextTurn.append(Unmanaged.passUnretained(connection))
+        nextTurn.append(Waiting(source: connection))
         if nextTurn.count == 1 {
             var now = timeval(tv_sec: 0, tv_usec: 0)
             // Adding a timer fails only when memory is exhausted; then it runs later in this turn instead.
@@ -85,18 +94,18 @@ final class ReadContext {
     }
 
     /// Takes a closing connection off the next-turn list.
-    func forget(_ connection: Connection) {
-        let gone = Unmanaged.passUnretained(connection).toOpaque()
-        nextTurn.removeAll { $0.toOpaque() == gone }
+    func forget(_ connection: any NextTurnServed) {
+        let gone = ObjectIdentifier(connection)
+        nextTurn.removeAll { ObjectIdentifier($0.source) == gone }
     }
 
     /// The timer fired: serves the connections that were waiting. One that asks again waits for the turn after.
     /// A connection that closes meanwhile stays allocated until this callback has returned
     /// (`EventLoop.releaseAfterCallback`), and is skipped.
     fileprivate func nextTurnCame() {
-        var waiting: [Unmanaged<Connection>] = []
+        var waiting: [Waiting] = []
         swap(&waiting, &nextTurn)
-        for connection in waiting { connection._withUnsafeGuaranteedRef { $0.servedAgain() } }
+        for connection in waiting { connection.source.servedAgain() }
     }
 }
 

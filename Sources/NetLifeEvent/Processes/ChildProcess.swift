@@ -553,3 +553,8 @@ private func childExited(_: CInt, _: Int16, _ context: UnsafeMutableRawPointer?)
 private func outputReadable(_: CInt, _: Int16, _ context: UnsafeMutableRawPointer?) {
     Unmanaged<OutputPipe>.fromOpaque(context!).takeUnretainedValue().readable()
 }
+
+extension ChildProcess: LoopSource {
+    var closeRank: Int { 1 }
+    func closeForLoopShutdown() { close() }
+}

@@ -18,12 +18,6 @@
 @preconcurrency import Glibc
 internal import CLibevent
 
-/// A TCP state as /proc/net/tcp numbers it (the kernel's include/net/tcp_states.h).
-public enum TCPState: UInt8, Equatable, Sendable {
-    case established = 1, synSent, synReceived, finWait1, finWait2, timeWait, closed, closeWait, lastAck,
-         listen, closing, newSynReceived
-}
-
 /// One line of /proc/PID/net/tcp or tcp6.
 public struct TCPTableEntry: Equatable, Sendable {
     public var inode: UInt64
@@ -181,11 +175,6 @@ public enum ProcessSockets {
         return sockets.sorted { $0.fd < $1.fd }.filter { !spared.contains($0.inode) && seen.insert($0.inode).inserted }
     }
 
-    /// Whether reclaim resets a TCP socket in `state`: not a listener, and connected or connecting.
-    public static func isReset(_ state: TCPState) -> Bool {
-        state != .listen && state != .closed
-    }
-
     // MARK: The shell
 
     /// The socket descriptors of process `pid`, from /proc/PID/fd (at most `maxDescriptors` entries). A
@@ -251,7 +240,7 @@ public enum ProcessSockets {
             do {
                 let fd = try SocketCalls.takeDescriptor(pidfd: pidfd, fd: socket.fd)
                 defer { SocketCalls.close(fd) }
-                guard let state = SocketCalls.tcpState(fd), isReset(state) else {
+                guard let state = SocketCalls.tcpState(fd), state.holdsAConnection else {
                     report.skipped.append(socket)
                     continue
                 }

@@ -36,7 +36,7 @@ extension Connection {
         guard currentState != .closed else { return false }
         // The kernel knows whether a connection is left: a dissolved one is in TCP's CLOSE state. A socket
         // that is not TCP (nil) is left to `disconnect`, which refuses it.
-        if let state = SocketCalls.tcpState(fd), !ProcessSockets.isReset(state) { return false }
+        if let state = SocketCalls.tcpState(fd), !state.holdsAConnection { return false }
         try SocketCalls.disconnect(fd)
         return true
     }
@@ -140,4 +140,9 @@ extension Connection {
         }
         flush()
     }
+}
+
+extension Connection: LoopSource {
+    var closeRank: Int { 0 }
+    func closeForLoopShutdown() { close(.now) }
 }

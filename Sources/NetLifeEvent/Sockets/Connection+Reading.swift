@@ -256,3 +256,5 @@ extension Connection {
         if read, readInterest { readable() }
     }
 }
+
+extension Connection: NextTurnServed {}

@@ -4,7 +4,21 @@
 @preconcurrency import Glibc
 internal import CLibevent
 
-extension Connection {
+extension EventLoop {
+    /// Runs a nested loop that serves only `connections` (their reads and writes) until `condition` holds or
+    /// `timeout` passes, like running a CFRunLoop in a private mode: no timer, no listener, no other
+    /// connection and no signal of the main loop is served meanwhile, and the main loop is never re-entered.
+    /// Returns whether `condition` holds.
+    ///
+    /// It blocks the loop thread for up to `timeout`; callers bound it by a budget.
+    public func runRestricted(serving connections: [Connection], timeout: Duration, until condition: () -> Bool) -> Bool {
+        runRestricted(serving: connections.map { $0 as any RestrictedModeServed }, timeout: timeout, until: condition)
+    }
+}
+
+extension Connection: RestrictedModeServed {
+    var isOpen: Bool { currentState != .closed }
+
     /// Mirrors this connection's read and write interest onto `base`, for a restricted-mode run.
     func enterRestrictedMode(base: OpaquePointer) {
         guard currentState != .closed, restrictedEvents == nil else { return }

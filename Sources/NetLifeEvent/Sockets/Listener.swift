@@ -165,3 +165,8 @@ private func acceptFailed(_ listener: OpaquePointer?, _ context: UnsafeMutableRa
     let error = Errno.current
     Unmanaged<Listener>.fromOpaque(context!).takeUnretainedValue().failed(error)
 }
+
+extension Listener: LoopSource {
+    var closeRank: Int { 2 }
+    func closeForLoopShutdown() { close() }
+}
