@@ -70,15 +70,16 @@ struct UnitSandbox: Equatable {
 
     /// systemctl's standard output, or nil when it fails.
     private static func runSystemctl(_ arguments: [String]) -> String? {
-        var pipe: [CInt] = [-1, -1]
-        guard Glibc.pipe(&pipe) == 0 else { return nil }
-        let reading = FileDescriptor(owning: pipe[0], name: "systemctl's output")
-        let writing = FileDescriptor(owning: pipe[1], name: "systemctl's output")
+        // Close-on-exec both ends: the child gets its writing end as its stdout, and no other child the
+        // daemon starts inherits either.
+        guard let pipe = try? FileCalls.pipe() else { return nil }
+        let reading = FileDescriptor(owning: pipe.reading, name: "systemctl's output")
+        let writing = FileDescriptor(owning: pipe.writing, name: "systemctl's output")
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, pipe[1], 1)
-        posix_spawn_file_actions_addclose(&actions, pipe[0])
+        posix_spawn_file_actions_adddup2(&actions, pipe.writing, 1)
+        posix_spawn_file_actions_addclose(&actions, pipe.reading)
         posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
         let argv = (["/usr/bin/systemctl"] + arguments).map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
