@@ -10,6 +10,7 @@
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <sys/eventfd.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/pidfd.h>
 #include <sys/wait.h>
@@ -192,6 +193,35 @@ static inline int netlife_peek_exit(pid_t pid, int *status) {
     if (info.si_pid == 0) { errno = EAGAIN; return -1; }
     *status = info.si_code == CLD_EXITED ? (info.si_status & 0xff) << 8 : (info.si_status & 0x7f);
     return 0;
+}
+
+// A PSI trigger (a pressure file opened for writing, with a trigger written to it) signals with POLLPRI, which
+// libevent 2.1 cannot watch: its events are read, write, signal and close, and the trigger's descriptor polls
+// readable and writable at all times. So a private epoll instance watches the trigger for EPOLLPRI alone, and
+// libevent watches that instance, which is readable only while the trigger has fired. Returns the instance's
+// descriptor (close-on-exec), or -1 with errno set.
+static inline int netlife_priority_watch(int fd) {
+    int instance = epoll_create1(EPOLL_CLOEXEC);
+    if (instance < 0) return -1;
+    struct epoll_event event = { .events = EPOLLPRI, .data = { .fd = fd } };
+    if (epoll_ctl(instance, EPOLL_CTL_ADD, fd, &event) < 0) {
+        int saved = errno;
+        close(instance);
+        errno = saved;
+        return -1;
+    }
+    return instance;
+}
+
+// Takes what the private instance holds, without waiting. Returns 1 when the watched descriptor reports an
+// error (a trigger whose cgroup was removed does, at every poll), 0 otherwise, or -1 with errno set. The kernel
+// hands a trigger's event to the first poll that sees it, and libevent's poll of the instance already did: this
+// call usually finds nothing, which still means the trigger fired once.
+static inline int netlife_priority_watch_take(int instance) {
+    struct epoll_event event = { 0 };
+    int count = epoll_wait(instance, &event, 1, 0);
+    if (count < 0) return -1;
+    return count > 0 && (event.events & (EPOLLERR | EPOLLHUP)) ? 1 : 0;
 }
 
 #endif
