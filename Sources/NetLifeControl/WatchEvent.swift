@@ -17,8 +17,9 @@ public struct WatchEvent: Equatable, Sendable {
         case taskExpiring(id: UInt64)
         /// The watchdog killed the app: what overran, its budget and the time it took (seconds).
         case watchdog(stage: String, budget: Double, elapsed: Double)
-        /// The app stopped: why, and who asked.
-        case stopped(reason: TerminationKind, by: TerminationCause?)
+        /// The app stopped: why, who asked, and for memory pressure that the kernel's trigger asked for, what
+        /// its pressure file said.
+        case stopped(reason: TerminationKind, by: TerminationCause?, pressure: PressureStall? = nil)
         /// A listener opened, closed or failed to open.
         case listenerOpened(listener: String, address: String)
         case listenerClosed(listener: String)
@@ -83,7 +84,7 @@ public struct WatchEvent: Equatable, Sendable {
     /// Each member's name, spelled once for both directions.
     enum Key: String {
         case event, at, app, from, to, command, stages, id, name, stage, budget, elapsed, reason, by, listener,
-             address, socket, sockets, error, message, added, removed, restarted, updated, uid, pid, unused
+             address, socket, sockets, error, message, added, removed, restarted, updated, uid, pid, unused, pressure
     }
 
     public var json: JSON {
@@ -110,9 +111,10 @@ public struct WatchEvent: Equatable, Sendable {
             members.set(.stage, stage)
             members.set(.budget, budget)
             members.set(.elapsed, elapsed)
-        case .stopped(let reason, let by):
+        case .stopped(let reason, let by, let pressure):
             members.set(.reason, reason.rawValue)
             members.setIfPresent(.by, by.map { .string($0.rawValue) })
+            members.setIfPresent(.pressure, pressure.map { $0.json })
         case .listenerOpened(let listener, let address):
             members.set(.listener, listener)
             members.set(.address, address)
@@ -172,7 +174,8 @@ public struct WatchEvent: Equatable, Sendable {
             payload = .watchdog(stage: try fields.string(.stage), budget: try fields.number(.budget), elapsed: try fields.number(.elapsed))
         case "stopped":
             payload = .stopped(reason: try fields.name(.reason, TerminationKind.self),
-                               by: fields.value(.by) == nil ? nil : try fields.name(.by, TerminationCause.self))
+                               by: fields.value(.by) == nil ? nil : try fields.name(.by, TerminationCause.self),
+                               pressure: try fields.value(.pressure).map { json throws(JSONRecordError) in try PressureStall(json: json) })
         case "listener-opened": payload = .listenerOpened(listener: try fields.string(.listener), address: try fields.string(.address))
         case "listener-closed": payload = .listenerClosed(listener: try fields.string(.listener))
         case "listener-failed": payload = .listenerFailed(listener: try fields.string(.listener), error: try fields.string(.error))
@@ -219,8 +222,8 @@ public struct WatchEvent: Equatable, Sendable {
             return "\(subject)task \(id) expiring (its expiration handler runs)"
         case .watchdog(let stage, let budget, let elapsed):
             return "\(subject)killed by the watchdog (0x8badf00d): \(stage) took \(Self.milliseconds(elapsed * 1000)), budget \(Self.milliseconds(budget * 1000))"
-        case .stopped(let reason, let by):
-            return "\(subject)stopped: \(reason)\(by.map { " (by \($0.rawValue))" } ?? "")"
+        case .stopped(let reason, let by, let pressure):
+            return "\(subject)stopped: \(reason)\(by.map { " (by \($0.rawValue))" } ?? "")\(pressure.map { " (\($0.file): \($0.text))" } ?? "")"
         case .listenerOpened(let listener, let address):
             return "\(subject)listener \(listener) open on \(address)"
         case .listenerClosed(let listener):

@@ -228,9 +228,11 @@ public struct TerminationStatus: Equatable, Sendable, JSONRecord {
     /// For `program-exited`: how the program ended (`exit status 3`, `killed by signal 11`), and what the
     /// restart rules made of it.
     public var detail: String?
+    /// For `memory-pressure` that the kernel's pressure trigger asked for: what its pressure file said then.
+    public var pressure: PressureStall?
 
     public init(reason: TerminationKind, at: Double, by: TerminationCause? = nil, stage: String? = nil, budget: Double? = nil,
-                elapsed: Double? = nil, detail: String? = nil) {
+                elapsed: Double? = nil, detail: String? = nil, pressure: PressureStall? = nil) {
         self.reason = reason
         self.at = at
         self.by = by
@@ -238,12 +240,14 @@ public struct TerminationStatus: Equatable, Sendable, JSONRecord {
         self.budget = budget
         self.elapsed = elapsed
         self.detail = detail
+        self.pressure = pressure
     }
 
     public static let schema = JSONSchema<TerminationStatus>("a termination", blank: TerminationStatus(reason: .terminated, at: 0), [
         .name("reason", \.reason), .number("at", \.at, default: 0), .name("by", \.by, absent: .omitted),
         .string("stage", \.stage, absent: .omitted), .number("budget", \.budget, absent: .omitted),
         .number("elapsed", \.elapsed, absent: .omitted), .string("detail", \.detail, absent: .omitted),
+        .record("pressure", \.pressure),
     ])
 }
 

@@ -153,6 +153,7 @@ func describe(_ termination: TerminationStatus) -> String {
     var text = termination.reason.rawValue
     if let by = termination.by?.rawValue { text += " (by \(by))" }
     if let detail = termination.detail { text += " (\(detail))" }
+    if let pressure = termination.pressure { text += " (\(pressure.file): \(pressure.text))" }
     if let stage = termination.stage {
         text += " in \(stage) (\(formatSeconds(termination.elapsed ?? 0)), budget \(formatSeconds(termination.budget ?? 0)))"
     }

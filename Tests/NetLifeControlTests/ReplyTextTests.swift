@@ -79,6 +79,8 @@ import Testing
             .taskBegan(id: 3, name: "sync"), .taskBegan(id: 4, name: nil), .taskEnded(id: 3), .taskExpiring(id: 4),
             .watchdog(stage: "did-enter-background", budget: 5, elapsed: 5.001),
             .stopped(reason: .terminated, by: .command), .stopped(reason: .memoryPressure, by: nil),
+            .stopped(reason: .memoryPressure, by: nil, pressure: Self.pressure),
+            .stopped(reason: .memoryPressure, by: nil, pressure: PressureStall(file: "/proc/pressure/memory", some: Self.pressure.some)),
             .listenerOpened(listener: "web", address: "127.0.0.1:80"), .listenerClosed(listener: "web"),
             .listenerFailed(listener: "web", error: "Address already in use"),
             .socket(socket: "imap", from: nil, to: .closed, error: "Connection refused"),
@@ -100,6 +102,21 @@ import Testing
         #expect(interrupt.json["command"] == "interrupt-begin")
         #expect(interrupt.text == "mail: interrupt begin done: inactive")
         #expect(WatchEvent(.request(command: "task-begin", uid: 7, pid: 9), at: 1, app: "mail").text == "mail: task begin asked by uid 7 (pid 9)")
+    }
+
+    static let pressure = PressureStall(file: "/sys/fs/cgroup/unified/nl/memory.pressure",
+                                        some: PressureFigures(avg10: 5.79, avg60: 1.04, total: 659_348),
+                                        full: PressureFigures(avg10: 4.5, avg60: 0.8, total: 512_000))
+
+    @Test func anAppEndedForTheKernelsPressureSaysWhatThePressureFileSaid() throws {
+        let event = WatchEvent(.stopped(reason: .memoryPressure, by: nil, pressure: Self.pressure), at: 1, app: "mail")
+        #expect(event.text == "mail: stopped: memory-pressure (/sys/fs/cgroup/unified/nl/memory.pressure: some avg10=5.79 avg60=1.04 total=659348, full avg10=4.50 avg60=0.80 total=512000)")
+        #expect(event.json.serialized.contains(#""pressure":{"file":"/sys/fs/cgroup/unified/nl/memory.pressure","some":{"avg10":5.79,"avg60":1.04,"total":659348},"full":{"avg10":4.5,"avg60":0.8,"total":512000}}"#), "\(event.json.serialized)")
+        // `netlifectl memory-pressure` ends an app without figures: the member is left out.
+        #expect(!WatchEvent(.stopped(reason: .memoryPressure, by: nil), at: 1, app: "mail").json.serialized.contains("pressure\":"))
+        let termination = TerminationStatus(reason: .memoryPressure, at: 1, pressure: Self.pressure)
+        #expect(try TerminationStatus(json: JSON.parse(termination.json.serialized)) == termination)
+        #expect(TerminationStatus(reason: .memoryPressure, at: 1).json["pressure"] == nil)
     }
 
     @Test func aWatchEventWithoutWhatItsKindNeedsIsAnError() throws {

@@ -130,7 +130,7 @@ private let events: [(name: String, send: @Sendable (inout Driver) -> [AppLifecy
     ("wake-handler-done", { $0.send(.wakeHandlerDone) }),
     ("program-exited", { $0.send(.programExited(.exited(1), reason: nil)) }),
     ("task-watchdog", { $0.send(.watchdog(WatchdogTimeout(stage: .backgroundTask, budget: .seconds(1), elapsed: .seconds(2)))) }),
-    ("memory-pressure", { $0.send(.memoryPressure) }),
+    ("memory-pressure", { $0.send(.memoryPressure(nil)) }),
     ("retire", { $0.send(.retire("removed")) }),
 ]
 

@@ -56,13 +56,14 @@ extension App {
     /// Whether memory pressure can end the app now: it is suspended, and no command is under way.
     public var canTerminateForMemoryPressure: Bool { lifecycle.canTerminateForMemoryPressure }
 
-    /// Memory pressure (jetsam): a suspended app is terminated without any callback. Returns false,
-    /// changing nothing, when the app is not suspended.
+    /// Memory pressure (jetsam): a suspended app is terminated without any callback. `pressure` is what the
+    /// kernel's pressure file said when its trigger asked for it (nil for `netlifectl memory-pressure`); the
+    /// log, `status` and `watch` report it. Returns false, changing nothing, when the app is not suspended.
     @discardableResult
-    public func terminateForMemoryPressure() -> Bool {
+    public func terminateForMemoryPressure(pressure: PressureStall? = nil) -> Bool {
         guard canTerminateForMemoryPressure else { return false }
-        logger.notice("terminated for memory pressure (held \(heldBytes) bytes)")
-        send(.memoryPressure)
+        logger.notice("terminated for memory pressure (held \(heldBytes) bytes" + (pressure.map { "; \($0.file): \($0.text)" } ?? "") + ")")
+        send(.memoryPressure(pressure))
         return true
     }
 

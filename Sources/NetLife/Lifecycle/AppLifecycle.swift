@@ -151,8 +151,9 @@ public struct AppLifecycle: Sendable {
         case programExited(ChildExitStatus, reason: String?)
         /// The watchdog of background tasks or expiration handlers ran out.
         case watchdog(WatchdogTimeout)
-        /// Memory pressure ends the app if it is suspended.
-        case memoryPressure
+        /// Memory pressure ends the app if it is suspended (with the pressure file's figures when the
+        /// kernel's trigger asked).
+        case memoryPressure(PressureStall?)
         /// The app leaves the daemon.
         case retire(String)
     }
@@ -337,9 +338,9 @@ public struct AppLifecycle: Sendable {
         case .watchdog(let timeout):
             guard state.isRunning, retirement == nil else { return }
             kill(timeout)
-        case .memoryPressure:
+        case .memoryPressure(let pressure):
             guard canTerminateForMemoryPressure else { return }
-            stop(.now, record: TerminationRecord(reason: .memoryPressure))
+            stop(.now, record: TerminationRecord(reason: .memoryPressure(pressure)))
         case .retire(let reason):
             retire(reason)
         }

@@ -13,8 +13,9 @@ public enum TerminationReason: Equatable, Sendable {
     case exitedOnSuspend
     /// The watchdog killed it.
     case watchdog(WatchdogTimeout)
-    /// Memory pressure ended it while suspended (jetsam).
-    case memoryPressure
+    /// Memory pressure ended it while suspended (jetsam): `netlifectl memory-pressure`, or the kernel's
+    /// pressure trigger, with what its pressure file said then.
+    case memoryPressure(PressureStall?)
     /// A process app's program ended on its own (its exit status or signal, and whether it is restarted).
     case programExited(String)
 
@@ -76,7 +77,9 @@ extension TerminationRecord {
             status.elapsed = StatusTime.seconds(timeout.elapsed)
         case .programExited(let detail):
             status.detail = detail
-        case .exitedOnSuspend, .memoryPressure:
+        case .memoryPressure(let pressure):
+            status.pressure = pressure
+        case .exitedOnSuspend:
             break
         }
         return status

@@ -92,7 +92,7 @@ final class Watchers {
                              elapsed: StatusTime.seconds(timeout.elapsed))
         case .stopped(let record):
             let status = record.status
-            return .stopped(reason: status.reason, by: status.by)
+            return .stopped(reason: status.reason, by: status.by, pressure: status.pressure)
         case .listenerOpened(let name, let address, _):
             return .listenerOpened(listener: name, address: address.description)
         case .listenerClosed(let name):
