@@ -63,4 +63,18 @@ private func ended(_ candidates: [JetsamCandidate], free: Int?) -> [String] {
         #expect(ended([], free: nil).isEmpty)
         #expect(ended([], free: 10).isEmpty)
     }
+
+    @Test func eachEventOfTheKernelsTriggerEndsTheFirstAppOfTheLadder() {
+        // Largest first, VoIP last, equal sizes by name: one app per event, and the next event (if the stall
+        // goes on) finds the ladder one app shorter.
+        var apps = [app("phone", 500_000, voip: true), app("mail", 100), app("news", 2_000), app("chat", 2_000)]
+        var order: [String] = []
+        while case .end(let next) = MemoryPressureRules.step(apps) {
+            order.append(next.name)
+            apps.removeAll { $0.name == next.name }
+        }
+        #expect(order == ["chat", "news", "mail", "phone"])
+        #expect(MemoryPressureRules.step(apps) == .nothingSuspended)
+        #expect(MemoryPressureRules.step([app("phone", 1, voip: true)]) == .end(app("phone", 1, voip: true)), "a VoIP app when it is the only one")
+    }
 }

@@ -1,7 +1,10 @@
-// Which suspended apps memory pressure ends (docs/data-sockets.md), as a pure function: jetsam ends the largest
+// Which suspended apps memory pressure ends (docs/data-sockets.md), as pure functions: jetsam ends the largest
 // suspended app first and stops once it has freed what it needs; VoIP apps are ended last, because iOS
 // relaunches them at once and so frees their memory only for a while. The daemon measures each app, performs
-// the terminations and relaunches the VoIP apps it ended; this file only decides.
+// the terminations and relaunches the VoIP apps it ended; this file only decides. `netlifectl memory-pressure`
+// asks for an amount (or everything); the kernel's pressure trigger asks for one step of the same ladder per
+// event, since the kernel raises its next event only if the stall goes on (at most one per window): the
+// ladder stops as soon as the pressure falls, and no amount has to be guessed.
 
 /// A suspended app as memory pressure weighs it.
 public struct JetsamCandidate: Equatable, Sendable {
@@ -19,8 +22,22 @@ public struct JetsamCandidate: Equatable, Sendable {
     }
 }
 
+/// What one event of the kernel's memory pressure trigger does.
+public enum PressureStep: Equatable, Sendable {
+    /// End this app without callbacks (and relaunch it into the background when it is a VoIP app).
+    case end(JetsamCandidate)
+    /// No app is suspended: nothing is ended (an app that runs is never ended for memory pressure).
+    case nothingSuspended
+}
+
 /// The memory pressure rules, as pure functions.
 public enum MemoryPressureRules {
+    /// The step for one event of the kernel's pressure trigger: the first app of the ladder (`appsToEnd`
+    /// without an amount), or nothing when no app is suspended.
+    public static func step(_ candidates: [JetsamCandidate]) -> PressureStep {
+        appsToEnd(candidates, free: nil).first.map(PressureStep.end) ?? .nothingSuspended
+    }
+
     /// The candidates to end, in the order they are ended: the apps without a VoIP socket, then the VoIP apps,
     /// each group largest first (equal sizes by name, so that the order never depends on the input's). With
     /// `free`, the list stops at the first app that brings the bytes ended to at least `free` (none when
