@@ -101,6 +101,16 @@ private func badValues(_ key: ConfigKey) -> [(value: String, message: String)] {
         return [(long, "\(name) must be 1 to \(maxBytes) bytes without control characters, got '\(long)'")]
     case .name:
         return []
+    case .pressureTrigger(let off):
+        let mustBe = "some or full, a stall and a window, such as some 150ms 2s (or \(off))"
+        return [("sometimes", "\(name) must be \(mustBe), got 'sometimes'"), ("some 150ms", "\(name) must be \(mustBe), got 'some 150ms'"),
+                ("heavy 150ms 2s", "\(name) must be \(mustBe), got 'heavy 150ms 2s'"),
+                ("some 150ms 2s 4s", "\(name) must be \(mustBe), got 'some 150ms 2s 4s'"),
+                ("some 150 2000000", "\(name) must be \(mustBe), got 'some 150 2000000'"),
+                ("some 100ms 499ms", "\(name): the window must be between 500ms and 10s, got 499ms in 'some 100ms 499ms'"),
+                ("full 1s 10001ms", "\(name): the window must be between 500ms and 10s, got 10001ms in 'full 1s 10001ms'"),
+                ("some 0 2s", "\(name): the stall must be more than 0 and at most the window (2s), got 0 in 'some 0 2s'"),
+                ("some 2001ms 2s", "\(name): the stall must be more than 0 and at most the window (2s), got 2001ms in 'some 2001ms 2s'")]
     }
 }
 
@@ -121,6 +131,7 @@ private func goodValue(_ key: ConfigKey) -> String? {
     case .serviceType: return "_http._tcp"
     case .label: return "web"
     case .name: return key.section == .listener ? "echo" : "line"
+    case .pressureTrigger: return "some 150ms 2s"
     }
 }
 
@@ -177,6 +188,14 @@ private func goodValue(_ key: ConfigKey) -> String? {
         case .boolean:
             for (word, value) in [("yes", true), ("no", false), ("true", true), ("off", false), ("1", true), ("0", false)] {
                 #expect(try key.value(word) == .boolean(value))
+            }
+        case .pressureTrigger(let off):
+            // The kernel's bounds: a window of 500ms to 10s, a stall above 0 and at most the window.
+            #expect(try key.value("some 1ms 500ms") == .pressureTrigger(PressureTrigger(kind: .some, stall: .milliseconds(1), window: .milliseconds(500))))
+            #expect(try key.value("full  10s\t10s") == .pressureTrigger(PressureTrigger(kind: .full, stall: .seconds(10), window: .seconds(10))))
+            #expect(try key.value(off) == .pressureTrigger(nil))
+            for outside in ["some 1ms 499ms", "some 10s 10001ms", "some 0 500ms", "full 501ms 500ms", "Some 1ms 2s"] {
+                #expect(throws: ConfigValueError.self, "\(outside)") { try key.value(outside) }
             }
         default:
             break

@@ -27,6 +27,8 @@ extension ConfigKey {
                                            default: "info", help: "The least important log records written.")
     public static let keepaliveMinimum = ConfigKey("keepalive-min", .daemon, .duration(.seconds(1) ... day), default: "600s",
                                                    help: "The shortest keep-alive interval a VoIP socket may ask for.")
+    public static let memoryPressureTrigger = ConfigKey("memory-pressure-trigger", .daemon, .pressureTrigger(off: "no"), default: "no",
+                                                        help: "A kernel memory pressure trigger; each time it fires, the largest suspended app is ended.")
     /// A transfer always has an idle limit: without one a silent server holds it (and its app's background
     /// task) for ever.
     public static let transferIdleTimeout = ConfigKey("transfer-idle-timeout", .daemon, .duration(.milliseconds(100) ... day), default: "60s",
@@ -141,7 +143,7 @@ extension ConfigKey {
 
     /// Every key, in the order of docs/configuration.md.
     public static let all: [ConfigKey] = [
-        control, stateDirectory, controlGroup, include, adminGroup, loopStall, logLevel, keepaliveMinimum, transferIdleTimeout,
+        control, stateDirectory, controlGroup, include, adminGroup, loopStall, logLevel, keepaliveMinimum, memoryPressureTrigger, transferIdleTimeout,
         transferLowSpeedLimit, transferLowSpeedTime, debugCommands,
         allowUsers, allowGroups, launch, profile, autoSuspend, idleBackground, idleKeepsConnections, exitsOnSuspend, multitasking, reclaimOnSuspend, backgroundMode,
         launchBudget, backgroundBudget, foregroundBudget, terminateBudget, expirationBudget, taskTime, expirationLead, expirationGrace,

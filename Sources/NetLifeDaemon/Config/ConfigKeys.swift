@@ -74,6 +74,8 @@ public enum ConfigValueType: Sendable {
     case label(maxBytes: Int)
     /// A name the section looks up (a service, a protocol).
     case name
+    /// A kernel memory pressure trigger, `some|full STALL WINDOW` (`some 150ms 2s`), or `off` for none.
+    case pressureTrigger(off: String)
 }
 
 /// One key of the config.
@@ -141,6 +143,8 @@ public struct ConfigKey: Sendable, Hashable, CustomStringConvertible {
         case .socketPath: return "an absolute path of at most 107 bytes"
         case .serviceType: return "a DNS-SD service type like _http._tcp (1 to 15 letters, digits or '-' after the '_')"
         case .label(let maxBytes): return "1 to \(maxBytes) bytes without control characters"
+        case .pressureTrigger(let off):
+            return "some or full, a stall and a window, such as some 150ms 2s (or \(off))"
         case .commandLine, .address, .users, .groups, .groupName, .programUser, .glob, .name: return nil
         }
     }
@@ -159,6 +163,8 @@ enum ConfigValue: Equatable {
     case address(SocketAddress)
     case identities([NamedID])
     case user(ProgramUser)
+    /// nil: the key's word for off.
+    case pressureTrigger(PressureTrigger?)
 }
 
 /// Why a value does not fit its key, worded for the config's error.
@@ -232,6 +238,20 @@ extension ConfigKey {
             return .word(text)
         case .name:
             return .word(text)
+        case .pressureTrigger(let off):
+            if text == off { return .pressureTrigger(nil) }
+            do {
+                return .pressureTrigger(try PressureTrigger(configText: text))
+            } catch {
+                let windows = PressureTrigger.windows
+                switch error {
+                case .syntax: throw refused
+                case .window(let window):
+                    throw ConfigValueError("\(name): the window must be between \(windows.lowerBound.configText) and \(windows.upperBound.configText), got \(window.configText) in '\(text)'")
+                case .stall(let stall, let window):
+                    throw ConfigValueError("\(name): the stall must be more than 0 and at most the window (\(window.configText)), got \(stall.configText) in '\(text)'")
+                }
+            }
         }
     }
 

@@ -30,6 +30,8 @@ public struct DaemonConfiguration: Sendable, Equatable {
     public var loopStall: Duration = .seconds(2)
     /// `keepalive-min`: the shortest VoIP keep-alive interval allowed.
     public var keepaliveMinimum: Duration = .seconds(600)
+    /// `memory-pressure-trigger`: the kernel pressure trigger whose events end suspended apps (nil: none).
+    public var memoryPressureTrigger: PressureTrigger?
     /// `transfer-idle-timeout`, `transfer-low-speed-limit`, `transfer-low-speed-time`: what every download
     /// and upload is held to (curl's `--speed-limit`/`--speed-time`); a limit hit pauses the transfer.
     public var transferLimits: TransferLimits = .defaults
@@ -206,6 +208,7 @@ private struct ConfigReader {
             case (.adminGroup, .identities(let groups)): configuration.adminGroup = groups.first
             case (.loopStall, .duration(let value?)): configuration.loopStall = value
             case (.keepaliveMinimum, .duration(let value?)): configuration.keepaliveMinimum = value
+            case (.memoryPressureTrigger, .pressureTrigger(let trigger)): configuration.memoryPressureTrigger = trigger
             case (.transferIdleTimeout, .duration(let value?)): configuration.transferLimits.idleTimeout = value
             case (.transferLowSpeedTime, .duration(let value?)): configuration.transferLimits.lowSpeedTime = value
             case (.transferLowSpeedLimit, .number(let value)): configuration.transferLimits.lowSpeedLimit = value

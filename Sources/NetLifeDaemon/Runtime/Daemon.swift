@@ -51,6 +51,11 @@ public enum Daemon {
             // not installed, a file not readable): "ok" means that netlifed starts with this config here.
             do {
                 let configuration = try ConfigLoader.load(path: path, services: services)
+                // The kernel must take the trigger from this process (its rights and its cgroup).
+                if let trigger = configuration.memoryPressureTrigger, let refusal = DaemonRuntime.checkPressureTrigger(trigger) {
+                    printError("\(path): \(refusal)")
+                    return ExitStatus.failure
+                }
                 // Under the systemd unit that runs this file, the places it must write must be writable there.
                 if let sandbox = UnitSandbox.current(configPath: path) {
                     let refusals = UnitSandbox.writtenPaths(configuration).compactMap { written in

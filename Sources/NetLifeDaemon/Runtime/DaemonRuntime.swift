@@ -40,6 +40,8 @@ final class DaemonRuntime {
     private var mdnsPublisher: MDNSPublisher?
     /// Kills and removes what a netlifed that is gone left in the cgroups apps are placed in.
     private var leftoverSweep: EventTimer?
+    /// The kernel's memory pressure trigger (`memory-pressure-trigger`), while one is armed.
+    var pressureTrigger: ArmedPressureTrigger?
     /// The `netlifectl watch` connections.
     let watchers: Watchers
     /// The downloads (`netlifectl download`, `transfers`).
@@ -84,6 +86,14 @@ final class DaemonRuntime {
         } catch {
             loop.close()
             throw StartError(description: "\(configuration.file): \(error.message)", isConfigError: true)
+        }
+        if let trigger = configuration.memoryPressureTrigger {
+            do {
+                pressureTrigger = try armPressureTrigger(trigger)
+            } catch {
+                loop.close()
+                throw StartError(description: "\(configuration.file): \(error.message)", isConfigError: true)
+            }
         }
         var group: gid_t?
         if let name = configuration.controlGroup {
@@ -198,6 +208,8 @@ final class DaemonRuntime {
         systemdPinger = nil
         mdnsPublisher?.close()
         mdnsPublisher = nil
+        pressureTrigger?.watcher.close()
+        pressureTrigger = nil
         transfers.close()
         guard !loop.isClosed else { return }
         let leftovers = loop.close()

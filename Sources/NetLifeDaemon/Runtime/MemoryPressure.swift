@@ -2,7 +2,8 @@
 // MemoryPressureRules. It measures each suspended app (`App.heldBytes`: its sockets' buffers and kernel queues,
 // plus a process app's program's memory as its cgroup charges it, the program's `memory` in `status`), ends the
 // apps the rules choose without callbacks, in their order, then relaunches the VoIP apps among them into the
-// background, as iOS relaunches a VoIP app that jetsam ended. The reply waits for the relaunches.
+// background, as iOS relaunches a VoIP app that jetsam ended. The reply waits for the relaunches. The kernel's
+// pressure trigger (KernelMemoryPressure.swift) ends its apps the same way, one per event.
 
 import NetLife
 import NetLifeControl
@@ -12,15 +13,24 @@ extension DaemonRuntime {
     /// the VoIP apps it ended into the background; `completion` gets the apps ended, in the order they were,
     /// once every relaunch has finished.
     func relieveMemoryPressure(free: Int?, completion: @escaping ([JettisonInfo]) -> Void) {
-        let suspended = supervisor.apps.filter(\.canTerminateForMemoryPressure)
-        let candidates = suspended.map { JetsamCandidate(name: $0.name, bytes: $0.heldBytes, voip: $0.hasVoIPSocket) }
+        let candidates = jetsamCandidates()
         let chosen = MemoryPressureRules.appsToEnd(candidates, free: free)
         logger.notice("memory pressure: terminating \(chosen.count) of \(candidates.count) suspended app(s)"
                       + (free.map { " to free \($0) bytes" } ?? ""))
-        let byName = Dictionary(suspended.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        endForMemoryPressure(chosen, pressure: nil, completion: completion)
+    }
+
+    /// The suspended apps, as memory pressure weighs them.
+    func jetsamCandidates() -> [JetsamCandidate] {
+        supervisor.apps.filter(\.canTerminateForMemoryPressure).map { JetsamCandidate(name: $0.name, bytes: $0.heldBytes, voip: $0.hasVoIPSocket) }
+    }
+
+    /// Ends the `chosen` apps that are still suspended, in order, without callbacks (`pressure`: what the
+    /// kernel's pressure file said, when its trigger asked), then relaunches the VoIP apps among them.
+    func endForMemoryPressure(_ chosen: [JetsamCandidate], pressure: PressureStall?, completion: @escaping ([JettisonInfo]) -> Void) {
         var ended: [(app: App, info: JettisonInfo)] = []
         for candidate in chosen {
-            guard let app = byName[candidate.name], app.terminateForMemoryPressure() else { continue }
+            guard let app = supervisor.app(named: candidate.name), app.terminateForMemoryPressure(pressure: pressure) else { continue }
             ended.append((app: app, info: JettisonInfo(app: app.name, bytes: candidate.bytes, voip: candidate.voip)))
         }
         relaunchVoIPApps(ended, completion: completion)

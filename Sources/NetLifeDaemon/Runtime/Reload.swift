@@ -81,6 +81,16 @@ extension DaemonRuntime {
                 return
             }
         }
+        // A changed memory-pressure-trigger is armed now, the old one kept until it is: a refusal changes nothing.
+        let pressure: (plan: PressureTriggerPlan, armed: ArmedPressureTrigger?)
+        do {
+            pressure = try preparePressureTrigger(newConfiguration.memoryPressureTrigger)
+        } catch {
+            for app in built.values { app.retire(reason: "the reload that made it failed") }
+            logger.error("reload: \(error.message)")
+            completion(Reply.error(.configError, "\(configuration.file): \(error.message); nothing was changed"))
+            return
+        }
 
         isReloading = true
         announcer.state("RELOADING=1\nMONOTONIC_USEC=\(MonotonicTime.now().nanoseconds / 1000)")
@@ -94,6 +104,7 @@ extension DaemonRuntime {
         if applied.loopStall != configuration.loopStall { restartStallWatchdog(threshold: applied.loopStall) }
         // Transfers made from now on (new, or restarted by a new `download`) are held to the new limits.
         transfers.limits = applied.transferLimits
+        applyPressureTrigger(pressure.plan, armed: pressure.armed)
         configuration = applied
 
         var pending = 1
