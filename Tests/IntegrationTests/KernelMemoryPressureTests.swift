@@ -34,14 +34,17 @@ private enum PressureMachine {
     }
     static var canPress: Bool { unified != nil && (memoryV1 != nil || memoryV2) }
 
-    /// Whether the kernel takes only windows of whole 2 s steps from a process without CAP_SYS_RESOURCE (6.5).
-    static var hasTheTwoSecondRule: Bool {
-        var name = utsname()
-        uname(&name)
-        let release = withUnsafeBytes(of: &name.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-        let numbers = release.split(whereSeparator: { !$0.isNumber }).prefix(2).compactMap { Int($0) }
-        return numbers.count == 2 && (numbers[0], numbers[1]) >= (6, 5)
-    }
+    static var hasTheTwoSecondRule: Bool { kernelHasTheTwoSecondRule() }
+}
+
+/// Whether the kernel takes only windows of whole 2 s steps from a process without CAP_SYS_RESOURCE (Linux 6.5
+/// and later; earlier ones take any window on a cgroup's file).
+func kernelHasTheTwoSecondRule() -> Bool {
+    var name = utsname()
+    uname(&name)
+    let release = withUnsafeBytes(of: &name.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+    let numbers = release.split(whereSeparator: { !$0.isNumber }).prefix(2).compactMap { Int($0) }
+    return numbers.count == 2 && (numbers[0], numbers[1]) >= (6, 5)
 }
 
 /// A cgroup of the test's own in each hierarchy it uses, removed with what is left in it.

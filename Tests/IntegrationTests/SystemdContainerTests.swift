@@ -323,4 +323,38 @@ struct SystemdContainerTests {
             #expect(health.status == 5 && health.stdout.hasPrefix("netlifed: degraded:"), "\(health)")
         }
     }
+
+    @Test func theUnitLetsNetlifedArmItsMemoryPressureTriggerOnlyOnItsOwnCgroupAndOnlyWithWholeTwoSecondWindows() throws {
+        try withInstalledBox { box in
+            // ProtectControlGroups=yes makes the cgroup tree read-only; the unit's ReadWritePaths= gives back
+            // its own cgroup's memory.pressure (under /sys/fs/cgroup, or /sys/fs/cgroup/unified on a hybrid host).
+            box.write("/etc/netlifed/netlifed.conf", config(daemon: "memory-pressure-trigger = some 150ms 2s"))
+            let started = box.sh("systemctl restart netlifed")
+            let journal = { box.sh("journalctl -u netlifed -o cat").stdout }
+            #expect(started.status == 0 && box.property("ActiveState") == "active", "\(started)\n\(journal())")
+            let armed = journal().split(separator: "\n").first { $0.contains("memory pressure: trigger some 150ms 2s ('some 150000 2000000') armed on ") }
+            #expect(armed?.hasSuffix("/system.slice/netlifed.service/memory.pressure (netlifed's cgroup)") == true, "\(journal())")
+            #expect(box.echo("ping", port: 7070) == "ping")
+
+            // Without that line the file is read-only: the start stops and says so.
+            box.write("/etc/systemd/system/netlifed.service.d/no-pressure.conf", "[Service]\nReadWritePaths=\nReadWritePaths=-/var/log/netlife\n")
+            #expect(box.sh("systemctl daemon-reload").status == 0)
+            #expect(box.sh("systemctl restart netlifed").status != 0)
+            #expect(box.property("ExecMainStatus") == "78")
+            let readOnly = box.sh("journalctl -u netlifed -p err -o cat").stdout
+            #expect(readOnly.contains("EROFS (Read-only file system): the cgroup tree is read-only here"), "\(readOnly)")
+            box.sh("rm /etc/systemd/system/netlifed.service.d/no-pressure.conf && systemctl daemon-reload")
+
+            // The unit grants no CAP_SYS_RESOURCE: from Linux 6.5 the kernel takes only whole 2 s windows.
+            guard kernelHasTheTwoSecondRule() else { return }
+            box.write("/etc/netlifed/netlifed.conf", config(daemon: "memory-pressure-trigger = some 150ms 1s"))
+            #expect(box.sh("systemctl restart netlifed").status != 0)
+            usleep(2_500_000)
+            #expect(box.property("ActiveState") == "failed" && box.property("NRestarts") == "0")
+            let refused = box.sh("journalctl -u netlifed -p err -o cat").stdout
+            #expect(refused.contains("memory-pressure-trigger = some 150ms 1s: the kernel refused the trigger: writing 'some 150000 1000000' to ")
+                    && refused.contains("failed with EINVAL (Invalid argument). netlifed runs without CAP_SYS_RESOURCE"), "\(refused)")
+        }
+    }
 }
+
