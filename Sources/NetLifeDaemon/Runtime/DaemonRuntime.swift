@@ -92,7 +92,7 @@ final class DaemonRuntime {
                 pressureTrigger = try armPressureTrigger(trigger)
             } catch {
                 loop.close()
-                throw StartError(description: "\(configuration.file): \(error.message)", isConfigError: true)
+                throw StartError(description: "\(configuration.file): \(error.message)", isConfigError: error.isConfigError)
             }
         }
         var group: gid_t?

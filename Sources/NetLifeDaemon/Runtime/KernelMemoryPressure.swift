@@ -30,6 +30,9 @@ final class ArmedPressureTrigger {
 /// Why a trigger could not be armed, in plain words.
 struct PressureTriggerFailure: Error {
     var message: String
+    /// The file or the trigger is at fault (opening or writing failed): starting again fails the same way.
+    /// Watching it failed for want of memory or descriptors otherwise, which a restart may cure.
+    var isConfigError: Bool
 }
 
 extension DaemonRuntime {
@@ -68,7 +71,8 @@ extension DaemonRuntime {
             }
         } catch {
             throw PressureTriggerFailure(message: PressureTriggerRefusal.message(error, trigger: trigger, source: source,
-                                                                                 holdsSysResource: PressureTriggerWatcher.holdsSysResource()))
+                                                                                 holdsSysResource: PressureTriggerWatcher.holdsSysResource()),
+                                         isConfigError: error.step != .watch)
         }
         logger.notice("memory pressure: trigger \(trigger.configText) ('\(trigger.kernelText)') armed on \(source.description)")
         return ArmedPressureTrigger(trigger: trigger, source: source, watcher: watcher)
