@@ -120,6 +120,24 @@ struct DaemonLifecycleTests {
         #expect(messages.filter { $0.hasPrefix("STATUS=") }.count < 5, "STATUS lines were coalesced: \(messages)")
     }
 
+    @Test func systemdsSettingsForTheDaemonDoNotReachItsHooks() throws {
+        // The watchdog, notification and memory-pressure settings systemd gives netlifed are netlifed's: a
+        // hook (or a program) that honoured them would ping for the daemon or watch the daemon's cgroup.
+        let scratch = TemporaryDirectory()
+        defer { scratch.remove() }
+        let seen = scratch.file("env")
+        let daemon = try TestDaemon(config: "[daemon]\n" + echoApp("app", appLines: "on-did-finish-launching = /bin/sh -c 'env > \(seen)'"),
+                                    environment: ["WATCHDOG_USEC": "200000", "WATCHDOG_PID": "1",
+                                                  "MEMORY_PRESSURE_WATCH": "/sys/fs/cgroup/x/memory.pressure",
+                                                  "MEMORY_PRESSURE_WRITE": "c29tZSAxNTAwMDAgMjAwMDAwMAA="])
+        defer { daemon.stop() }
+        #expect(waitUntil(timeout: 10) { ((try? String(contentsOfFile: seen, encoding: .utf8)) ?? "").contains("NETLIFE_CONTROL=") })
+        let environment = (try? String(contentsOfFile: seen, encoding: .utf8)) ?? ""
+        for key in ["WATCHDOG_USEC", "WATCHDOG_PID", "MEMORY_PRESSURE_WATCH", "MEMORY_PRESSURE_WRITE", "NOTIFY_SOCKET"] {
+            #expect(!environment.contains("\n\(key)=") && !environment.hasPrefix("\(key)="), "\(key) reached the hook:\n\(environment)")
+        }
+    }
+
     @Test func signalsRepeatedUntilTheDaemonIsGoneStillEndInACleanExit() throws {
         // A service manager (or an impatient user) may send SIGTERM again while netlifed is already exiting:
         // the exit must stay clean (status 0), also in the last steps after the event loop has ended.

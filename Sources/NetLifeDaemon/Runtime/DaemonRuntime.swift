@@ -78,8 +78,11 @@ final class DaemonRuntime {
                               limits: configuration.transferLimits)
         var hookEnvironment = environment
         hookEnvironment["NETLIFE_CONTROL"] = controlPath
-        // systemd's notification and watchdog settings are the daemon's, not its hooks'.
-        for key in ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"] { hookEnvironment[key] = nil }
+        // systemd's notification, watchdog and memory-pressure settings are the daemon's, not its hooks' or
+        // programs' (a program that honoured MEMORY_PRESSURE_WATCH would watch the daemon's cgroup, not its own).
+        for key in ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "MEMORY_PRESSURE_WATCH", "MEMORY_PRESSURE_WRITE"] {
+            hookEnvironment[key] = nil
+        }
         self.hookEnvironment = hookEnvironment
         do {
             try supervisor.makeApps(configuration, services: services, delegates: delegates, hookEnvironment: hookEnvironment)
