@@ -15,6 +15,8 @@ public final class ControlClient {
 
     private let fd: CInt
     private var buffer: [UInt8] = []
+    /// The far host the connection reaches through a spawned program (`init(spawning:to:)`), for messages.
+    private var farHost: String?
 
     /// Takes a connected stream socket whose other end speaks the protocol (ssh running a far bridge).
     public init(descriptor: CInt) {
@@ -78,7 +80,13 @@ public final class ControlClient {
                 do {
                     return try JSON.parse(line)
                 } catch {
-                    throw .broken("netlifed sent a reply that is not JSON: \(error)")
+                    guard let farHost else { throw .broken("netlifed sent a reply that is not JSON: \(error)") }
+                    // Over ssh, what comes before the bridge's first byte is the login's: a shell that refuses
+                    // the user, a profile or a banner that prints, a PATH without netlifectl.
+                    let text = String(decoding: line.prefix(200), as: UTF8.self).unicodeScalars
+                        .map { $0.properties.isWhitespace || (0x20..<0x7f).contains($0.value) ? String($0) : "?" }.joined()
+                    throw .broken("\(farHost) answered with something other than netlifed's reply: \"\(text)\" (the ssh user's "
+                                  + "login printed it, or ran no netlifectl --bridge: its shell, profile or PATH on \(farHost))")
                 }
             }
             var chunk = [UInt8](repeating: 0, count: 65536)
@@ -122,6 +130,7 @@ extension ControlClient {
             throw .unreachable("cannot run \(program) to reach \(host): \(String(cString: strerror(status)))")
         }
         self.init(descriptor: ends[0])
+        farHost = host
     }
 
     /// Copies `input` to the socket and the socket to `output` until both are done (what `netlifectl --bridge`

@@ -92,6 +92,12 @@ struct RemoteHostTests {
         let noDaemon = ssh.ctl(["-H", "netlife-test", "--control", daemon.directory.file("none.sock"), "status"])
         #expect(noDaemon.status == 3, "\(noDaemon)")
         #expect(noDaemon.stderr.contains("netlifed is not running (socket \(daemon.directory.file("none.sock")))"), "the far side says why: \(noDaemon)")
+        // A user whose login prints instead of running the bridge (nobody's shell is nologin): the message
+        // says the far host's login answered, with what it printed, not that netlifed sent bad JSON.
+        let noLogin = ssh.ctl(["-H", "nobody@netlife-test", "--control", daemon.controlPath, "status"])
+        #expect(noLogin.status == 3, "\(noLogin)")
+        #expect(noLogin.stderr.contains("nobody@netlife-test answered with something other than netlifed's reply: \"This account is currently not available.\""),
+                "\(noLogin)")
         let badHost = ssh.ctl(["-H", "-oProxyCommand=/bin/false", "status"])
         #expect(badHost.status == 2 && badHost.stderr.contains("is not a host"), "an option is never passed to ssh as a host: \(badHost)")
     }
