@@ -37,6 +37,8 @@ public final class EventLoop {
     public private(set) var isRunningRestricted = false
     /// A test's clock (`init(manualClockAt:)`); nil: the system's monotonic clock.
     let manualClock: ManualClock?
+    /// How long the turns of `run()` took, counted by duration (`LoopTurnTimes`).
+    public private(set) var turnTimes = LoopTurnTimes()
 
     /// The loop's time: the monotonic clock's, or a manual clock's. Shells take their deadlines from it.
     public var now: MonotonicTime { manualClock?.now ?? MonotonicTime.now() }
@@ -105,8 +107,18 @@ public final class EventLoop {
     public func run() throws(SystemError) {
         ownerThread = pthread_self()
         stopRequested = false
+        // Callbacks run outside `run()` (a manual clock's timers, `runOnce()`) began no turn of it.
+        readContext.turnStartedAt = 0
         while !stopRequested {
-            try libevent("event_base_loop") { event_base_loop(base, EVLOOP_NO_EXIT_ON_EMPTY) }
+            // One turn per call (EVLOOP_ONCE: wait, then run the callbacks until none is active), so that the
+            // turn can be timed here: from its first callback (`ReadContext.callbackBegins`) to now.
+            try libevent("event_base_loop") { event_base_loop(base, EVLOOP_ONCE | EVLOOP_NO_EXIT_ON_EMPTY) }
+            let started = readContext.turnStartedAt
+            if started != 0 {
+                readContext.turnStartedAt = 0
+                let now = MonotonicTime.now().nanoseconds
+                turnTimes.record(nanoseconds: now &- min(now, started))
+            }
             if event_base_got_break(base) != 0 { break }
         }
     }
@@ -280,7 +292,9 @@ public final class EventLoop {
 
 private func loopReaperFired(_: CInt, _: Int16, _ context: UnsafeMutableRawPointer?) {
     guard let context else { return }
-    Unmanaged<EventLoop>.fromOpaque(context).takeUnretainedValue().reapReleased()
+    let loop = Unmanaged<EventLoop>.fromOpaque(context).takeUnretainedValue()
+    loop.readContext.callbackBegins()
+    loop.reapReleased()
 }
 
 /// The order in which one loop turn runs its ready callbacks: every ready `control` callback runs before any

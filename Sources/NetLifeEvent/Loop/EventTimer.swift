@@ -87,6 +87,7 @@ public final class EventTimer {
     public var isClosed: Bool { event == nil }
 
     func fire() {
+        loop.readContext.callbackBegins()
         // The loop keeps time with CLOCK_MONOTONIC_COARSE (see `EventLoop.init`), which lags the precise clock
         // by up to one tick (4 ms): by it, a timer can come due a little before its deadline. The handler
         // never runs early; the timer waits out the rest.

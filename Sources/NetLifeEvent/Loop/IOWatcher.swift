@@ -80,6 +80,7 @@ public final class IOWatcher {
     }
 
     fileprivate func fire(_ what: Int16) {
+        loop.readContext.callbackBegins()
         handler(Events(rawValue: what).intersection([.readable, .writable]))
     }
 }

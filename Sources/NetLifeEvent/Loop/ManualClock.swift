@@ -56,6 +56,7 @@ extension EventLoop {
             timer.fire()
         }
         clock.now = target
+        readContext.turnStartedAt = 0
     }
 
     /// How many timers a manual clock holds armed (0 on a loop that keeps real time).
@@ -65,5 +66,6 @@ extension EventLoop {
     public func runOnce() {
         assertInLoop()
         _ = event_base_loop(base, EVLOOP_NONBLOCK | EVLOOP_ONCE)
+        readContext.turnStartedAt = 0
     }
 }

@@ -50,6 +50,9 @@ final class ReadContext {
     private struct Waiting {
         unowned(unsafe) let source: any NextTurnServed
     }
+    /// When the first callback of the loop's current turn began (monotonic nanoseconds), 0 before it: the
+    /// loop reads it when the turn ends (`EventLoop.run`).
+    var turnStartedAt: UInt64 = 0
 
     init(base: OpaquePointer) {
         self.base = base
@@ -65,6 +68,13 @@ final class ReadContext {
 
     func remove(_ fd: CInt) {
         descriptors.removeAll { $0.fd == fd }
+    }
+
+    /// Called first by every callback libevent makes into the loop's sources: the first one after a poll
+    /// starts the turn's clock (`LoopTurnTimes`).
+    @inline(__always)
+    func callbackBegins() {
+        if turnStartedAt == 0 { turnStartedAt = MonotonicTime.now().nanoseconds }
     }
 
     /// Called by each ordinary connection callback; every `interval`-th one looks at the urgent descriptors
@@ -111,5 +121,7 @@ final class ReadContext {
 
 func readContextNextTurn(_: CInt, _: Int16, _ context: UnsafeMutableRawPointer?) {
     guard let context else { return }
-    Unmanaged<ReadContext>.fromOpaque(context).takeUnretainedValue().nextTurnCame()
+    let readContext = Unmanaged<ReadContext>.fromOpaque(context).takeUnretainedValue()
+    readContext.callbackBegins()
+    readContext.nextTurnCame()
 }

@@ -40,7 +40,10 @@ public final class SignalWatcher {
         loop.release(self)
     }
 
-    fileprivate func deliver() { handler() }
+    fileprivate func deliver() {
+        loop.readContext.callbackBegins()
+        handler()
+    }
 }
 
 private func signalArrived(_: CInt, _: Int16, _ context: UnsafeMutableRawPointer?) {

@@ -52,6 +52,7 @@ public final class Waker: Sendable {
     }
 
     fileprivate func drain() {
+        loop.readContext.callbackBegins()
         var counter: UInt64 = 0
         _ = read(fd, &counter, 8)
         let work = queue.withLock { queue -> [@Sendable () -> Void] in

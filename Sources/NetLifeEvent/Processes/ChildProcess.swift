@@ -363,6 +363,7 @@ public final class ChildProcess {
     }
 
     fileprivate func exited() {
+        loop.readContext.callbackBegins()
         var status: CInt = 0
         if keepsGroupAfterExit?() == true, netlife_peek_exit(pid, &status) == 0 {
             return keepGroup(Self.decodeWaitStatus(status))
@@ -535,7 +536,12 @@ private final class OutputPipe: LoopOwned {
         loop.release(self)
     }
 
-    fileprivate func readable() {
+    fileprivate func readableEvent() {
+        loop.readContext.callbackBegins()
+        readable()
+    }
+
+    private func readable() {
         if !readOnce() { drainAndClose() }
     }
 
@@ -551,7 +557,7 @@ private func childExited(_: CInt, _: Int16, _ context: UnsafeMutableRawPointer?)
 }
 
 private func outputReadable(_: CInt, _: Int16, _ context: UnsafeMutableRawPointer?) {
-    Unmanaged<OutputPipe>.fromOpaque(context!).takeUnretainedValue().readable()
+    Unmanaged<OutputPipe>.fromOpaque(context!).takeUnretainedValue().readableEvent()
 }
 
 extension ChildProcess: LoopSource {

@@ -149,10 +149,12 @@ public final class Listener {
     }
 
     fileprivate func accepted(fd: CInt, peer: UnsafeMutablePointer<sockaddr>?) {
+        loop.readContext.callbackBegins()
         onAccept(AcceptedSocket(fd: fd, peer: peer.map { UnsafePointer($0) }))
     }
 
     fileprivate func failed(_ error: Errno) {
+        loop.readContext.callbackBegins()
         onError(SystemError("accept", error))
     }
 }
