@@ -147,6 +147,59 @@ private func serve(_ loop: EventLoop, until condition: () -> Bool) -> Bool {
     }
 }
 
+@Suite struct WakeLatencyPointTests {
+    /// Whether `event` is a wake-up served.
+    private static func isServed(_ event: AppEvent) -> Bool {
+        if case .wakeServed = event { true } else { false }
+    }
+
+    @Test func dataOnAVoIPSocketWakesTheSuspendedAppWhichServesItAtOnceAndSaysSo() throws {
+        let loop = try EventLoop(manualClockAt: start)
+        let peer = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(peer) }
+        var local = sockaddr_in()
+        local.sin_family = sa_family_t(AF_INET)
+        local.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &local) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(peer, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        #expect(bound == 0 && listen(peer, 4) == 0)
+        let app = try makeApp(loop) { $0.autoSuspend = nil }
+        defer { app.retire(reason: "test over"); _ = loop.close() }
+        var events: [AppEvent] = []
+        app.onEvent = { _, event in events.append(event) }
+        app.perform(.launch(background: false)) { _ in }
+        var configuration = DataSocketConfiguration(name: "v", address: try SocketCalls.localAddress(of: peer), protocolName: "quiet")
+        configuration.voip = true
+        let dataSocket = app.openDataSocket(configuration, handler: QuietPeerProtocol())
+        #expect(serve(loop) { dataSocket.state == .connected })
+        let far = accept(peer, nil, nil)
+        defer { close(far) }
+        #expect(far >= 0)
+
+        // Data while the app runs wakes nothing.
+        #expect(send(far, "a\n", 2, 0) == 2)
+        #expect(serve(loop) { dataSocket.input?.count == 2 })
+        app.perform(.background) { _ in }
+        app.perform(.suspend) { _ in }
+        #expect(app.state == .suspended)
+        #expect(!events.contains(where: Self.isServed))
+
+        #expect(send(far, "b\n", 2, 0) == 2)
+        #expect(serve(loop) { events.contains(where: Self.isServed) })
+        let wake = events.compactMap { event -> String? in
+            switch event {
+            case .woken(let reason): "woken \(reason.name)"
+            case .wakeServed(let reason, let latency): "served \(reason.name) after \(latency.nanoseconds) ns"
+            default: nil
+            }
+        }
+        // On the manual clock no time passes between the data's arrival and the app serving it.
+        #expect(wake == ["woken voip-data", "served voip-data after 0 ns"], "\(wake)")
+        #expect(app.state == .background)
+    }
+}
+
 /// A service that echoes what it reads.
 private final class EchoingService: Service {
     func serve(_ connection: Connection) { connection.delegate = Echoing.shared }

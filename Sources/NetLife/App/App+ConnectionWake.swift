@@ -79,9 +79,13 @@ extension App {
 
     private func connectionArrived(on listener: String) {
         guard let wake = connectionWake else { return }
+        let arrived = loop.now
         // One wake-up: the other listeners' watches end with it.
         wake.stopWatching()
-        send(.wake(.connection(listener: listener)))
+        let reason = WakeReason.connection(listener: listener)
+        send(.wake(reason))
+        // Thawed: the program accepts the waiting connection.
+        if state == .background { wakeServed(reason, arrivedAt: arrived) }
     }
 
     private func countServedConnections() {

@@ -23,8 +23,8 @@ extension App {
         idle = rule
     }
 
-    /// The app's use now.
-    var use: IdleRule.Use {
+    /// The app's use now: connections accepted and moves of bytes so far, what is open now.
+    public var use: IdleRule.Use {
         let sockets = self.sockets.usage
         return IdleRule.Use(accepted: sockets.accepted, moves: sockets.moves, openConnections: sockets.open,
                             openTasks: backgroundTasks.tasks.count, runningTransfers: runningTransfers?() ?? 0)

@@ -10,6 +10,24 @@ public struct ReclaimRefusal: Error, Equatable, Sendable {
 }
 
 extension App {
+    /// Runs the suspended app in the background for a moment, as iOS wakes a VoIP app: state background
+    /// (no did-become-active), timers and reads resume, `on-voip-data` runs for VoIP data; after the
+    /// handler (at the latest after `keepalive-budget`) the app is suspended again, not killed.
+    func wake(for reason: WakeReason) {
+        let arrived = loop.now
+        let wasSuspended = state == .suspended
+        send(.wake(reason))
+        // Its sockets read again and its timers run: the data that woke it is handled right after this.
+        if wasSuspended, state != .suspended { wakeServed(reason, arrivedAt: arrived) }
+    }
+
+    /// The one place a wake-up's latency is measured: the woken app serves what woke it, which arrived at
+    /// `arrivedAt` (the loop's clock): its program is thawed, its sockets are read, its handler runs. Called
+    /// by each path that wakes a suspended app once the app can serve; followers get `.wakeServed`.
+    public func wakeServed(_ reason: WakeReason, arrivedAt: MonotonicTime) {
+        report(.wakeServed(reason, latency: max(.zero, loop.now - arrivedAt)))
+    }
+
     /// A suspended app woken for VoIP data or a keep-alive runs in the background for a moment, as iOS wakes
     /// a VoIP app: state background (no did-become-active), timers and reads resume, `on-voip-data` runs for
     /// VoIP data; after the handler (at the latest after `keepalive-budget`) the app is suspended again, not
@@ -82,6 +100,7 @@ extension App: AppPartOwner {
     /// The one way in from the app's parts (AppPartEvent).
     func send(_ event: AppPartEvent) {
         switch event {
+        case .lifecycle(.wake(let reason)): wake(for: reason)
         case .lifecycle(let event): send(event)
         case .quietWaitBegan(let socket): sockets.quietWait(of: socket, began: true, app: self)
         case .quietWaitEnded(let socket): sockets.quietWait(of: socket, began: false, app: self)

@@ -32,6 +32,8 @@ public enum AppEvent: Equatable, Sendable {
     case socketQuietModeChanged(name: String, quiet: Bool)
     /// A suspended app runs for a moment in the background, and why.
     case woken(WakeReason)
+    /// The woken app serves what woke it, `latency` after the connection or data arrived (`App.wakeServed`).
+    case wakeServed(WakeReason, latency: Duration)
     /// Socket reclaim made these data sockets defunct and reset this many accepted connections.
     case reclaimed(sockets: [String], connections: Int)
     /// A process app's program said READY=1, RELOADING=1 or STOPPING=1 on its NOTIFY_SOCKET.

@@ -72,10 +72,11 @@ final class Watchers {
 
     /// The watch line for an app event.
     static func watchEvent(app: String, _ event: AppEvent) -> WatchEvent? {
-        WatchEvent(payload(event), at: WallClock.now(), app: app)
+        payload(event).map { WatchEvent($0, at: WallClock.now(), app: app) }
     }
 
-    private static func payload(_ event: AppEvent) -> WatchEvent.Payload {
+    /// The watch event's payload; nil for what `watch` does not show.
+    private static func payload(_ event: AppEvent) -> WatchEvent.Payload? {
         switch event {
         case .stateChanged(let from, let to):
             return .state(from: from, to: to)
@@ -107,6 +108,9 @@ final class Watchers {
                          : .socket(socket: name, from: .quiet, to: .connected, error: nil)
         case .woken(let reason):
             return .woken(reason)
+        case .wakeServed:
+            // The `woken` event tells the wake-up; its latency is a figure of /metrics.
+            return nil
         case .reclaimed(let sockets, let connections):
             return .reclaimed(sockets: sockets, connections: UInt64(connections))
         case .programNotified(let notification):
