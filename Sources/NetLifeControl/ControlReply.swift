@@ -47,9 +47,14 @@ public struct StatusReply: Equatable, Sendable, JSONRecord {
     /// Why the daemon serves less than its config asks (each listener that cannot open, with its error);
     /// empty when it serves all. `"degraded"` in JSON says whether there are any.
     public var degradedReasons: [String]
-    public init(apps: [AppStatus], degradedReasons: [String] = []) {
+    /// Where the daemon serves `/metrics` (`[daemon] metrics`, with the port the kernel chose for port 0), or
+    /// nil when it does not.
+    public var metrics: String?
+
+    public init(apps: [AppStatus], degradedReasons: [String] = [], metrics: String? = nil) {
         self.apps = apps
         self.degradedReasons = degradedReasons
+        self.metrics = metrics
     }
 
     /// Whether some of what the config asks is not served.
@@ -59,6 +64,7 @@ public struct StatusReply: Equatable, Sendable, JSONRecord {
     /// by their first member (a pipelining client) keeps working. Older daemons said nothing of degradation.
     public static let schema = JSONSchema<StatusReply>("a reply", blank: StatusReply(apps: []), [
         .ok, .records("apps", \.apps), .derived("degraded") { .bool($0.degraded) }, .strings("degradedReasons", \.degradedReasons),
+        .string("metrics", \.metrics, absent: .omitted),
     ])
 }
 

@@ -29,6 +29,15 @@ import Testing
         #expect(line.contains(#""protocol":true,"members":2,"ready":true,"statusText":"up"}"#))
     }
 
+    @Test func theMetricsAddressIsInTheStatusOfADaemonThatServesThemAndLeftOutOtherwise() throws {
+        let serving = StatusReply(apps: [], metrics: "127.0.0.1:9464")
+        let line = serving.json.serialized
+        #expect(line == #"{"ok":true,"apps":[],"degraded":false,"degradedReasons":[],"metrics":"127.0.0.1:9464"}"#)
+        #expect(try StatusReply(json: JSON.parse(line)) == serving)
+        #expect(StatusReply(apps: []).json["metrics"] == nil)
+        #expect(try StatusReply(json: JSON.parse(#"{"ok":true,"apps":[],"degraded":false,"degradedReasons":[]}"#)).metrics == nil)
+    }
+
     @Test func absentOptionalsAreNullOrLeftOutAsTheProtocolSays() throws {
         var app = Self.app
         app.program = nil

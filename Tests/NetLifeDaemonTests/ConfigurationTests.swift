@@ -123,6 +123,16 @@ private func errors(_ text: String) -> [String] {
         #expect(throws: DaemonOptions.UsageError.self) { try DaemonOptions(arguments: ["--bogus"]) }
     }
 
+    @Test func metricsTakesATCPAddressAndIsOffWithout() throws {
+        #expect(try parse("[daemon]\n").metrics == nil)
+        #expect(try parse("[daemon]\nmetrics = 127.0.0.1:9464\n").metrics == .ipv4("127.0.0.1", port: 9464))
+        #expect(try parse("[daemon]\nmetrics = [::1]:0\n").metrics == .ipv6("::1", port: 0))
+        #expect(try parse("[daemon]\nmetrics = *:9464\n").metrics == .ipv4("0.0.0.0", port: 9464))
+        #expect(errors("[daemon]\nmetrics = /run/metrics.sock\n")
+                == ["test.conf:2: metrics needs a TCP address such as 127.0.0.1:9464 or [::1]:9464, got '/run/metrics.sock'"])
+        #expect(errors("[daemon]\nmetrics = localhost:9464\n").count == 1)
+    }
+
     @Test func aCRLFConfigReadsAsItsLFTwin() throws {
         // Found while building the fuzz corpus: "\r\n" is one Character, so a CRLF file was one long line.
         let lf = "[daemon]\nloop-stall = 3s\n\n[app a]\nlaunch = no\n"

@@ -36,5 +36,6 @@ import Testing
         #expect(plan.restarted == ["listeners"])
         #expect(plan.updated == ["settings"])
         #expect(ReloadPlan.fixedSettingsChanged(from: old, to: try parse("[daemon]\ncontrol = /x/y.sock\n")) == ["control"])
+        #expect(ReloadPlan.fixedSettingsChanged(from: old, to: try parse("[daemon]\nmetrics = 127.0.0.1:9464\n")) == ["metrics"])
     }
 }

@@ -25,6 +25,8 @@ extension ConfigKey {
                                             help: "How long the event loop may stall before netlifed aborts.")
     public static let logLevel = ConfigKey("log-level", .daemon, .choice(["debug", "info", "notice", "warning", "error", "critical"]),
                                            default: "info", help: "The least important log records written.")
+    /// A TCP address (a Unix path is refused by the reader: Prometheus scrapes over TCP).
+    public static let metrics = ConfigKey("metrics", .daemon, .address(peer: false), help: "Serve Prometheus metrics at http://ADDRESS/metrics.")
     public static let keepaliveMinimum = ConfigKey("keepalive-min", .daemon, .duration(.seconds(1) ... day), default: "600s",
                                                    help: "The shortest keep-alive interval a VoIP socket may ask for.")
     public static let memoryPressureTrigger = ConfigKey("memory-pressure-trigger", .daemon, .pressureTrigger(off: "no"), default: "no",
@@ -141,7 +143,7 @@ extension ConfigKey {
     public static let keepalive = ConfigKey("keepalive", .socket, .duration(.seconds(1) ... day, floor: "keepalive-min"), requires: "voip",
                                             help: "Send the protocol's keep-alive this often, waking a suspended app for it.")
 
-    /// Every key, in the order of docs/configuration.md.
+    /// Every key, in the order of docs/configuration.md; [daemon] metrics last, on a line of its own.
     public static let all: [ConfigKey] = [
         control, stateDirectory, controlGroup, include, adminGroup, loopStall, logLevel, keepaliveMinimum, memoryPressureTrigger, transferIdleTimeout,
         transferLowSpeedLimit, transferLowSpeedTime, debugCommands,
@@ -152,5 +154,6 @@ extension ConfigKey {
         onExpiration, onVoipData, exec, user, workingDirectory, environment, restart, ready, watchdog,
         address, service, connections, maxConnections, backlog, adopt, onBackground, mdns, mdnsName, mdnsTxt,
         connect, `protocol`, policy, voip, keepalive,
+        metrics,
     ]
 }

@@ -39,6 +39,8 @@ public struct DaemonConfiguration: Sendable, Equatable {
     public var debugCommands = false
     /// `log-level`: the least important log records written.
     public var logLevel: Logger.Level = .info
+    /// `metrics`: where `/metrics` is served (nil: it is not).
+    public var metrics: SocketAddress?
     /// The apps, in config order.
     public var apps: [AppConfiguration] = []
 
@@ -214,6 +216,12 @@ private struct ConfigReader {
             case (.transferLowSpeedLimit, .number(let value)): configuration.transferLimits.lowSpeedLimit = value
             case (.debugCommands, .boolean(let value)): configuration.debugCommands = value
             case (.logLevel, .word(let name)): if let level = Logger.Level(name: name) { configuration.logLevel = level }
+            case (.metrics, .address(let address)):
+                if case .unix = address {
+                    error(entry.line, "metrics needs a TCP address such as 127.0.0.1:9464 or [::1]:9464, got '\(entry.value)'")
+                } else {
+                    configuration.metrics = address
+                }
             default: unstored(entry)
             }
         }

@@ -33,6 +33,8 @@ final class ControlServer {
     private var refusalLog = LogLimiter()
     /// The deadlines of sessions (shortened by unit tests).
     var timeouts = ControlSession.Timeouts()
+    /// Told of every reply to a request, with the request when it was JSON (nil: it was not, or was too long).
+    var onReply: ((_ request: JSON?, _ reply: JSON) -> Void)?
 
     init(path: String, group: gid_t?, loop: EventLoop, logger: Logger, dispatch: @escaping Dispatch) {
         self.path = path
@@ -175,6 +177,15 @@ final class ControlServer {
     }
 
     func handle(_ request: JSON, from session: ControlSession, reply: @escaping (JSON) -> Void) {
-        dispatch(request, session, reply)
+        guard let onReply else { return dispatch(request, session, reply) }
+        dispatch(request, session) { answer in
+            onReply(request, answer)
+            reply(answer)
+        }
+    }
+
+    /// A request line that could not be read (not JSON, or too long) was answered with `reply`.
+    func refusedUnreadable(_ reply: JSON) {
+        onReply?(nil, reply)
     }
 }

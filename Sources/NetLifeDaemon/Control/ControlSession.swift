@@ -169,7 +169,9 @@ final class ControlSession: ConnectionDelegate {
                 if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
                 handle(bytes)
             case .tooLong:
-                end(.requestTooLarge, "request line longer than \(ControlProtocol.maxRequestBytes) bytes")
+                let message = "request line longer than \(ControlProtocol.maxRequestBytes) bytes"
+                server?.refusedUnreadable(Reply.error(.requestTooLarge, message))
+                end(.requestTooLarge, message)
                 return
             case .incomplete:
                 guard connection.inputEnded else { return }
@@ -205,7 +207,9 @@ final class ControlSession: ConnectionDelegate {
             request = try JSON.parse(bytes, maxDepth: ControlProtocol.maxRequestDepth,
                                      maxElements: ControlProtocol.maxRequestElements)
         } catch {
-            replied(with: Reply.error(.badRequest, "request is not valid JSON: \(error)"))
+            let reply = Reply.error(.badRequest, "request is not valid JSON: \(error)")
+            server?.refusedUnreadable(reply)
+            replied(with: reply)
             return
         }
         commandRunning = true

@@ -38,6 +38,8 @@ final class DaemonRuntime {
     private var stallWatchdog: LoopStallWatchdog?
     private var systemdPinger: SystemdWatchdogPinger?
     private var mdnsPublisher: MDNSPublisher?
+    /// `/metrics` (`[daemon] metrics`), and the counts it keeps.
+    private var metricsServer: MetricsServer?
     /// Kills and removes what a netlifed that is gone left in the cgroups apps are placed in.
     private var leftoverSweep: EventTimer?
     /// The kernel's memory pressure trigger (`memory-pressure-trigger`), while one is armed.
@@ -118,8 +120,25 @@ final class DaemonRuntime {
             throw StartError(description: error.description)
         }
         controlServer = server
+        if let address = configuration.metrics {
+            let metrics = MetricsServer(address: address, loop: loop, logger: logger)
+            do {
+                try metrics.start()
+            } catch {
+                server.close()
+                loop.close()
+                throw StartError(description: "cannot listen for metrics on \(address): \(error)")
+            }
+            metrics.apps = { [weak supervisor] in supervisor?.apps ?? [] }
+            metrics.transferBytes = { [weak transfers] in transfers?.movedBytes ?? [:] }
+            server.onReply = { [weak metrics] request, reply in metrics?.recordControlRequest(request, reply: reply) }
+            metricsServer = metrics
+        }
         supervisor.onAppEvent = { [weak self] app, event in self?.appEvent(app, event) }
     }
+
+    /// Where `/metrics` is served (with the port the kernel chose), or nil.
+    var metricsAddress: String? { metricsServer?.address.description }
 
     /// Runs until SIGTERM or SIGINT has terminated every app, then tears everything down (`tearDown()`).
     /// Returns the exit status.
@@ -196,6 +215,8 @@ final class DaemonRuntime {
         let madeControlDirectory = controlServer?.madeDirectory
         controlServer?.close()
         controlServer = nil
+        metricsServer?.close()
+        metricsServer = nil
         // The control socket's directory, if this daemon made it, goes at the very end, once nothing more
         // can be written there (the transfers' records, when it is also the state directory), and only if
         // it is empty: a host is left as it was found, and nothing in the directory is lost.
@@ -300,6 +321,7 @@ final class DaemonRuntime {
         default:
             break
         }
+        metricsServer?.record(event, app: app.name)
         watchers.appEvent(app, event)
         transfers.appEvent(app, event)
         mdnsPublisher?.appEvent(app, event)

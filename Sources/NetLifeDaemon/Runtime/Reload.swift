@@ -35,6 +35,7 @@ struct ReloadPlan: Equatable {
         var changed: [String] = []
         if old.control != new.control { changed.append("control") }
         if old.controlGroup != new.controlGroup { changed.append("control-group") }
+        if old.metrics != new.metrics { changed.append("metrics") }
         return changed
     }
 }
@@ -100,6 +101,7 @@ extension DaemonRuntime {
         var applied = newConfiguration
         applied.control = configuration.control
         applied.controlGroup = configuration.controlGroup
+        applied.metrics = configuration.metrics
         logger.minimumLevel = applied.logLevel
         if applied.loopStall != configuration.loopStall { restartStallWatchdog(threshold: applied.loopStall) }
         // Transfers made from now on (new, or restarted by a new `download`) are held to the new limits.

@@ -28,13 +28,22 @@ final class Transfers {
         /// Whether the app's lifecycle (not an error) paused it, since it last ran: netlifectl tells the two
         /// apart by exit status.
         var pausedByApp = false
+        /// Its `bytesDone` when its bytes were last counted in `moved` (a restored transfer's bytes of an
+        /// earlier run are not this daemon's).
+        var counted: Int
 
         init(id: UInt64, app: String, transfer: any Transfer) {
             self.id = id
             self.app = app
             self.transfer = transfer
+            counted = transfer.bytesDone
         }
     }
+
+    /// Bytes each app's transfers moved (downloads written to disk, uploads taken by the server), by app and
+    /// by direction (download, upload), for `/metrics`: counted from each transfer's progress; a transfer that
+    /// starts over counts its bytes again as they come.
+    private var moved: [String: [UInt64]] = [:]
 
     private var entries: [Entry] = []
     /// The id the next new transfer gets: above every id in the journal, so ids are never reused.
@@ -165,6 +174,7 @@ final class Transfers {
         case .success(let made): transfer = made
         case .failure(let error): return .failure(error)
         }
+        for replaced in entries where replaced.transfer.output == file && replaced.transfer.direction == direction { count(replaced) }
         entries.removeAll { $0.transfer.output == file && $0.transfer.direction == direction }
         let entry = add(id: nil, app: app.name, transfer)
         run(entry)
@@ -281,6 +291,7 @@ final class Transfers {
         for entry in chosen {
             // The pause closes its connections and files and, through changed(), ends its background task.
             if entry.transfer.state == .running { entry.transfer.pause("cancelled") }
+            count(entry)
             entry.transfer.onChange = nil
             endTask(entry)
             var info = info(entry)
@@ -473,7 +484,24 @@ final class Transfers {
         entry.transfer.start()
     }
 
+    /// Adds what `entry` moved since it was last counted.
+    private func count(_ entry: Entry) {
+        let done = entry.transfer.bytesDone
+        defer { entry.counted = done }
+        guard done > entry.counted else { return }
+        let index = entry.transfer.direction == .download ? 0 : 1
+        moved[entry.app, default: [0, 0]][index] &+= UInt64(done - entry.counted)
+    }
+
+    /// What each app's transfers moved so far, by direction (download, upload), the running ones' progress
+    /// included.
+    var movedBytes: [String: [UInt64]] {
+        for entry in entries { count(entry) }
+        return moved
+    }
+
     private func changed(_ entry: Entry) {
+        count(entry)
         saveJournal()
         guard entry.transfer.state != .running else { return }
         endTask(entry)
