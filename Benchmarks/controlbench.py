@@ -10,6 +10,10 @@ microseconds; the `version` round trip, printed next to `status`, shows that flo
   voip       the peer of a VoIP [socket]: listen, take the daemon's connection, suspend the app, send a line,
              and poll `status` until it shows the app woken; every other wake-up is timed instead to the
              `woken` event on a watch connection
+  metrics    `/metrics` scrapes of many apps by curl (a C client, so that the client's pace is not Python's),
+             each timed to its last byte, with `status` of one app every 10 ms meanwhile; the loop turns over
+             5 ms during the scrapes (the daemon's own netlife_loop_turn_duration_seconds, before and after), and
+             the daemon's account of each scrape's work (its debug log)
 
 Each prints one JSON line on stdout. Only the standard library is used. Every socket is on 127.0.0.1 or the
 given Unix socket, and every wait is bounded.
@@ -17,11 +21,14 @@ given Unix socket, and every wait is bounded.
 
 import argparse
 import errno
+import http.client
 import json
+import re
 import resource
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 
@@ -370,6 +377,122 @@ def run_voip(args):
     }), flush=True)
 
 
+# MARK: metrics
+
+def turn_buckets(body):
+    """The loop's turn histogram in a scrape: {le: cumulative count} (le as text, '+Inf' last)."""
+    buckets = {}
+    for line in body.splitlines():
+        if line.startswith(b"netlife_loop_turn_duration_seconds_bucket{"):
+            le = line.split(b'le="', 1)[1].split(b'"', 1)[0].decode()
+            buckets[le] = int(float(line.rsplit(b" ", 1)[1]))
+    return buckets
+
+
+SCRAPE_LOG = re.compile(r"scrape of (\d+) app\(s\): (\d+) bytes in (\d+) loop turn\(s\), ([0-9.]+) ms of work, "
+                        r"at most ([0-9.]+) ms in one turn")
+
+
+def run_metrics(args):
+    control = wait_for_daemon(args.control)
+    status, _ = control.request(cmd="status")
+    address = status.get("metrics")
+    if not address:
+        raise RuntimeError("the daemon serves no metrics (no \"metrics\" in its status)")
+    apps = [app["name"] for app in status["apps"]]
+    # Every app through a background and foreground cycle: each then has five stages' durations to show.
+    for app in apps[: args.cycle_apps]:
+        control.request(cmd="background", app=app)
+        control.request(cmd="foreground", app=app)
+    host, _, port = address.rpartition(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=120)
+
+    def scrape():
+        connection.request("GET", "/metrics")
+        response = connection.getresponse()
+        body = response.read()
+        if response.status != 200:
+            raise RuntimeError(f"/metrics answered {response.status}")
+        return body
+
+    def timed_scrape():
+        start = time.perf_counter_ns()
+        done = subprocess.run(["curl", "-sS", "--max-time", "60", "-o", "/dev/null", "-w", "%{http_code} %{size_download}",
+                               f"http://{address}/metrics"], capture_output=True, text=True, check=False)
+        elapsed = time.perf_counter_ns() - start
+        code, _, size = done.stdout.partition(" ")
+        if done.returncode != 0 or code != "200":
+            raise RuntimeError(f"curl: {done.returncode} {done.stdout} {done.stderr}")
+        return int(size), elapsed
+
+    log_offset = 0
+    if args.log:
+        with open(args.log, "rb") as log:
+            log_offset = log.seek(0, 2)
+    before = turn_buckets(scrape())
+
+    # `status` of one app every 10 ms while the scrapes run, on a connection of its own.
+    probe = ControlConnection(args.control)
+    status_line = encode({"cmd": "status", "app": apps[0]})
+    probe_times = []
+    stop = threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            _, elapsed = probe.round_trip(status_line)
+            probe_times.append(elapsed)
+            time.sleep(0.01)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    times, sizes = [], []
+    try:
+        for _ in range(args.scrapes):
+            size, elapsed = timed_scrape()
+            times.append(elapsed)
+            sizes.append(size)
+    finally:
+        stop.set()
+        sampler.join()
+    after = turn_buckets(scrape())
+
+    turns = after.get("+Inf", 0) - before.get("+Inf", 0)
+    within = after.get("0.005", 0) - before.get("0.005", 0)
+    longest = None
+    previous = 0
+    for le, count in after.items():
+        if count - before.get(le, 0) > previous:
+            longest = le
+        previous = max(previous, count - before.get(le, 0))
+    work, longest_turn, turns_per_scrape = [], [], []
+    if args.log:
+        with open(args.log, "rb") as log:
+            log.seek(log_offset)
+            for line in log.read().decode(errors="replace").splitlines():
+                found = SCRAPE_LOG.search(line)
+                if found and int(found.group(1)) == len(apps):
+                    work.append(float(found.group(4)) * 1e6)
+                    longest_turn.append(float(found.group(5)) * 1e6)
+                    turns_per_scrape.append(int(found.group(3)))
+    connection.close()
+    probe.close()
+    control.close()
+    print(json.dumps({
+        "scenario": "metrics",
+        "apps": len(apps),
+        "scrape_bytes": sizes[0] if sizes else 0,
+        "scrape_ms": summary(times, "ms"),
+        "work_ms": summary(work, "ms") if work else None,
+        "longest_turn_ms": summary(longest_turn, "ms") if longest_turn else None,
+        "turns_per_scrape": percentile(turns_per_scrape, 0.5),
+        "loop_turns": turns,
+        "loop_turns_over_5ms": turns - within,
+        "loop_longest_turn_bucket_s": longest,
+        "status_us": summary(probe_times, "us"),
+        "errors": 0,
+    }), flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -393,9 +516,14 @@ def main():
     voip.add_argument("--socket", default="v")
     voip.add_argument("--samples", type=int, default=100)
     voip.add_argument("--pause", type=float, default=0.005, help="seconds suspended before each wake-up")
+    metrics = commands.add_parser("metrics", help="/metrics scrapes of many apps")
+    metrics.add_argument("--control", required=True)
+    metrics.add_argument("--scrapes", type=int, default=20)
+    metrics.add_argument("--cycle-apps", type=int, default=1000, help="apps sent through background and foreground first")
+    metrics.add_argument("--log", help="the daemon's log (at debug level): its account of each scrape")
     args = parser.parse_args()
     try:
-        {"lifecycle": run_lifecycle, "control": run_control, "voip": run_voip}[args.command](args)
+        {"lifecycle": run_lifecycle, "control": run_control, "voip": run_voip, "metrics": run_metrics}[args.command](args)
     except (OSError, RuntimeError, AssertionError) as error:
         print(f"controlbench: {args.command}: {error!r}", file=sys.stderr)
         sys.exit(1)

@@ -319,6 +319,33 @@ def main():
                 f"| the `woken` event arrives on a watch | {fmt(watched['p50'])} | {fmt(watched['p99'])} | {fmt(watched['max'])} "
                 f"| {watched['samples']} | | |", ""]
 
+    if "metrics" in groups:
+        metrics = {}
+        out += ["/metrics scrapes (ms, pooled over rounds; curl, one scrape after the other; work: the daemon's own "
+                "account of each scrape, the time its slices took; loop turns: the daemon's "
+                "netlife_loop_turn_duration_seconds over the scrapes):", "",
+                "| case | scrape bytes | scrape p50 / p99 | work p50 / max | longest turn of a scrape (max) "
+                "| turns per scrape | loop turns over 5 ms (of all) | status p99 µs meanwhile | target | meets |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for name, recs in groups["metrics"].items():
+            results = [r["result"] for r in recs]
+            scrape, status = pooled(results, "scrape_ms"), pooled(results, "status_us")
+            work = pooled([r for r in results if r.get("work_ms")], "work_ms")
+            longest = pooled([r for r in results if r.get("longest_turn_ms")], "longest_turn_ms")
+            over = sum(r["loop_turns_over_5ms"] for r in results)
+            turns = sum(r["loop_turns"] for r in results)
+            metrics[name] = {"scrape_ms": scrape, "work_ms": work, "longest_turn_ms": longest, "status_us": status,
+                             "scrape_bytes": results[0]["scrape_bytes"], "apps": results[0]["apps"],
+                             "turns_per_scrape": median(r["turns_per_scrape"] for r in results),
+                             "loop_turns_over_5ms": over, "loop_turns": turns}
+            # The target: no loop turn over 5 ms while 1,000 apps are scraped.
+            out.append(f"| {name} | {results[0]['scrape_bytes']:,} | {fmt(scrape['p50'], 1)} / {fmt(scrape['p99'], 1)} "
+                       f"| {fmt(work['p50'], 1) if work else '-'} / {fmt(work['max'], 1) if work else '-'} "
+                       f"| {fmt(longest['max'], 2) if longest else '-'} | {fmt(metrics[name]['turns_per_scrape'])} "
+                       f"| {over} ({turns:,}) | {fmt(status['p99'])} | no turn over 5 ms | {'yes' if over == 0 else '**no**'} |")
+        out.append("")
+        summary["metrics"] = metrics
+
     if "http" in groups:
         http = [http_case(name, recs) for name, recs in groups["http"].items()]
         summary["http"] = http
@@ -393,7 +420,8 @@ def main():
 def brief(result):
     """The main figures of one run, for the progress lines."""
     keys = ("messages_per_s", "mb_per_s", "p99_us", "server_cpu_s", "server_cpu_s_per_gib", "client_cpu_s",
-            "client_cpu_s_per_gib", "steal_s", "softirq_s_per_gib", "bytes_per_connection", "errors", "protocols")
+            "client_cpu_s_per_gib", "steal_s", "softirq_s_per_gib", "bytes_per_connection", "scrape_bytes",
+            "loop_turns_over_5ms", "errors", "protocols")
     parts = [f"{key}={result[key]}" for key in keys if key in result]
     for key, value in result.items():
         if isinstance(value, dict) and "p50" in value:
