@@ -1,6 +1,7 @@
 // `[daemon] metrics` against the real netlifed, as Prometheus sees it: the bound port in `netlifectl status`,
 // the families moving as netlifectl drives the apps (a transition counted, the state gauge changed, a VoIP
-// wake-up and its latency, control requests by command and result), `promtool check metrics` silent on the real
+// wake-up and a frozen program's wake-up on a connection with their latency, control requests by command and
+// result), `promtool check metrics` silent on the real
 // text with every family present, the example alert rules checked by `promtool check rules`, and a real
 // Prometheus that scrapes netlifed every second and answers a query with an app's state.
 
@@ -141,6 +142,30 @@ struct MetricsTests {
         #expect(answer.hasPrefix("HTTP/1.1 400 Bad Request\r\n"), "\(answer)")
         #expect(client.readEnd(timeout: 5) == .endOfStream, "closed after the 400")
         #expect(daemon.isRunning)
+    }
+
+    @Test func aConnectionThatWakesAFrozenProgramIsCountedWithItsLatency() throws {
+        // redis as a process app whose listener wakes it: the path through App+ConnectionWake.
+        let server = AdoptedServer(.redis)
+        defer { server.remove() }
+        let daemon = try TestDaemon(config: "[daemon]\nmetrics = 127.0.0.1:0\n"
+                                    + server.app("web", appLines: "auto-suspend = 300ms", listenerLines: "on-background = wake"))
+        defer { daemon.stop() }
+        #expect(waitUntil(timeout: 10) { daemon.currentState("web") == "active" }, "launched: \(daemon.log)")
+        let address = try #require(metricsAddress(daemon))
+        #expect(daemon.ctl("background", "web").status == 0)
+        #expect(waitUntil(timeout: 3) { daemon.currentState("web") == "suspended" })
+        let peer = try #require(Peer.connect(host: server.host, port: server.port))
+        defer { peer.close() }
+        peer.send(server.request)
+        #expect(peer.read(untilContaining: server.answer).contains(server.answer), "the woken program serves the connection")
+        let body = fetch(address).body
+        #expect(value(body, #"netlife_app_wakeups_total{app="web",reason="connection"}"#) == 1)
+        #expect(value(body, #"netlife_app_wake_latency_seconds_count{app="web",reason="connection"}"#) == 1)
+        let latency = value(body, #"netlife_app_wake_latency_seconds_sum{app="web",reason="connection"}"#) ?? -1
+        print("wake of a frozen redis: \(String(format: "%.3f", latency * 1000)) ms from the connection seen to the program thawed")
+        #expect(latency >= 0 && latency < 0.5, "\(latency) s")
+        #expect(value(body, #"netlife_app_state{app="web",state="background"}"#) == 1, "woken into the background")
     }
 
     @Test func theExampleAlertRulesAreValidForPrometheus() {
