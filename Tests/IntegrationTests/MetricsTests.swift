@@ -168,6 +168,26 @@ struct MetricsTests {
         #expect(value(body, #"netlife_app_state{app="web",state="background"}"#) == 1, "woken into the background")
     }
 
+    @Test func aDownloadsBytesAreCountedForItsApp() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let content = pattern(300_000)
+        try FileManager.default.createDirectory(atPath: directory.file("files"), withIntermediateDirectories: true)
+        directory.write("files/f.bin", bytes: content)
+        // The app `files` serves the file; the app `fetcher` downloads it from there.
+        let config = httpApp(root: directory.file("files")).replacingOccurrences(of: "[daemon]\n", with: "[daemon]\nmetrics = 127.0.0.1:0\n")
+        let daemon = try TestDaemon(config: config + "[app fetcher]\n")
+        defer { daemon.stop() }
+        let address = try #require(metricsAddress(daemon))
+        #expect(value(fetch(address).body, #"netlife_app_transfer_bytes_total{app="fetcher",direction="download"}"#) == nil)
+        let done = daemon.ctl("download", "fetcher", "http://127.0.0.1:\(daemon.port(of: "files"))/f.bin", "--output", directory.file("copy.bin"))
+        #expect(done.status == 0, "\(done)")
+        #expect(directory.readBytes("copy.bin") == content)
+        let body = fetch(address).body
+        #expect(value(body, #"netlife_app_transfer_bytes_total{app="fetcher",direction="download"}"#) == Double(content.count))
+        #expect(value(body, #"netlife_app_transfer_bytes_total{app="files",direction="download"}"#) == nil)
+    }
+
     @Test func theExampleAlertRulesAreValidForPrometheus() {
         let check = run(["/usr/bin/promtool", "check", "rules", alertRules], timeout: 30)
         #expect(check.status == 0 && check.stdout.contains("SUCCESS: 4 rules found"), "\(check)")
