@@ -188,6 +188,18 @@ struct MetricsTests {
         #expect(value(body, #"netlife_app_transfer_bytes_total{app="files",direction="download"}"#) == nil)
     }
 
+    @Test func aStartThatCannotBindTheMetricsAddressFailsAndSaysWhy() throws {
+        // The address is taken: a listening socket of the test's own.
+        let taken = try #require(PeerServer())
+        defer { taken.close() }
+        let daemon = try TestDaemon(config: "[daemon]\nmetrics = \(taken.address)\n" + echoApp("web"), waitForReady: false,
+                                    expectedEnd: .anything)
+        defer { daemon.stop() }
+        #expect(daemon.waitForExit(timeout: 15), "netlifed does not start without its metrics listener")
+        #expect(daemon.exitStatus == 1, "a failure a restart may cure: \(daemon.endDescription)")
+        #expect(daemon.log.contains("cannot listen for metrics on \(taken.address): "), "\(daemon.log)")
+    }
+
     @Test func theExampleAlertRulesAreValidForPrometheus() {
         let check = run(["/usr/bin/promtool", "check", "rules", alertRules], timeout: 30)
         #expect(check.status == 0 && check.stdout.contains("SUCCESS: 4 rules found"), "\(check)")

@@ -157,6 +157,19 @@ struct MetricsServerTests {
         #expect(closed, "Connection: close is honoured")
     }
 
+    @Test func aClientThatHalfClosesAfterItsRequestGetsTheTextThenTheEnd() throws {
+        let harness = try EndpointHarness()
+        defer { harness.close() }
+        let fd = harness.connect()
+        defer { close(fd) }
+        harness.send(fd, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        shutdown(fd, Int32(SHUT_WR))
+        let response = harness.response(fd)
+        #expect(response.head.hasPrefix("HTTP/1.1 200 OK\r\n") && response.body.contains("process_open_fds "))
+        let ended = harness.read(fd, timeout: .seconds(2)) { _ in false }.ended
+        #expect(ended, "closed once the text is written: the client will ask for nothing more")
+    }
+
     @Test func http10GetsTheTextUntilTheConnectionCloses() throws {
         let harness = try EndpointHarness()
         defer { harness.close() }

@@ -160,10 +160,10 @@ final class MetricsSession: ConnectionDelegate {
     }
 
     /// The answer is written: close, or wait for the next request (one already buffered is read at the next
-    /// turn).
+    /// turn). A client that has ended its side and sent nothing more is done.
     private func finish(closing: Bool) {
         guard connection.state == .open else { return }
-        if closing {
+        if closing || (connection.inputEnded && connection.input.isEmpty) {
             phase = .done
             deadline?.cancel()
             connection.close(.afterFlush)
