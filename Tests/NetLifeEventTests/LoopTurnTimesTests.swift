@@ -31,6 +31,7 @@ struct LoopTurnTimesTests {
     @Test func aLongCallbackMakesALongTurnAndTheWaitsBetweenTurnsAreNotCounted() throws {
         let loop = try EventLoop()
         defer { loop.close() }
+        loop.measuresTurnTimes = true
         // Three turns apart: a short timer callback, one that works for 8 ms, a waker's closure; the loop waits
         // 20 ms between them, which no turn may count.
         var fired = 0
@@ -61,5 +62,16 @@ struct LoopTurnTimesTests {
         waker.close()
         first.close()
         slow.close()
+    }
+
+    @Test func aLoopThatIsNotAskedCountsNoTurn() throws {
+        let loop = try EventLoop()
+        defer { loop.close() }
+        var fired = 0
+        let timer = EventTimer(loop: loop) { fired += 1 }
+        timer.arm(after: .milliseconds(5))
+        #expect(runLoop(loop, timeout: .seconds(2)) { fired == 1 })
+        #expect(loop.turnTimes.count == 0)
+        timer.close()
     }
 }

@@ -83,6 +83,7 @@ final class MetricsServer {
                                     loop.schedule(after: .milliseconds(250)) { [weak self] in self?.listener?.resume() }
                                 })
         pump = EventTimer(loop: loop) { [weak self] in self?.work() }
+        loop.measuresTurnTimes = true
         logger.info("serving \(MetricsAnswer.path) on http://\(address)\(MetricsAnswer.path)")
     }
 

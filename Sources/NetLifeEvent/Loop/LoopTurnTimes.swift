@@ -4,10 +4,11 @@
 // turns in fixed buckets, as a Prometheus histogram does, so that reading them costs nothing and `/metrics`
 // can show how often a turn passed 5 ms.
 //
-// libevent 2.1 has no hook before or after its poll (2.2's evwatch). The loop runs `event_base_loop` one turn
-// at a time (EVLOOP_ONCE), and every callback that libevent calls into NetLifeEvent marks the turn's start
-// when it is the first since the last poll (`ReadContext.callbackBegins`): one clock read per turn, a
-// comparison per callback.
+// libevent 2.1 has no hook before or after its poll (2.2's evwatch). While `EventLoop.measuresTurnTimes`, the
+// loop runs `event_base_loop` one turn at a time (EVLOOP_ONCE), and every callback that libevent calls into
+// NetLifeEvent marks the turn's start when it is the first since the last poll (`ReadContext.callbackBegins`):
+// two clock reads per turn, a comparison per callback. Otherwise the loop runs as before, and the comparison
+// is all that is left (the first callback's mark is never cleared).
 
 /// The loop's turns, counted by duration.
 public struct LoopTurnTimes: Equatable, Sendable {

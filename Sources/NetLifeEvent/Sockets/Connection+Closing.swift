@@ -134,6 +134,7 @@ extension Connection {
     }
 
     func writable() {
+        context.callbackBegins()
         if readWaitsForWrite {
             readWaitsForWrite = false
             if currentState == .open, readInterest { readable() }

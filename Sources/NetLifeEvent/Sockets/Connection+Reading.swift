@@ -63,6 +63,8 @@ extension Connection {
 
     /// `events` are libevent's (EV_CLOSED: the peer's FIN has arrived).
     func readable(events: Int16 = 0) {
+        // The turn's clock (LoopTurnTimes); the calls from the write side and the next turn find it started.
+        context.callbackBegins()
         if priority == .normal { context.ordinaryCallbackRan() }
         if writeWaitsForRead {
             writeWaitsForRead = false

@@ -230,18 +230,12 @@ public final class Connection {
 
 func connectionReadable(_: CInt, _ events: Int16, _ context: UnsafeMutableRawPointer?) {
     guard let context else { return }
-    Unmanaged<Connection>.fromOpaque(context)._withUnsafeGuaranteedRef {
-        $0.context.callbackBegins()
-        $0.readable(events: events)
-    }
+    Unmanaged<Connection>.fromOpaque(context)._withUnsafeGuaranteedRef { $0.readable(events: events) }
 }
 
 func connectionWritable(_: CInt, _: Int16, _ context: UnsafeMutableRawPointer?) {
     guard let context else { return }
-    Unmanaged<Connection>.fromOpaque(context)._withUnsafeGuaranteedRef {
-        $0.context.callbackBegins()
-        $0.writable()
-    }
+    Unmanaged<Connection>.fromOpaque(context)._withUnsafeGuaranteedRef { $0.writable() }
 }
 
 /// What a connection closing after a flush keeps to tell a slow reader from a stalled one: the bytes the peer
