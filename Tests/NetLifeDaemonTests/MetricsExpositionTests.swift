@@ -121,7 +121,7 @@ private func samples(_ text: String) -> [Substring] {
         registry.record(.transitionFinished(command: .launch(background: true), state: .background, stages: []), app: "web")
         registry.record(.watchdogKilled(WatchdogTimeout(stage: .transition(.didEnterBackground), budget: .seconds(5), elapsed: .seconds(6))), app: "web")
         registry.record(.stopped(TerminationRecord(reason: .watchdog(WatchdogTimeout(stage: .expiration, budget: .seconds(1), elapsed: .seconds(2))))), app: "web")
-        registry.record(.stopped(TerminationRecord(reason: .memoryPressure)), app: "web")
+        registry.record(.stopped(TerminationRecord(reason: .memoryPressure(nil))), app: "web")
         registry.record(.idle(unusedFor: .seconds(61)), app: "web")
         registry.record(.woken(.connection(listener: "main")), app: "web")
         registry.record(.wakeServed(.connection(listener: "main"), latency: .microseconds(800)), app: "web")
