@@ -40,4 +40,33 @@ struct IdleBackgroundIntegrationTests {
         watcher.signal(SIGTERM)
         _ = watcher.wait(timeout: 5)
     }
+
+    /// A process app's program serves its connections itself: what netlifed sees of its use is its CPU time
+    /// (above 1 % of the time between looks) and the connections it holds. A program that works stays active;
+    /// one that waits is moved to the background.
+    @Test func aProcessAppsProgramAtWorkStaysActiveAndAnIdleOneIsBackgrounded() throws {
+        // 10 ms of CPU every 100 ms: a job at work.
+        let scratch = TemporaryDirectory()
+        defer { scratch.remove() }
+        scratch.write("work.py", "import time\nwhile True:\n    t = time.monotonic()\n    while time.monotonic() - t < 0.01: pass\n    time.sleep(0.09)\n")
+        let daemon = try TestDaemon(config: """
+            [daemon]
+
+            [app working]
+            exec = /usr/bin/python3 \(scratch.file("work.py"))
+            idle-background = 1s
+            auto-suspend = never
+
+            [app waiting]
+            exec = /bin/sleep 600
+            idle-background = 1s
+            auto-suspend = never
+            """)
+        defer { daemon.stop() }
+        // A program that speaks no lifecycle protocol is frozen as soon as it is in the background.
+        #expect(waitUntil(timeout: 10) { daemon.state("waiting") == "suspended" }, "the program that waits is idle")
+        usleep(1_500_000)
+        #expect(daemon.state("working") == "active", "the program at work is in use: \(daemon.ctl("status", "working").stdout)")
+        #expect(daemon.log.contains("waiting") && daemon.log.contains("(idle-background = 1s): moving to the background"))
+    }
 }

@@ -244,13 +244,13 @@ private func samples(_ text: String) -> [Substring] {
 @Suite struct ProcessStatsTests {
     @Test func theStatFieldsAreCountedFromTheLastParenthesis() throws {
         let line = "4242 (net) (life d) S 1 4242 4242 0 -1 4194560 1200 0 0 0 150 50 0 0 20 0 3 0 98700 123456789 2048 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n"
-        let stat = try #require(ProcessStats.parseStat(Array(line.utf8)))
-        #expect(stat == ProcessStats.Stat(userTicks: 150, systemTicks: 50, startTicks: 98700, virtualBytes: 123_456_789, residentPages: 2048))
+        let stat = try #require(ProcessStat.parse(Array(line.utf8)))
+        #expect(stat == ProcessStat(userTicks: 150, systemTicks: 50, startTicks: 98700, virtualBytes: 123_456_789, residentPages: 2048))
         let sample = ProcessStats.sample(stat, ticksPerSecond: 100, pageBytes: 4096, bootTime: 1_700_000_000)
         #expect(sample.cpuSeconds == 2 && sample.residentBytes == 2048 * 4096 && sample.virtualBytes == 123_456_789)
         #expect(sample.startTimeSeconds == 1_700_000_987)
-        #expect(ProcessStats.parseStat(Array("4242 (short) S 1 2".utf8)) == nil)
-        #expect(ProcessStats.parseStat(Array("no parenthesis".utf8)) == nil)
+        #expect(ProcessStat.parse(Array("4242 (short) S 1 2".utf8)) == nil)
+        #expect(ProcessStat.parse(Array("no parenthesis".utf8)) == nil)
         #expect(ProcessStats.parseBootTime(Array("cpu 1 2 3\nbtime 1700000000\nprocesses 5\n".utf8)) == 1_700_000_000)
         #expect(ProcessStats.parseBootTime(Array("cpu 1 2 3\n".utf8)) == nil)
     }

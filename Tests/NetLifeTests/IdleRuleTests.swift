@@ -46,3 +46,35 @@ import Testing
         #expect(rule(.seconds(3600)) == .seconds(10))
     }
 }
+
+/// A process app's program: netlifed sees its CPU time and the connections it holds, not its bytes.
+@Suite struct IdleRuleProgramTests {
+    static let zero = IdleRuleTests.zero
+    static func at(_ milliseconds: Int) -> MonotonicTime { IdleRuleTests.at(milliseconds) }
+
+    @Test func aProgramsCPUTimeIsUseOnlyAboveItsShareOfTheTimeBetweenLooks() {
+        var rule = IdleRule(after: .seconds(1), keepsConnections: false, now: Self.zero, use: .init())
+        // A server's own timers: 0.2 % of the 100 ms between looks.
+        #expect(rule.look(now: Self.at(100), use: .init(programCPU: .microseconds(200))) == .look(at: Self.at(200)))
+        #expect(rule.lastUse == Self.zero, "the idle noise of its timers is no use")
+        // A job: 1 % of the 100 ms since the last look.
+        _ = rule.look(now: Self.at(200), use: .init(programCPU: .microseconds(1_200)))
+        #expect(rule.lastUse == Self.at(200), "CPU time of 1 % of the interval is use")
+        // A program that restarted counts from less: that is use too.
+        _ = rule.look(now: Self.at(300), use: .init(programCPU: .zero))
+        #expect(rule.lastUse == Self.at(300))
+        #expect(rule.look(now: Self.at(1_300), use: .init(programCPU: .microseconds(500))) == .idle(for: .seconds(1)),
+                "0.05 % over a second: idle")
+    }
+
+    @Test func aChangeInTheProgramsConnectionsIsUseAndOpenOnesHoldItOnlyWhenAsked() {
+        var rule = IdleRule(after: .seconds(1), keepsConnections: false, now: Self.zero, use: .init())
+        _ = rule.look(now: Self.at(500), use: .init(programConnections: 2))
+        #expect(rule.lastUse == Self.at(500), "connections came: as an accept is")
+        #expect(rule.look(now: Self.at(1_500), use: .init(programConnections: 2)) == .idle(for: .seconds(1)),
+                "two connections held a second, the program idle: no use")
+        var streaming = IdleRule(after: .seconds(1), keepsConnections: true, now: Self.zero, use: .init(programConnections: 1))
+        #expect(streaming.look(now: Self.at(5_000), use: .init(programConnections: 1)) == .look(at: Self.at(5_100)),
+                "with idle-keeps-connections an open connection of the program holds the app")
+    }
+}

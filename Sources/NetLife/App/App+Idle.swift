@@ -1,6 +1,6 @@
 // Idle detection as the App performs it (`idle-background`): while the app is active, a timer looks at its
 // use now and then (its listeners' accepts and moved bytes, its data sockets', its open tasks and running
-// transfers) and IdleRule says when to look again, or that nothing has used the app for long enough: then the
+// transfers; a process app's program's CPU time and the connections it holds on its listeners' ports) and IdleRule says when to look again, or that nothing has used the app for long enough: then the
 // app goes to the background through the ordinary pipeline, as if `netlifectl background` had asked, and
 // follows the iOS path from there (tasks, auto-suspend). Off while the app is not active.
 
@@ -26,8 +26,14 @@ extension App {
     /// The app's use now: connections accepted and moves of bytes so far, what is open now.
     public var use: IdleRule.Use {
         let sockets = self.sockets.usage
-        return IdleRule.Use(accepted: sockets.accepted, moves: sockets.moves, openConnections: sockets.open,
-                            openTasks: backgroundTasks.tasks.count, runningTransfers: runningTransfers?() ?? 0)
+        var use = IdleRule.Use(accepted: sockets.accepted, moves: sockets.moves, openConnections: sockets.open,
+                               openTasks: backgroundTasks.tasks.count, runningTransfers: runningTransfers?() ?? 0)
+        if let program {
+            use.programCPU = program.activity?.cpu ?? .zero
+            let ports = Set(self.sockets.handedListeners.compactMap(\.address.port))
+            if !ports.isEmpty { use.programConnections = program.servedConnections(ports: ports) }
+        }
+        return use
     }
 
     /// How long the active app has gone unused, while idle detection runs.

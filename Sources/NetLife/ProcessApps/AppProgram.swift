@@ -71,6 +71,9 @@ public protocol AppProgram: AnyObject {
     func servedConnections(ports: Set<UInt16>) -> Int
     /// What `status` shows.
     var status: ProgramStatus { get }
+    /// What the program's processes have done so far (CPU time, bytes of their read and write calls), for
+    /// idle detection; nil when it does not run.
+    var activity: ProcessActivity? { get }
 }
 
 extension AppProgram {
@@ -81,4 +84,6 @@ extension AppProgram {
     public func take(_ listener: HeldListener) throws(SystemError) -> CInt { throw SystemError("pidfd_getfd", Errno(rawValue: ESRCH)) }
     /// A program that serves no connection of its own has none to count.
     public func servedConnections(ports: Set<UInt16>) -> Int { 0 }
+    /// A program that says nothing of its processes is never seen at work.
+    public var activity: ProcessActivity? { nil }
 }

@@ -397,6 +397,13 @@ public final class ProcessProgram: AppProgram {
         return census.count(pids: [main] + others, ports: ports)
     }
 
+    /// What the current run's processes have done so far: the main process and the others of its cgroup.
+    public var activity: ProcessActivity? {
+        guard let run = current, run.isRunning, let main = run.pid else { return nil }
+        let others = run.cgroup?.subtreeMembers().filter { $0 != main } ?? []
+        return ProcessActivity.of(pids: [main] + others)
+    }
+
     /// The current run's, else the newest ending run's figures: two small cgroup files per cgroup of its
     /// subtree, whatever the number of processes.
     public var status: ProgramStatus {
