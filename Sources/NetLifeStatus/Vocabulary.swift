@@ -115,7 +115,7 @@ public enum WakeReason: Sendable, Equatable, CustomStringConvertible {
     case keepalive(socket: String)
     /// A VoIP socket was lost, or is reconnecting: the app handles it awake.
     case voipReconnect(socket: String)
-    /// A connection arrived on a process app's listener with `on-background = wake`.
+    /// A connection arrived on a listener with `on-background = wake` (a built-in service's or a process app's).
     case connection(listener: String)
 
     public var description: String {

@@ -69,6 +69,7 @@ private func brief(_ action: AppLifecycle.Action) -> String? {
     case .startWakeHandler: return "wake-handler"
     case .endWake(let kill): return kill ? "end-wake!" : "end-wake"
     case .reclaim: return "reclaim"
+    case .serveWakeListeners: return "serve-wake"
     case .perform, .transitionStarted, .transitionEnded, .removeTasks, .resumeForWake, .log: return nil
     }
 }
@@ -128,6 +129,8 @@ private let events: [(name: String, send: @Sendable (inout Driver) -> [AppLifecy
     }),
     ("wake", { $0.send(.wake(.voipData(socket: "v"))) }),
     ("wake-handler-done", { $0.send(.wakeHandlerDone) }),
+    ("connection-wake", { $0.send(.wake(.connection(listener: "web"))) }),
+    ("connections-changed", { $0.send(.connectionsChanged(open: 2)) }),
     ("program-exited", { $0.send(.programExited(.exited(1), reason: nil)) }),
     ("task-watchdog", { $0.send(.watchdog(WatchdogTimeout(stage: .backgroundTask, budget: .seconds(1), elapsed: .seconds(2)))) }),
     ("memory-pressure", { $0.send(.memoryPressure(nil)) }),
@@ -144,6 +147,8 @@ private let expected: [String: String] = [
     "not-running / continuous-mode": "not-running not-running | ",
     "not-running / wake": "not-running not-running | ",
     "not-running / wake-handler-done": "not-running not-running | ",
+    "not-running / connection-wake": "not-running not-running | ",
+    "not-running / connections-changed": "not-running not-running | ",
     "not-running / program-exited": "not-running not-running | ",
     "not-running / task-watchdog": "not-running not-running | ",
     "not-running / memory-pressure": "not-running not-running | ",
@@ -156,6 +161,8 @@ private let expected: [String: String] = [
     "restart-due / continuous-mode": "not-running not-running (timer) | ",
     "restart-due / wake": "not-running not-running (timer) | ",
     "restart-due / wake-handler-done": "not-running not-running (timer) | ",
+    "restart-due / connection-wake": "not-running not-running (timer) | ",
+    "restart-due / connections-changed": "not-running not-running (timer) | ",
     "restart-due / program-exited": "not-running not-running (timer) | ",
     "restart-due / task-watchdog": "not-running not-running (timer) | ",
     "restart-due / memory-pressure": "not-running not-running (timer) | ",
@@ -168,6 +175,8 @@ private let expected: [String: String] = [
     "active / continuous-mode": "resting active | ",
     "active / wake": "resting active | ",
     "active / wake-handler-done": "resting active | ",
+    "active / connection-wake": "resting active | ",
+    "active / connections-changed": "resting active | ",
     "active / program-exited": "not-running not-running | teardown active>not-running stopped:program-exited",
     "active / task-watchdog": "not-running not-running | watchdog teardown active>not-running stopped:watchdog",
     "active / memory-pressure": "resting active | ",
@@ -180,6 +189,8 @@ private let expected: [String: String] = [
     "interrupted / continuous-mode": "resting inactive | ",
     "interrupted / wake": "resting inactive | ",
     "interrupted / wake-handler-done": "resting inactive | ",
+    "interrupted / connection-wake": "resting inactive | ",
+    "interrupted / connections-changed": "resting inactive | ",
     "interrupted / program-exited": "not-running not-running | teardown inactive>not-running stopped:program-exited",
     "interrupted / task-watchdog": "not-running not-running | watchdog teardown inactive>not-running stopped:watchdog",
     "interrupted / memory-pressure": "resting inactive | ",
@@ -192,6 +203,8 @@ private let expected: [String: String] = [
     "background / continuous-mode": "resting background | ",
     "background / wake": "resting background (timer) | ",
     "background / wake-handler-done": "resting background (timer) | ",
+    "background / connection-wake": "resting background | serve-wake",
+    "background / connections-changed": "resting background | ",
     "background / program-exited": "not-running not-running | teardown background>not-running stopped:program-exited",
     "background / task-watchdog": "not-running not-running | watchdog teardown background>not-running stopped:watchdog",
     "background / memory-pressure": "resting background (timer) | ",
@@ -204,6 +217,8 @@ private let expected: [String: String] = [
     "suspend-pending / continuous-mode": "resting background | ",
     "suspend-pending / wake": "resting background | ",
     "suspend-pending / wake-handler-done": "resting background | ",
+    "suspend-pending / connection-wake": "resting background | serve-wake",
+    "suspend-pending / connections-changed": "resting background | ",
     "suspend-pending / program-exited": "not-running not-running | teardown background>not-running stopped:program-exited",
     "suspend-pending / task-watchdog": "not-running not-running | watchdog teardown background>not-running stopped:watchdog",
     "suspend-pending / memory-pressure": "resting background | ",
@@ -216,6 +231,8 @@ private let expected: [String: String] = [
     "suspended / continuous-mode": "resting suspended | ",
     "suspended / wake": "waking background (timer) | suspended>background woken wake-handler",
     "suspended / wake-handler-done": "resting suspended | ",
+    "suspended / connection-wake": "resting background | suspended>background woken serve-wake",
+    "suspended / connections-changed": "resting suspended | ",
     "suspended / program-exited": "not-running not-running | teardown suspended>not-running stopped:program-exited",
     "suspended / task-watchdog": "not-running not-running | watchdog teardown suspended>not-running stopped:watchdog",
     "suspended / memory-pressure": "not-running not-running | teardown suspended>not-running stopped:memory-pressure",
@@ -228,6 +245,8 @@ private let expected: [String: String] = [
     "transition / continuous-mode": "transition background (timer) | ",
     "transition / wake": "transition background (timer) | ",
     "transition / wake-handler-done": "transition background (timer) | ",
+    "transition / connection-wake": "transition background (timer) | ",
+    "transition / connections-changed": "transition background (timer) | ",
     "transition / program-exited": "not-running not-running | teardown background>not-running stopped:program-exited =not-running",
     "transition / task-watchdog": "not-running not-running | watchdog teardown background>not-running stopped:watchdog =killed",
     "transition / memory-pressure": "transition background (timer) | ",
@@ -240,6 +259,8 @@ private let expected: [String: String] = [
     "waking / continuous-mode": "waking background (timer) | ",
     "waking / wake": "waking background (timer) | ",
     "waking / wake-handler-done": "resting suspended | suspend background>suspended",
+    "waking / connection-wake": "waking background (timer) | serve-wake",
+    "waking / connections-changed": "waking background (timer) | ",
     "waking / program-exited": "not-running not-running | teardown background>not-running stopped:program-exited",
     "waking / task-watchdog": "not-running not-running | watchdog teardown background>not-running stopped:watchdog",
     "waking / memory-pressure": "waking background (timer) | ",
@@ -252,6 +273,8 @@ private let expected: [String: String] = [
     "retired / continuous-mode": "retired not-running | ",
     "retired / wake": "retired not-running | ",
     "retired / wake-handler-done": "retired not-running | ",
+    "retired / connection-wake": "retired not-running | ",
+    "retired / connections-changed": "retired not-running | ",
     "retired / program-exited": "retired not-running | ",
     "retired / task-watchdog": "retired not-running | ",
     "retired / memory-pressure": "retired not-running | ",
@@ -550,8 +573,9 @@ private let expected: [String: String] = [
     }
 }
 
-/// `on-background = wake`: a connection wakes a suspended app into the background, no handler runs, and the
-/// app is suspended again once the connections on those listeners have been closed for `auto-suspend`.
+/// `on-background = wake`: a connection wakes a suspended app into the background, no handler runs, its wake
+/// listeners serve it, and the app is suspended again once the connections on those listeners have been closed
+/// for `auto-suspend`.
 @Suite struct ConnectionWakeLifecycleTests {
     private static let connection = WakeReason.connection(listener: "web")
 
@@ -562,19 +586,40 @@ private let expected: [String: String] = [
         return d
     }
 
-    @Test func aConnectionWakesTheAppIntoTheBackgroundWithoutAHandler() {
+    @Test func aConnectionWakesTheAppIntoTheBackgroundWithoutAHandlerAndItsListenersServeIt() {
         var d = Self.suspended()
         let actions = d.send(.wake(Self.connection))
         #expect(actions == [.log(.info, "woken: a connection on listener web"), .resumeForWake,
-                            .enter(from: .suspended, to: .background), .report(.woken(Self.connection))])
-        #expect(d.summary == "resting background (timer)")
+                            .enter(from: .suspended, to: .background), .report(.woken(Self.connection)),
+                            .serveWakeListeners(listener: "web")])
         #expect(d.machine.wokenByConnection)
-        // Idle for auto-suspend: suspended (and frozen) again.
+        // The connection that woke it counts as served until the shell counts: no auto-suspend yet.
+        #expect(d.machine.servedConnections == 1)
+        #expect(d.summary == "resting background")
+        #expect(d.wait(10_000).isEmpty)
+        // Served and closed: idle for auto-suspend, then suspended again.
+        d.send(.connectionsChanged(open: 0))
+        #expect(d.summary == "resting background (timer)")
         #expect(d.wait(499).compactMap(brief).isEmpty)
         #expect(d.wait(1).compactMap(brief) == ["suspend", "background>suspended"])
         #expect(!d.machine.wokenByConnection)
         // And the next connection wakes it again.
-        #expect(d.send(.wake(Self.connection)).compactMap(brief) == ["suspended>background", "woken"])
+        #expect(d.send(.wake(Self.connection)).compactMap(brief) == ["suspended>background", "woken", "serve-wake"])
+    }
+
+    @Test func noAutoSuspendHoweverShortComesBeforeTheShellHasCounted() {
+        // auto-suspend = 0: the app waking for a connection is not suspended before it has taken it.
+        var d = Self.suspended(autoSuspend: .zero)
+        d.send(.wake(Self.connection))
+        #expect(d.summary == "resting background")
+        #expect(d.wait(0).isEmpty)
+        #expect(d.machine.state == .background)
+        d.send(.connectionsChanged(open: 1))
+        #expect(d.summary == "resting background")
+        // Once the count says none is left, it is suspended at the next look at the clock.
+        d.send(.connectionsChanged(open: 0))
+        #expect(d.machine.nextDeadline == at(0))
+        #expect(d.wait(0).compactMap(brief) == ["suspend", "background>suspended"])
     }
 
     @Test func openConnectionsKeepTheAppAwakeAndAutoSuspendCountsFromTheLastClose() {
@@ -589,15 +634,36 @@ private let expected: [String: String] = [
         #expect(d.summary == "resting background")
         d.send(.connectionsChanged(open: 0))
         #expect(d.machine.nextDeadline == at(10_100 + 500))
+        // A connection that comes before auto-suspend runs out holds it again; its close starts it over.
+        d.clock += 300
+        d.send(.connectionsChanged(open: 1))
+        #expect(d.summary == "resting background")
+        d.send(.connectionsChanged(open: 0))
+        #expect(d.machine.nextDeadline == at(10_400 + 500))
         #expect(d.wait(499).compactMap(brief).isEmpty)
         #expect(d.wait(1).compactMap(brief) == ["suspend", "background>suspended"])
         // The count is the shell's while it counts: suspended, it starts from none again.
         #expect(d.machine.servedConnections == 0)
     }
 
+    @Test func aCountToldOutsideTheBackgroundIsIgnored() {
+        // Suspended (the shell does not count there): a stale count must not hold the next wake-up awake.
+        var d = Self.suspended()
+        #expect(d.send(.connectionsChanged(open: 3)).isEmpty)
+        #expect(d.machine.servedConnections == 0)
+        d.send(.wake(Self.connection))
+        #expect(d.machine.servedConnections == 1)
+        // Active: no auto-suspend to hold.
+        var active = Driver(AppLifecycle.Settings(autoSuspend: .milliseconds(500)))
+        active.command(.launch(background: false))
+        #expect(active.send(.connectionsChanged(open: 3)).isEmpty)
+        #expect(active.machine.servedConnections == 0)
+    }
+
     @Test func aSilentProgramWokenByAConnectionIsNotFrozenAtOnce() {
         var d = Self.suspended(silent: true)
-        #expect(d.send(.wake(Self.connection)).compactMap(brief) == ["suspended>background", "woken"])
+        #expect(d.send(.wake(Self.connection)).compactMap(brief) == ["suspended>background", "woken", "serve-wake"])
+        d.send(.connectionsChanged(open: 0))
         #expect(d.summary == "resting background (timer)")
         // A task that ends does not freeze it early either: auto-suspend decides.
         d.send(.tasksChanged(open: 1, expirationRunning: false))
@@ -610,11 +676,56 @@ private let expected: [String: String] = [
     @Test func withoutAutoSuspendTheWokenAppStaysInTheBackground() {
         var d = Self.suspended(autoSuspend: nil)
         d.send(.wake(Self.connection))
+        d.send(.connectionsChanged(open: 0))
         #expect(d.summary == "resting background")
         #expect(d.wait(100_000).isEmpty)
         // `suspend` still suspends it, connections or not.
         d.send(.connectionsChanged(open: 3))
         #expect(d.command(.suspend).compactMap(brief) == ["suspend", "background>suspended", "=suspended"])
+    }
+
+    @Test func aConnectionDuringAVoIPWakeUpIsServedAndAutoSuspendFollowsTheHandler() {
+        var d = Self.suspended()
+        d.send(.wake(.voipData(socket: "v")))
+        #expect(d.summary == "waking background (timer)")
+        // The app runs already: no second wake-up, its wake listeners serve at once.
+        #expect(d.send(.wake(Self.connection)) == [.log(.info, "a connection on listener web while it runs in the background: serving it"),
+                                                   .serveWakeListeners(listener: "web")])
+        #expect(d.machine.wokenByConnection)
+        // The handler's end does not suspend it at once: the connection is served until auto-suspend.
+        #expect(d.send(.wakeHandlerDone).isEmpty)
+        #expect(d.summary == "resting background")
+        d.send(.connectionsChanged(open: 0))
+        #expect(d.wait(500).compactMap(brief) == ["suspend", "background>suspended"])
+    }
+
+    @Test func aConnectionAfterAWakeUpWhoseTaskKeepsTheAppRunningIsServed() {
+        // A VoIP wake-up's handler began a task: the app rests in the background with its connections unread.
+        var d = Self.suspended()
+        d.send(.wake(.voipData(socket: "v")))
+        d.send(.tasksChanged(open: 1, expirationRunning: false))
+        d.send(.wakeHandlerDone)
+        #expect(d.summary == "resting background")
+        #expect(d.send(.wake(Self.connection)).compactMap(brief) == ["serve-wake"])
+        // The task's end does not suspend it under the connection; auto-suspend does once it is closed.
+        #expect(d.send(.tasksChanged(open: 0, expirationRunning: false)).isEmpty)
+        d.send(.connectionsChanged(open: 0))
+        #expect(d.wait(500).compactMap(brief) == ["suspend", "background>suspended"])
+    }
+
+    @Test func aConnectionDuringAWakeUpThatOverrunsItsBudgetIsStillServed() {
+        var settings = AppLifecycle.Settings(autoSuspend: .milliseconds(500))
+        settings.budgets.keepalive = .seconds(10)
+        var d = Driver(settings)
+        d.command(.launch(background: true))
+        d.command(.suspend)
+        d.send(.wake(.keepalive(socket: "k")))
+        d.send(.wake(Self.connection))
+        // The handler is killed at its budget, and the app is not suspended under the connection.
+        #expect(d.wait(10_000).compactMap(brief) == ["end-wake!"])
+        #expect(d.summary == "resting background")
+        d.send(.connectionsChanged(open: 0))
+        #expect(d.wait(500).compactMap(brief) == ["suspend", "background>suspended"])
     }
 
     @Test func aCommandEndsTheConnectionWake() {
@@ -626,10 +737,16 @@ private let expected: [String: String] = [
         #expect(d.machine.servedConnections == 0)
     }
 
-    @Test func aConnectionDoesNotWakeAnAppThatIsNotSuspended() {
+    @Test func aConnectionToAnAppRunningInTheBackgroundIsServedWithoutAWakeUp() {
         var d = Driver(AppLifecycle.Settings(autoSuspend: .seconds(1)))
         d.command(.launch(background: true))
-        #expect(d.send(.wake(Self.connection)).isEmpty)
-        #expect(!d.machine.wokenByConnection)
+        #expect(d.send(.wake(Self.connection)).compactMap(brief) == ["serve-wake"], "no state change, no woken event")
+        #expect(d.machine.servedConnections == 1)
+        // Active, or not running: nothing at all.
+        var active = Driver()
+        active.command(.launch(background: false))
+        #expect(active.send(.wake(Self.connection)).isEmpty)
+        var notRunning = Driver()
+        #expect(notRunning.send(.wake(Self.connection)).isEmpty)
     }
 }

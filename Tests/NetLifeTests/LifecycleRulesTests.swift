@@ -31,6 +31,20 @@ private func stages(_ plan: TransitionPlan?) -> [String] {
         #expect(launch?.stages.flatMap(\.steps).contains(.policy(.openListeners)) == false)
     }
 
+    @Test func launchIntoTheBackgroundOpensTheListenersThatListenThere() {
+        // `on-background = wake` on a built-in service's listener: it listens in the background too, so that a
+        // connection wakes the suspended app; the shell opens those listeners alone.
+        let launch = plan(.launch(background: true), .notRunning, LifecycleTraits(listensInBackground: true))
+        #expect(stages(launch) == ["did-finish-launching@background", "did-enter-background@background"])
+        #expect(launch?.stages[0].steps == [.policy(.openListeners), .policy(.connectDataSockets)])
+        #expect(launch?.stages[1].steps == [.policy(.closeListeners), .policy(.closeConnections), .policy(.applyDataSocketPolicy)])
+        // Every other transition is the same as without such a listener.
+        for (command, state) in [(LifecycleCommand.launch(background: false), AppState.notRunning), (.background, .active),
+                                 (.foreground, .background), (.foreground, .suspended), (.terminate, .active)] {
+            #expect(plan(command, state, LifecycleTraits(listensInBackground: true)) == plan(command, state), "\(command) from \(state)")
+        }
+    }
+
     @Test func backgroundClosesListenersFirstInDidEnterBackground() {
         let background = plan(.background, .active)
         #expect(stages(background) == ["will-resign-active@inactive", "did-enter-background@background"])

@@ -104,6 +104,8 @@ extension App: AppPartOwner {
         case .lifecycle(let event): send(event)
         case .quietWaitBegan(let socket): sockets.quietWait(of: socket, began: true, app: self)
         case .quietWaitEnded(let socket): sockets.quietWait(of: socket, began: false, app: self)
+        case .connectionHeld(let listener): connectionHeld(on: listener)
+        case .wakeConnectionsChanged: wakeConnectionsChanged()
         }
     }
 }

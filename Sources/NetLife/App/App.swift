@@ -42,7 +42,9 @@ public final class App {
     /// The completions of the commands under way, by ticket.
     private var completions: [CommandTicket: (TransitionOutcome) -> Void] = [:]
     private var nextTicket: CommandTicket = 1
-    private var isPerforming = false
+    /// Whether the shell is performing the lifecycle's actions now (an event sent meanwhile is applied at once,
+    /// and what follows from it is performed by the same loop).
+    private(set) var isPerforming = false
     /// Fires at the lifecycle's next deadline (a pipeline's budget, auto-suspend, a wake-up's, a restart's).
     private var deadlineTimer: DeadlineTimer?
     /// The hook run of the current wake-up, if one runs.
@@ -86,7 +88,7 @@ public final class App {
         timers = AppTimers(loop: loop)
         backgroundMode = configuration.backgroundMode
         sockets = try AppSockets(configuration: configuration, services: services, loop: loop, logger: logger)
-        connectionWake = ConnectionWake(listeners: sockets.handedListeners)
+        connectionWake = ConnectionWake(sockets: sockets)
         lifecycle = AppLifecycle(name: configuration.name,
                                  settings: Self.settings(configuration, backgroundMode: configuration.backgroundMode,
                                                          hasDelegate: false, program: nil),
@@ -210,6 +212,8 @@ public final class App {
         case .resumeForWake:
             resume()
             sockets.wake()
+        case .serveWakeListeners(let listener):
+            serveWakeListeners(woken: listener)
         case .startWakeHandler(let reason):
             startWakeHandler(reason)
         case .endWake(let killHandlers):

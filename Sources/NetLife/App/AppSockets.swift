@@ -64,6 +64,22 @@ final class AppSockets {
         self.dataSockets = dataSockets
     }
 
+    /// The built-in listeners with `on-background = wake`.
+    var wakeListeners: [AppListener] { listeners.filter(\.wakesApp) }
+
+    /// The open connections of the built-in wake listeners (those held for a suspended app included).
+    var wakeConnections: Int { listeners.reduce(0) { $0 + ($1.wakesApp ? $1.connections.count : 0) } }
+
+    /// A connection woke the app: the built-in wake listeners serve again (the connections they held, and
+    /// what their connections send); the other listeners' connections stay unread, as after any wake-up.
+    /// Returns when the connection held longest was accepted, if one was held.
+    func serveWakeListeners() -> MonotonicTime? {
+        let waking = wakeListeners
+        let since = waking.compactMap(\.heldSince).min()
+        for listener in waking { listener.setConnectionsPaused(false) }
+        return since
+    }
+
     /// What the app's sockets have done so far (`IdleRule.Use`): accepts and moves on every listener, moves on
     /// every data socket, and the accepted connections open now.
     var usage: (accepted: UInt64, moves: UInt64, open: Int) {
@@ -117,17 +133,22 @@ final class AppSockets {
     func perform(_ step: PolicyStep, launchingInBackground: Bool) {
         switch step {
         case .openListeners:
+            // A launch into the background opens only what listens there (`on-background = wake`); a process
+            // app's program binds its own listeners as it starts.
+            let opening = launchingInBackground ? wakeListeners : listeners
             // From the background after a wake-up (no resume-app step): the connections read again too.
-            for listener in listeners { listener.setConnectionsPaused(false) }
+            for listener in opening { listener.setConnectionsPaused(false) }
             // Listening is what the transition waits for; accepting starts after its reply, or before any hook
             // or program runs (`startAccepting(after:on:)`).
             stopPreparing()
-            for listener in listeners { listener.open(accepting: false) }
-            awaitingAccept = !listeners.isEmpty
-            for listener in handedListeners { listener.open() }
+            for listener in opening { listener.open(accepting: false) }
+            awaitingAccept = !opening.isEmpty
+            if !launchingInBackground { for listener in handedListeners { listener.open() } }
         case .closeListeners:
-            stopStarting()
-            for listener in listeners { listener.close() }
+            // A listener with `on-background = wake` goes on listening, and one opened but not accepting yet
+            // (a launch into the background) starts accepting after the reply all the same.
+            if wakeListeners.isEmpty { stopStarting() }
+            for listener in listeners where !listener.wakesApp { listener.close() }
             // A process app's listener with `on-background = wake` goes on listening.
             for listener in handedListeners where !listener.wakesApp { listener.close() }
         case .startProgram:

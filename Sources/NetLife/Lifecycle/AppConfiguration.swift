@@ -61,8 +61,8 @@ public struct ListenerConfiguration: Sendable, Equatable {
     /// `adopt = yes` (a process app's listener): the program binds `address` itself; netlifed finds that
     /// socket after the start and holds it as it holds the listeners it hands over.
     public var adopt = false
-    /// `on-background` (a process app's listener): whether it stops listening on did-enter-background (the
-    /// iOS rule) or keeps listening, and a connection wakes the suspended app.
+    /// `on-background`: whether it stops listening on did-enter-background (the iOS rule) or keeps listening,
+    /// and a connection wakes the suspended app.
     public var onBackground = ListenerBackgroundRule.close
 
     public init(name: String, address: SocketAddress, service: String) {
@@ -72,14 +72,14 @@ public struct ListenerConfiguration: Sendable, Equatable {
     }
 }
 
-/// `on-background` of a process app's listener.
+/// `on-background` of a listener.
 public enum ListenerBackgroundRule: String, Sendable, CaseIterable {
     /// Stop listening on did-enter-background, listen again on will-enter-foreground: connects are refused
     /// in between (the iOS rule). The default.
     case close
-    /// Keep listening in the background and while suspended: a connection wakes the suspended (frozen) app
-    /// into the background, its program serves it, and the app is suspended again once its connections from
-    /// these listeners have been closed for `auto-suspend`.
+    /// Keep listening in the background and while suspended: a connection wakes the suspended app into the
+    /// background, its service (or its program, thawed) serves it, and the app is suspended again once its
+    /// connections from these listeners have been closed for `auto-suspend`.
     case wake
 }
 
@@ -181,7 +181,8 @@ public struct AppConfiguration: Sendable, Equatable {
     /// The rules' view of the app.
     public func traits(hasDelegate: Bool) -> LifecycleTraits {
         var traits = LifecycleTraits(exitsOnSuspend: exitsOnSuspend || !multitasking, hasDelegate: hasDelegate,
-                                     hooks: Set(hooks.keys), hasProgram: program != nil)
+                                     hooks: Set(hooks.keys), hasProgram: program != nil,
+                                     listensInBackground: program == nil && listeners.contains { $0.onBackground == .wake })
         if !exitsOnSuspend && !multitasking { traits.exitsOnSuspendKey = "multitasking = no" }
         return traits
     }

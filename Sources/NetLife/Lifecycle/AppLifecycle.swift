@@ -138,8 +138,9 @@ public struct AppLifecycle: Sendable {
         case clock
         /// The background tasks changed: how many are open, and whether an expiration handler runs.
         case tasksChanged(open: Int, expirationRunning: Bool)
-        /// How many connections accepted on `on-background = wake` listeners the program holds now (the shell
-        /// counts them while the app runs in the background): auto-suspend waits until there are none.
+        /// How many connections of its `on-background = wake` listeners the app serves now (a built-in service's
+        /// open connections, or those a program holds or has yet to accept), as the shell counts them while the
+        /// app rests in the background: auto-suspend waits until there are none. Ignored in any other state.
         case connectionsChanged(open: Int)
         /// The settings changed (a reload in place, `netlifectl mode`, a delegate or program attached).
         case settingsChanged(Settings)
@@ -192,6 +193,9 @@ public struct AppLifecycle: Sendable {
         case reclaim
         /// Let the suspended app's code run again for a wake-up (thaw, timers, reads).
         case resumeForWake
+        /// A connection on `listener` woke the app: its `on-background = wake` listeners serve again (a built-in
+        /// service serves the connections accepted while the app was suspended, and reads its connections again).
+        case serveWakeListeners(listener: String)
         /// Run the wake-up's handler (`on-voip-data` for VoIP data), then send `.wakeHandlerDone`.
         case startWakeHandler(WakeReason)
         /// The wake-up is over before its handler: forget it (`killHandlers`: its budget ran out).
@@ -213,10 +217,12 @@ public struct AppLifecycle: Sendable {
     public private(set) var restartPolicy: RestartPolicy
     private var openTasks = 0
     private var expirationRunning = false
-    /// Connections from `on-background = wake` listeners the program holds (`.connectionsChanged`).
+    /// Connections of `on-background = wake` listeners the app serves (`.connectionsChanged`); the connection
+    /// that woke the app counts until the shell has counted.
     public private(set) var servedConnections = 0
     /// The app runs in the background because a connection woke it: the silent-program rule (frozen at once)
-    /// waits for auto-suspend, so that the program serves what woke it.
+    /// and the end of a VoIP wake-up's handler (suspended at once) wait for auto-suspend, so that the app
+    /// serves what woke it.
     public private(set) var wokenByConnection = false
 
     private struct Queued: Equatable, Sendable {
@@ -320,7 +326,9 @@ public struct AppLifecycle: Sendable {
             expirationRunning = running
             evaluateSuspension(now: now, lastTaskEnded: open == 0)
         case .connectionsChanged(let open):
-            guard open != servedConnections else { return }
+            // The count is the shell's while the app rests (or runs a wake-up) in the background; in any other
+            // state it means nothing, and a stale one must not hold a later wake-up.
+            guard state == .background, !isInTransition, retirement == nil, open != servedConnections else { return }
             servedConnections = open
             if open > 0, case .resting(let pending, .some) = phase { phase = .resting(suspendPending: pending, autoSuspendAt: nil) }
             evaluateSuspension(now: now)
@@ -331,7 +339,9 @@ public struct AppLifecycle: Sendable {
             wake(reason, now: now)
         case .wakeHandlerDone:
             guard case .waking = phase else { return }
-            phase = .resting(suspendPending: true, autoSuspendAt: nil)
+            // A connection that came during the wake-up is served until auto-suspend; otherwise the app is
+            // suspended again at once.
+            phase = .resting(suspendPending: !wokenByConnection, autoSuspendAt: nil)
             evaluateSuspension(now: now)
         case .programExited(let status, let reason):
             programExited(status, reason: reason, now: now)
@@ -563,20 +573,46 @@ public struct AppLifecycle: Sendable {
     }
 
     private mutating func wake(_ reason: WakeReason, now: MonotonicTime) {
+        if case .connection(let listener) = reason, state == .background {
+            return connectionWhileRunning(on: listener, reason, now: now)
+        }
         guard state == .suspended, case .resting = phase else { return }
         send(.log(.info, "woken: \(reason)"))
         send(.resumeForWake)
         enter(.background)
         send(.report(.woken(reason)))
-        if case .connection = reason {
-            // Beyond iOS (`on-background = wake`): the program serves the connection in the background, and
-            // is suspended again once its connections have been closed for auto-suspend (no handler runs).
+        if case .connection(let listener) = reason {
+            // Beyond iOS (`on-background = wake`): the app (its service, or its program) serves the connection
+            // in the background, and is suspended again once its connections have been closed for auto-suspend
+            // (no handler runs). The connection that woke it counts as served until the shell has counted, so
+            // that no auto-suspend, however short, comes before the app has taken it.
             wokenByConnection = true
+            servedConnections = 1
+            send(.serveWakeListeners(listener: listener))
             phase = .resting(suspendPending: false, autoSuspendAt: nil)
             return evaluateSuspension(now: now)
         }
         phase = .waking(reason, deadline: now + settings.budgets.keepalive)
         send(.startWakeHandler(reason))
+    }
+
+    /// A connection on a wake listener while the app runs in the background already: during a VoIP or
+    /// keep-alive wake-up, or resting after one (its listeners' connections are not read until a connection
+    /// wakes the app). Its wake listeners serve it at once, and auto-suspend decides when the app sleeps again
+    /// (not the end of the wake-up's handler, nor of a task, nor a `suspend` that waited for them).
+    private mutating func connectionWhileRunning(on listener: String, _ reason: WakeReason, now: MonotonicTime) {
+        switch phase {
+        case .waking, .resting:
+            send(.log(.info, "\(reason) while it runs in the background: serving it"))
+            wokenByConnection = true
+            servedConnections = max(servedConnections, 1)
+            send(.serveWakeListeners(listener: listener))
+            // A suspension that waited (for the wake-up's handler, or for tasks) yields to auto-suspend too.
+            if case .resting = phase { phase = .resting(suspendPending: false, autoSuspendAt: nil) }
+            evaluateSuspension(now: now)
+        case .notRunning, .transition, .retired:
+            break
+        }
     }
 
     private mutating func deadlinesPassed(now: MonotonicTime) {
@@ -598,9 +634,9 @@ public struct AppLifecycle: Sendable {
                 kill(timeout)
             }
         case .waking:
-            send(.log(.warning, "the wake-up's handler took longer than keepalive-budget (\(format(settings.budgets.keepalive))); suspending again"))
+            send(.log(.warning, "the wake-up's handler took longer than keepalive-budget (\(format(settings.budgets.keepalive))); \(wokenByConnection ? "ended" : "suspending again")"))
             send(.endWake(killHandlers: true))
-            phase = .resting(suspendPending: true, autoSuspendAt: nil)
+            phase = .resting(suspendPending: !wokenByConnection, autoSuspendAt: nil)
             evaluateSuspension(now: now)
         case .retired:
             break

@@ -13,6 +13,11 @@ enum AppPartEvent: Equatable, Sendable {
     case quietWaitBegan(socket: String)
     /// The wait is over (the reply came, the connection closed, the wait was given up).
     case quietWaitEnded(socket: String)
+    /// A built-in `on-background = wake` listener holds a connection accepted while the app is suspended: the
+    /// app is to wake for it.
+    case connectionHeld(listener: String)
+    /// The number of open connections of a built-in wake listener changed.
+    case wakeConnectionsChanged
 }
 
 /// The app, as its parts see it.

@@ -80,13 +80,17 @@ public struct LifecycleTraits: Equatable, Sendable {
     public var hooks: Set<LifecycleEvent> = []
     /// The app is a program (process app): it is started at launch and told each stage.
     public var hasProgram = false
+    /// A listener of its built-in services stays open in the background (`on-background = wake`): a launch into
+    /// the background opens it. (A process app's program gets all its listeners as it starts.)
+    public var listensInBackground = false
 
     public init(exitsOnSuspend: Bool = false, hasDelegate: Bool = false, hooks: Set<LifecycleEvent> = [],
-                hasProgram: Bool = false) {
+                hasProgram: Bool = false, listensInBackground: Bool = false) {
         self.exitsOnSuspend = exitsOnSuspend
         self.hasDelegate = hasDelegate
         self.hooks = hooks
         self.hasProgram = hasProgram
+        self.listensInBackground = listensInBackground
     }
 }
 
@@ -121,13 +125,15 @@ public enum LifecycleRules {
             return plan(.launch, .active, [stage(.didFinishLaunching, .inactive, [.openListeners, .connectDataSockets] + startProgram),
                                           stage(.didBecomeActive, .active)])
         case (.launch(background: true), .notRunning):
-            // A background launch never opens the listeners; did-enter-background still runs its policy
-            // so that the same steps hold whatever the path into the background.
+            // A background launch opens only the listeners that listen in the background (`on-background =
+            // wake`, and then the shell opens those alone); did-enter-background still runs its policy so
+            // that the same steps hold whatever the path into the background.
             // An app that exits on suspend (UIApplicationExitsOnSuspend) never runs in the background.
             if traits.exitsOnSuspend {
                 return .refused("\(traits.exitsOnSuspendKey): it never runs in the background (launch it without --background)")
             }
-            return plan(.launch, .background, [stage(.didFinishLaunching, .background, [.connectDataSockets] + startProgram),
+            let listen: [PolicyStep] = traits.listensInBackground ? [.openListeners] : []
+            return plan(.launch, .background, [stage(.didFinishLaunching, .background, listen + [.connectDataSockets] + startProgram),
                                               stage(.didEnterBackground, .background, enterBackground)])
         case (.launch, _):
             return .already(state)

@@ -106,6 +106,9 @@ final class HandedListener {
         }
     }
 
+    /// Whether a connection waits in one of its sockets' accept queues: one the program has yet to accept.
+    var hasWaitingConnection: Bool { isListening && fds.contains(where: SocketCalls.hasPendingConnection) }
+
     func stopWatching() {
         for watcher in watchers { watcher.close() }
         watchers = []

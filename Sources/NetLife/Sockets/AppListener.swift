@@ -2,6 +2,12 @@
 // the foreground, closed when it goes to the background so that the kernel refuses connections at once,
 // the accepted connections kept or closed as configured, accept paused on descriptor exhaustion (as nginx
 // does) or at `max-connections` (as HAProxy does), and a reopen that failed retried with back-off.
+//
+// Beyond iOS, a listener with `on-background = wake` stays open in the background and while the app is
+// suspended. Suspended, no app code runs, so netlifed accepts for it and holds each connection (not read, not
+// served) and says so (`AppPartEvent.connectionHeld`): the app is woken, and its service serves the held connections as
+// soon as they are let go (`setConnectionsPaused(false)`). Accepting at once rather than leaving connections
+// in the kernel's queue means none can be reset there, whatever happens to the app meanwhile.
 
 @preconcurrency import Glibc
 import NetLifeEvent
@@ -35,6 +41,14 @@ final class AppListener: ConnectionTracker {
     private var connectionsPaused = false
     /// Its app: told (`report`) when the listener opens, closes or fails to open.
     weak var owner: AppPartOwner?
+    /// Connections accepted while `connectionsPaused` (a wake listener of a suspended app), in their order,
+    /// each with the instant it was accepted: served when reads are let go again.
+    private var held: [(connection: Connection, acceptedAt: MonotonicTime)] = []
+    /// Whether it stays open in the background and while the app is suspended, where a connection wakes the
+    /// app (`on-background = wake`).
+    var wakesApp: Bool { configuration.onBackground == .wake }
+    /// When the connection held longest was accepted, while connections are held.
+    var heldSince: MonotonicTime? { held.first?.acceptedAt }
     /// The listening socket's callbacks, made once: a listener reopened on every `foreground` reuses them.
     private lazy var acceptHandler: (AcceptedSocket) -> Void = { [weak self] socket in
         guard let self else { return SocketCalls.close(socket.fd) }
@@ -173,7 +187,8 @@ final class AppListener: ConnectionTracker {
     }
 
     /// Stops (or restarts) reading on every accepted connection: while the app is suspended none of its
-    /// code runs, and the kernel buffers what peers send.
+    /// code runs, and the kernel buffers what peers send. Restarting serves the connections held meanwhile,
+    /// in the order they were accepted.
     func setConnectionsPaused(_ paused: Bool) {
         // Already so: nothing to do (every foreground asks, with its listeners' thousands of connections).
         guard paused != connectionsPaused else { return }
@@ -181,6 +196,10 @@ final class AppListener: ConnectionTracker {
         for connection in connections.values {
             if paused { connection.pauseReading() } else { connection.resumeReading() }
         }
+        guard !paused else { return }
+        let waiting = held
+        held = []
+        for (connection, _) in waiting where connection.state != .closed { service.serve(connection) }
     }
 
     /// Resets every accepted connection in place (socket reclaim of a suspended app): the peer sees RST at
@@ -221,14 +240,23 @@ final class AppListener: ConnectionTracker {
         connections[ObjectIdentifier(connection)] = connection
         acceptedCount &+= 1
         connection.tracker = self
-        if connectionsPaused { connection.pauseReading() }
-        service.serve(connection)
         if atConnectionLimit { pauseAccepting(.maxConnections) }
+        if connectionsPaused {
+            // Only a wake listener accepts while the app is suspended: the connection waits for the app.
+            connection.pauseReading()
+            held.append((connection, loop.now))
+            owner?.send(.connectionHeld(listener: configuration.name))
+            return
+        }
+        service.serve(connection)
+        if wakesApp { owner?.send(.wakeConnectionsChanged) }
     }
 
     func connectionClosed(_ connection: Connection) {
         connections[ObjectIdentifier(connection)] = nil
+        if !held.isEmpty { held.removeAll { $0.connection === connection } }
         closedMoves &+= connection.moves
+        if wakesApp { owner?.send(.wakeConnectionsChanged) }
         switch acceptPause {
         case .descriptors:
             resumeAccepting()   // a descriptor is free again

@@ -207,6 +207,13 @@ public enum SocketCalls {
         _ = try sys("fcntl(F_SETFL, O_NONBLOCK)") { fcntl(fd, F_SETFL, flags | O_NONBLOCK) }
     }
 
+    /// Whether a connection waits in the accept queue of the listening socket `fd` (it is readable), without
+    /// waiting. The corresponding C function is `poll` with a zero timeout.
+    public static func hasPendingConnection(_ fd: CInt) -> Bool {
+        var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        return poll(&descriptor, 1, 0) > 0 && descriptor.revents & Int16(POLLIN) != 0
+    }
+
     /// Closes a descriptor. EINTR is not retried: on Linux the descriptor is released even then.
     public static func close(_ fd: CInt) {
         _ = Glibc.close(fd)
