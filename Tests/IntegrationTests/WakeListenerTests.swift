@@ -29,7 +29,7 @@ struct WakeListenerTests {
         try checkWake(AdoptedServer(.redis), extraListener: "")
     }
 
-    @Test func onBackgroundIsAProcessAppListenerKeyWithTwoValues() {
+    @Test func onBackgroundIsAListenerKeyOfEveryAppWithTwoValues() {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
         directory.write("builtin.conf", """
@@ -50,8 +50,7 @@ struct WakeListenerTests {
             on-background = sleep
             """)
         let builtin = run([product("netlifed"), "--check-config", directory.file("builtin.conf")])
-        #expect(builtin.status == 1, "\(builtin)")
-        #expect(builtin.stderr.hasPrefix("\(directory.file("builtin.conf")):6: on-background belongs to a listener of a process app (exec)"), "\(builtin.stderr)")
+        #expect(builtin.status == 0, "a built-in service's listener wakes its app too: \(builtin)")
         let value = run([product("netlifed"), "--check-config", directory.file("value.conf")])
         #expect(value.status == 1, "\(value)")
         #expect(value.stderr.hasPrefix("\(directory.file("value.conf")):7: on-background must be close or wake, got 'sleep'"), "\(value.stderr)")

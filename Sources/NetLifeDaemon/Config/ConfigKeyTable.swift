@@ -125,8 +125,8 @@ extension ConfigKey {
     public static let adopt = ConfigKey("adopt", .listener, .choice(["yes", "no"]), requires: "exec", default: "no",
                                         help: "The program binds the listener itself and netlifed adopts it.")
     public static let onBackground = ConfigKey("on-background", .listener, .choice(ListenerBackgroundRule.allCases.map(\.rawValue)),
-                                               requires: "exec", default: "close",
-                                               help: "wake: go on listening in the background; a connection wakes the app.")
+                                               default: "close",
+                                               help: "wake: go on listening in the background and while suspended; a connection wakes the app.")
     /// DNS-SD's limits (RFC 6763, RFC 6335).
     public static let mdns = ConfigKey("mdns", .listener, .serviceType, help: "Announce the listener over mDNS with this service type.")
     public static let mdnsName = ConfigKey("mdns-name", .listener, .label(maxBytes: 63), requires: "mdns", help: "The mDNS instance name.")

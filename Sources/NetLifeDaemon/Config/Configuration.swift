@@ -398,9 +398,6 @@ private struct ConfigReader {
             case .adopt where !isProgram:
                 error(entry.line, "adopt belongs to a listener of a process app (exec): only a program binds its own listeners")
                 continue
-            case .onBackground where !isProgram:
-                error(entry.line, "on-background belongs to a listener of a process app (exec): a built-in service's listener closes on did-enter-background")
-                continue
             default:
                 break
             }
