@@ -8,7 +8,9 @@ right after the other) and then the median over the rounds. Latencies of the con
 over all rounds. netlifed's targets are shown next to the figures they concern. The http case compares
 netlifed with nginx serving the same file (target: at least 0.9x nginx's MB/s); the https-download
 cases compare netlifed as a client with the curl command line fetching the same file over TLS (the
-targets: at least 0.95x curl's MB/s, and `status` p99 under 5 ms while the download runs).
+targets: at least 0.95x curl's MB/s, and `status` p99 under 5 ms while the download runs). The wake soak's
+cases (one run each) count the connections lost (none may be) and report the first byte's latency after a
+wake-up against the same app's awake (target: p99 under 5 ms) and the memory held while the app sleeps.
 """
 
 import argparse
@@ -207,10 +209,11 @@ def main():
     parser.add_argument("--input", help="the raw runs, one JSON object per line")
     parser.add_argument("--meta", help="a JSON object describing the machine and the settings")
     parser.add_argument("--output", help="where to write the summary as JSON")
-    parser.add_argument("--brief", metavar="JSON", help="print one run's main figures on one line, and exit")
+    parser.add_argument("--brief", metavar="JSON", help="print one run's main figures on one line, and exit "
+                        "(- reads the run from standard input)")
     args = parser.parse_args()
     if args.brief:
-        print(brief(json.loads(args.brief)))
+        print(brief(json.loads(sys.stdin.read() if args.brief == "-" else args.brief)))
         return 0
     if not args.input or not args.output:
         parser.error("--input and --output are needed")
@@ -395,6 +398,36 @@ def main():
                        f"| {fmt(case['ratio_fsync'], 3) if case['ratio_fsync'] is not None else '-'} "
                        f"| {fmt(case['netlifed_sampled']['mb_per_s']) if case['netlifed_sampled'] else '-'} |")
         out.append("")
+
+    if "wake" in groups:
+        wake = []
+        out += ["Wake soak: each app put to sleep by idle detection and woken by connections, one cycle = the app "
+                "suspended, a connection, a request, the whole answer, the close, the app suspended again; the first "
+                "byte timed from connect(), against the same request to the app awake in the foreground (ms); "
+                "resident memory while asleep (KiB, first / last sample of the run):", "",
+                "| app | cycles | refused | reset | unanswered | not woken | first byte p50 / p99 / max | awake p50 / p99 "
+                "| asleep again after the close, p50 | netlifed RSS asleep | app's processes' RSS asleep | target p99 | meets |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for name, recs in groups["wake"].items():
+            result = recs[0]["result"]
+            first, awake, resleep = result["first_byte_ms"], result["awake_first_byte_ms"], result["resleep_ms"]
+            memory = result["memory_asleep"]
+
+            def kib(side):
+                return f"{side['first']:,} / {side['last']:,}" if side else "(in netlifed)"
+
+            wake.append({"name": name, **{k: v for k, v in result.items() if k != "memory_asleep"},
+                         "first_byte_ms": {k: v for k, v in (first or {}).items() if k != "values"},
+                         "awake_first_byte_ms": {k: v for k, v in (awake or {}).items() if k != "values"},
+                         "resleep_ms": {k: v for k, v in (resleep or {}).items() if k != "values"},
+                         "memory_asleep": {k: v for k, v in memory.items() if k != "samples"}})
+            out.append(f"| {name} | {result['cycles']:,} | {result['refused']} | {result['reset']} | {result['unanswered']} "
+                       f"| {result['not_woken']} | {fmt(first and first['p50'], 3)} / {fmt(first and first['p99'], 3)} / "
+                       f"{fmt(first and first['max'], 3)} | {fmt(awake and awake['p50'], 3)} / {fmt(awake and awake['p99'], 3)} "
+                       f"| {fmt(resleep and resleep['p50'], 1)} | {kib(memory['netlifed_kib'])} | {kib(memory['app_kib'])} "
+                       f"| <= 5 | {meets(first and first['p99'], '<= 5')} |")
+        out += ["", "(A lost connection fails the run; the latency is reported, not judged, by the run.)", ""]
+        summary["wake"] = wake
 
     for record in groups.get("failed", {}).values():
         out.append(f"{record[0]['case']}: {record[0]['server']} failed: {record[0]['result']['reason']}")
