@@ -13,8 +13,8 @@
 //   watched for a waiting connection (it never accepts one: the program does, once thawed); while it rests in
 //   the background, the connections the program holds on those ports, and those still waiting for it to
 //   accept, are counted every `pollInterval` (ServedConnectionCensus) and each change is told.
-// The time from the waking connection to the app serving it is recorded at one point,
-// `recordWakeLatency(listener:since:)`.
+// The time from the waking connection to the app serving it is recorded where every wake-up's is,
+// `wakeServed(_:arrivedAt:)`, which reports it (`.wakeServed`: watch, the journal, the metrics).
 
 import NetLifeEvent
 
