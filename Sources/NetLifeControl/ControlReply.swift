@@ -50,11 +50,15 @@ public struct StatusReply: Equatable, Sendable, JSONRecord {
     /// Where the daemon serves `/metrics` (`[daemon] metrics`, with the port the kernel chose for port 0), or
     /// nil when it does not.
     public var metrics: String?
+    /// The kernel's memory pressure trigger (`[daemon] memory-pressure-trigger`), or nil without one.
+    public var memoryPressureTrigger: PressureTriggerStatus?
 
-    public init(apps: [AppStatus], degradedReasons: [String] = [], metrics: String? = nil) {
+    public init(apps: [AppStatus], degradedReasons: [String] = [], metrics: String? = nil,
+                memoryPressureTrigger: PressureTriggerStatus? = nil) {
         self.apps = apps
         self.degradedReasons = degradedReasons
         self.metrics = metrics
+        self.memoryPressureTrigger = memoryPressureTrigger
     }
 
     /// Whether some of what the config asks is not served.
@@ -65,7 +69,38 @@ public struct StatusReply: Equatable, Sendable, JSONRecord {
     public static let schema = JSONSchema<StatusReply>("a reply", blank: StatusReply(apps: []), [
         .ok, .records("apps", \.apps), .derived("degraded") { .bool($0.degraded) }, .strings("degradedReasons", \.degradedReasons),
         .string("metrics", \.metrics, absent: .omitted),
+        .record("memoryPressureTrigger", \.memoryPressureTrigger, absent: .omitted),
     ])
+}
+
+/// The kernel's memory pressure trigger as `status` shows it.
+public struct PressureTriggerStatus: Equatable, Sendable, JSONRecord {
+    /// As the config writes it (`some 150ms 2s`).
+    public var trigger: String
+    /// The pressure file it is armed on.
+    public var file: String
+    /// Whether it is watched: false once its file went away (its cgroup removed; a reload arms it again).
+    public var watching: Bool
+    /// How many times it has fired.
+    public var events: Int
+
+    public init(trigger: String, file: String, watching: Bool, events: Int) {
+        self.trigger = trigger
+        self.file = file
+        self.watching = watching
+        self.events = events
+    }
+
+    public static let schema = JSONSchema<PressureTriggerStatus>("a memory pressure trigger",
+        blank: PressureTriggerStatus(trigger: "", file: "", watching: false, events: 0), [
+        .string("trigger", \.trigger), .string("file", \.file), .bool("watching", \.watching), .count("events", \.events),
+    ])
+
+    /// One line of `netlifectl status`.
+    public var text: String {
+        "memory-pressure-trigger \(trigger) on \(file): " + (watching ? "watching" : "not watching (its file went away: a reload arms it again)")
+            + ", fired \(events) time\(events == 1 ? "" : "s")"
+    }
 }
 
 /// The reply to `task begin`: the id, 0 when refused.

@@ -80,6 +80,7 @@ func renderStatus(_ reply: JSON) throws(JSONRecordError) -> String {
     // What degrades the daemon comes first, where an operator looks.
     var lines = status.degradedReasons.isEmpty ? [] : ["netlifed: degraded: " + status.degradedReasons.joined(separator: "; ")]
     if let metrics = status.metrics { lines.append("netlifed: metrics at http://\(metrics)/metrics") }
+    if let trigger = status.memoryPressureTrigger { lines.append("netlifed: " + trigger.text) }
     for app in status.apps {
         var header = "\(app.name): \(app.state)"
         if app.suspendPending { header += " (suspend pending)" }

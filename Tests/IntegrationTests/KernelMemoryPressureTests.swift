@@ -146,6 +146,11 @@ struct KernelMemoryPressureTests {
         #expect(pressure["full"] is [String: Any], "a memory file has a full line: \(pressure)")
         let text = daemon.ctl("status", "cache").stdout
         #expect(text.contains("last termination: memory-pressure (\(file): some avg10="), "\(text)")
+        // The daemon's part of status: the trigger, its file, watched, and how often it fired.
+        #expect(text.contains("netlifed: memory-pressure-trigger some 100ms 2s on \(file): watching, fired "), "\(text)")
+        let reply = try JSONSerialization.jsonObject(with: Data(daemon.ctl("--json", "status").stdout.utf8)) as? [String: Any]
+        let trigger = try #require(reply?["memoryPressureTrigger"] as? [String: Any], "\(String(describing: reply))")
+        #expect(trigger["file"] as? String == file && trigger["watching"] as? Bool == true && (trigger["events"] as? Int ?? 0) >= 1, "\(trigger)")
 
         // The active app is never ended; later events find nothing suspended.
         #expect(daemon.state("front") == "active")
@@ -239,9 +244,12 @@ struct KernelMemoryPressureTests {
         #expect(refused.stderr.contains("only a window that is a multiple of 2s") && refused.stderr.contains("nothing was changed"), "\(refused)")
         #expect(!daemon.log.contains("removed from"), "the old trigger stays")
 
+        #expect(daemon.ctl("status").stdout.contains("netlifed: memory-pressure-trigger full 300ms 4s on \(file): watching, fired 0 times"))
+
         // No longer written: removed.
         daemon.directory.write("netlifed.conf", echoConfig(port: 0))
         #expect(daemon.ctl("reload").status == 0)
+        #expect(!daemon.ctl("status").stdout.contains("memory-pressure-trigger"), "status no longer names it")
         #expect(daemon.log.contains("memory pressure: trigger full 300ms 4s removed from \(file)"), "\(daemon.log)")
         #expect(daemon.state("echo") == "active")
     }

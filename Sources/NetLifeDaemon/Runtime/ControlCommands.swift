@@ -73,7 +73,8 @@ enum ControlCommands {
         .status: { context in
             let apps = context.app.map { [$0] } ?? context.supervisor.apps
             context.reply(StatusReply(apps: apps.map(\.status), degradedReasons: context.supervisor.degradedReasons,
-                                      metrics: context.daemon.metricsAddress).json)
+                                      metrics: context.daemon.metricsAddress,
+                                      memoryPressureTrigger: context.daemon.pressureTrigger?.status).json)
         },
         .launch: { context in transition(.launch(background: context.request.flag(.background)), context) },
         .foreground: { context in transition(.foreground, context) },

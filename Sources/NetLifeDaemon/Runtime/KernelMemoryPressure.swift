@@ -19,11 +19,18 @@ final class ArmedPressureTrigger {
     let trigger: PressureTrigger
     let source: PressureSource
     let watcher: PressureTriggerWatcher
+    /// How many times it has fired.
+    var events = 0
 
     init(trigger: PressureTrigger, source: PressureSource, watcher: PressureTriggerWatcher) {
         self.trigger = trigger
         self.source = source
         self.watcher = watcher
+    }
+
+    /// What `status` shows of it.
+    var status: PressureTriggerStatus {
+        PressureTriggerStatus(trigger: trigger.configText, file: source.path, watching: watcher.isWatching, events: events)
     }
 }
 
@@ -104,6 +111,7 @@ extension DaemonRuntime {
 
     /// One event of the trigger.
     private func pressureEvent(_ event: PressureTriggerWatcher.Event, trigger: PressureTrigger, path: String) {
+        if event == .fired { pressureTrigger?.events += 1 }
         guard event == .fired else {
             logger.error("memory pressure: \(path) went away (its cgroup was removed): the trigger \(trigger.configText) no longer fires; a reload arms it again")
             return
