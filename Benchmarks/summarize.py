@@ -416,11 +416,11 @@ def main():
             def kib(side):
                 return f"{side['first']:,} / {side['last']:,}" if side else "(in netlifed)"
 
-            wake.append({"name": name, **{k: v for k, v in result.items() if k != "memory_asleep"},
-                         "first_byte_ms": {k: v for k, v in (first or {}).items() if k != "values"},
-                         "awake_first_byte_ms": {k: v for k, v in (awake or {}).items() if k != "values"},
-                         "resleep_ms": {k: v for k, v in (resleep or {}).items() if k != "values"},
-                         "memory_asleep": {k: v for k, v in memory.items() if k != "samples"}})
+            # Without the figures of every cycle (the raw run keeps none either) nor the memory samples.
+            entry = {"name": name}
+            for key, value in result.items():
+                entry[key] = {k: v for k, v in value.items() if not isinstance(v, list)} if isinstance(value, dict) else value
+            wake.append(entry)
             out.append(f"| {name} | {result['cycles']:,} | {result['refused']} | {result['reset']} | {result['unanswered']} "
                        f"| {result['not_woken']} | {fmt(first and first['p50'], 3)} / {fmt(first and first['p99'], 3)} / "
                        f"{fmt(first and first['max'], 3)} | {fmt(awake and awake['p50'], 3)} / {fmt(awake and awake['p99'], 3)} "
