@@ -90,6 +90,8 @@ private final class EndpointHarness {
         poller?.arm(after: .zero)
         try? loop.run()
         poller?.close()
+        // The handler holds the variable that holds the timer: clearing it ends the cycle (and the loop's).
+        poller = nil
         return (bytes, ended)
     }
 
