@@ -56,6 +56,17 @@ private final class EndpointHarness {
         return fd
     }
 
+    /// A client on a socket pair with 4 KiB buffers each way, served by the server: one that stops reading
+    /// fills them within a few kilobytes.
+    func smallBufferedClient() -> CInt {
+        let (client, served) = socketPair()
+        var small: Int32 = 4096
+        setsockopt(served, SOL_SOCKET, SO_SNDBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+        setsockopt(client, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+        server.serve(fd: served)
+        return client
+    }
+
     func send(_ fd: CInt, _ text: String) {
         let bytes = Array(text.utf8)
         var sent = 0
@@ -259,13 +270,9 @@ struct MetricsServerTests {
         limits.writeTimeout = .milliseconds(300)
         let harness = try EndpointHarness(appCount: 200, limits: limits)
         defer { harness.close() }
-        // A socket pair with small buffers: a client that stops reading fills them within a few kilobytes.
-        let (client, served) = socketPair()
+        // A client that stops reading fills the small buffers within a few kilobytes.
+        let client = harness.smallBufferedClient()
         defer { close(client) }
-        var small: Int32 = 4096
-        setsockopt(served, SOL_SOCKET, SO_SNDBUF, &small, socklen_t(MemoryLayout<Int32>.size))
-        setsockopt(client, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
-        harness.server.serve(fd: served)
         harness.send(client, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
         let started = MonotonicTime.now()
         harness.run(for: .milliseconds(100))
@@ -285,12 +292,8 @@ struct MetricsServerTests {
         limits.writeTimeout = .milliseconds(300)
         let harness = try EndpointHarness(appCount: 200, limits: limits)
         defer { harness.close() }
-        let (client, served) = socketPair()
+        let client = harness.smallBufferedClient()
         defer { close(client) }
-        var small: Int32 = 4096
-        setsockopt(served, SOL_SOCKET, SO_SNDBUF, &small, socklen_t(MemoryLayout<Int32>.size))
-        setsockopt(client, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
-        harness.server.serve(fd: served)
         harness.send(client, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
         // A read every 100 ms, each well within the write timeout.
         var bytes: [UInt8] = []

@@ -103,31 +103,12 @@ private final class QuietPeerProtocol: DataSocketHandler {
     func dataSocketDidRead(_ socket: DataSocket) {}
 }
 
-/// Serves what the sockets have ready until `condition` holds: non-blocking turns only, no waiting (a loopback
-/// connect is answered within a few turns).
-@discardableResult
-private func serve(_ loop: EventLoop, until condition: () -> Bool) -> Bool {
-    for _ in 0..<10_000 {
-        if condition() { return true }
-        loop.runOnce()
-    }
-    return condition()
-}
-
 @Suite struct DataSocketClockTests {
     @Test func aRefusedSocketRetriesAfterADoublingDelayAndConnectsOnceThePeerListens() throws {
         let loop = try EventLoop(manualClockAt: start)
         // A TCP socket bound and not listening: the kernel refuses connections to it until it listens.
-        let peer = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let (peer, address) = try #require(boundTCPSocket())
         defer { close(peer) }
-        var local = sockaddr_in()
-        local.sin_family = sa_family_t(AF_INET)
-        local.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bound = withUnsafePointer(to: &local) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(peer, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        #expect(bound == 0)
-        let address = try SocketCalls.localAddress(of: peer)
         let app = try makeApp(loop) { $0.autoSuspend = nil }
         defer { app.retire(reason: "test over"); _ = loop.close() }
         app.perform(.launch(background: false)) { _ in }
@@ -155,21 +136,15 @@ private func serve(_ loop: EventLoop, until condition: () -> Bool) -> Bool {
 
     @Test func dataOnAVoIPSocketWakesTheSuspendedAppWhichServesItAtOnceAndSaysSo() throws {
         let loop = try EventLoop(manualClockAt: start)
-        let peer = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let (peer, address) = try #require(boundTCPSocket())
         defer { close(peer) }
-        var local = sockaddr_in()
-        local.sin_family = sa_family_t(AF_INET)
-        local.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bound = withUnsafePointer(to: &local) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(peer, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        #expect(bound == 0 && listen(peer, 4) == 0)
+        #expect(listen(peer, 4) == 0)
         let app = try makeApp(loop) { $0.autoSuspend = nil }
         defer { app.retire(reason: "test over"); _ = loop.close() }
         var events: [AppEvent] = []
         app.onEvent = { _, event in events.append(event) }
         app.perform(.launch(background: false)) { _ in }
-        var configuration = DataSocketConfiguration(name: "v", address: try SocketCalls.localAddress(of: peer), protocolName: "quiet")
+        var configuration = DataSocketConfiguration(name: "v", address: address, protocolName: "quiet")
         configuration.voip = true
         let dataSocket = app.openDataSocket(configuration, handler: QuietPeerProtocol())
         #expect(serve(loop) { dataSocket.state == .connected })

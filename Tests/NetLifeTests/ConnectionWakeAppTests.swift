@@ -27,16 +27,6 @@ private func received(_ peer: Peer) -> String {
     return count > 0 ? String(decoding: buffer[0..<count], as: UTF8.self) : ""
 }
 
-/// Serves what the sockets have ready until `condition` holds: non-blocking turns only.
-@discardableResult
-private func serve(_ loop: EventLoop, until condition: () -> Bool) -> Bool {
-    for _ in 0..<10_000 {
-        if condition() { return true }
-        loop.runOnce()
-    }
-    return condition()
-}
-
 @Suite struct ConnectionWakeAppTests {
     /// An app with a wake listener `main` (and, with `closeListener`, a `close` listener `side`), its events,
     /// among them the wake-ups it served with their latencies.

@@ -104,17 +104,10 @@ struct DataSocketAPITests {
         socketConfiguration.policy = .quiet
         let socket = app.openDataSocket(socketConfiguration, handler: AwaitingProtocol())
         var peer: CInt = -1
-        /// Turns the loop for its I/O (no time passes) until `condition` holds, for at most 5 s of wall time.
-        func pump(until condition: () -> Bool) -> Bool {
-            for _ in 0..<5000 {
-                loop.runOnce()
-                if peer < 0 { peer = accept(listenFD, nil, nil) }
-                if condition() { return true }
-                usleep(1000)
-            }
-            return false
-        }
-        #expect(pump { peer >= 0 && socket.state == .connected })
+        #expect(serve(loop) {
+            if peer < 0 { peer = accept(listenFD, nil, nil) }
+            return peer >= 0 && socket.state == .connected
+        })
         defer { if peer >= 0 { close(peer) } }
 
         app.perform(.background) { _ in }
@@ -126,7 +119,7 @@ struct DataSocketAPITests {
         #expect(app.status.tasks.isEmpty, "at expiration-lead before the end the wait is given up and its task ends")
         #expect(socket.state != .quiet)
         var byte: UInt8 = 0
-        #expect(pump { recv(peer, &byte, 1, CInt(MSG_DONTWAIT)) == 0 }, "the peer sees the connection closed")
+        #expect(serve(loop) { recv(peer, &byte, 1, CInt(MSG_DONTWAIT)) == 0 }, "the peer sees the connection closed")
         #expect(app.state == .suspended, "suspended as its last task ended, not killed by the watchdog")
     }
 

@@ -1,6 +1,7 @@
 #if canImport(Testing)   // built only for the tests: see Package.swift
-// What the unit tests of several modules share: running a loop until a condition holds, bounded in time, and
-// socket pairs with helpers to read, write and check what crossed them.
+// What the unit tests of several modules share: running a loop until a condition holds, bounded in time (or,
+// for a manual clock, serving its sockets' I/O alone), a bound TCP socket, and socket pairs with helpers to
+// read, write and check what crossed them.
 
 import Glibc
 import NetLifeEvent
@@ -19,6 +20,35 @@ public func runLoop(_ loop: EventLoop, timeout: Duration = .seconds(5), until co
     poller?.close()
     poller = nil
     return condition()
+}
+
+/// Serves what a loop's sockets have ready until `condition` holds: non-blocking turns only, no waiting and no
+/// time passing (for a loop with a manual clock; a loopback connect is answered within a few turns).
+@discardableResult
+public func serve(_ loop: EventLoop, until condition: () -> Bool) -> Bool {
+    for _ in 0..<10_000 {
+        if condition() { return true }
+        loop.runOnce()
+    }
+    return condition()
+}
+
+/// A TCP socket bound to a port of 127.0.0.1 the kernel chose, not listening: the kernel refuses connections
+/// to it until it listens. Nil when a call fails.
+public func boundTCPSocket() -> (fd: CInt, address: SocketAddress)? {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    guard fd >= 0 else { return nil }
+    var local = sockaddr_in()
+    local.sin_family = sa_family_t(AF_INET)
+    local.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let bound = withUnsafePointer(to: &local) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard bound == 0, let address = try? SocketCalls.localAddress(of: fd) else {
+        close(fd)
+        return nil
+    }
+    return (fd, address)
 }
 
 /// A connected pair of non-blocking Unix stream sockets.
