@@ -18,6 +18,8 @@ extension App {
             return
         }
         guard idle == nil else { return }
+        // One look at the use (a process app's costs reads of /proc).
+        let use = self.use
         var rule = IdleRule(after: after, keepsConnections: configuration.idleKeepsConnections, now: loop.now, use: use)
         follow(rule.restart(now: loop.now, use: use))
         idle = rule

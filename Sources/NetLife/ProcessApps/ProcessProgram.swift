@@ -392,16 +392,17 @@ public final class ProcessProgram: AppProgram {
     }
 
     public func servedConnections(ports: Set<UInt16>) -> Int {
-        guard let run = current, run.isRunning, let main = run.pid else { return 0 }
-        let others = run.cgroup?.subtreeMembers().filter { $0 != main } ?? []
-        return census.count(pids: [main] + others, ports: ports)
+        currentProcesses.map { census.count(pids: $0, ports: ports) } ?? 0
     }
 
-    /// What the current run's processes have done so far: the main process and the others of its cgroup.
-    public var activity: ProcessActivity? {
+    /// What the current run's processes have done so far.
+    public var activity: ProcessActivity? { currentProcesses.map(ProcessActivity.of(pids:)) }
+
+    /// The current run's processes, its main process first, then the others of its cgroup; nil when it does
+    /// not run.
+    private var currentProcesses: [Int32]? {
         guard let run = current, run.isRunning, let main = run.pid else { return nil }
-        let others = run.cgroup?.subtreeMembers().filter { $0 != main } ?? []
-        return ProcessActivity.of(pids: [main] + others)
+        return [main] + (run.cgroup?.subtreeMembers().filter { $0 != main } ?? [])
     }
 
     /// The current run's, else the newest ending run's figures: two small cgroup files per cgroup of its
